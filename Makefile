@@ -1,0 +1,105 @@
+# idem: rehearse the idempotency of a background job. See README.md.
+
+VERSION = 0.1.0
+PREFIX = /usr/local
+MANPREFIX = $(PREFIX)/share/man
+BINDIR = $(PREFIX)/bin
+DESTDIR =
+
+CC = cc
+PKGS = libpq yaml-0.1 libgit2 libsodium jansson
+SANITIZE =
+ifeq ($(SANITIZE),1)
+BUILD = build/sanitize
+SANFLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+else
+BUILD = build/release
+SANFLAGS =
+endif
+BIN = $(BUILD)/bin
+
+CPPFLAGS = -D_GNU_SOURCE -DIDEM_VERSION='"$(VERSION)"' -Ilib
+CFLAGS = -std=c11 -O2 -g -Wall -Wextra -Werror $(SANFLAGS) $(shell pkg-config --cflags $(PKGS))
+LDFLAGS = $(SANFLAGS)
+LDLIBS = $(shell pkg-config --libs $(PKGS)) -lm
+
+PROGS = idem-sandbox seed-gen dup-publish
+LIBOBJ = $(BUILD)/lib/util.o $(BUILD)/lib/tsv.o $(BUILD)/lib/seed.o \
+	$(BUILD)/lib/template.o $(BUILD)/lib/pg.o $(BUILD)/lib/embed.o
+UNIT = tsv util seed template
+MAN1 = idem-sandbox.1 seed-gen.1 dup-publish.1
+MAN5 = idem-tsv.5 idem-seed.5
+
+# Debian packages that building, the tests and the demo need.
+DEBS = make gcc libc6-dev pkg-config libpq-dev libyaml-dev libgit2-dev libsodium-dev \
+	libjansson-dev postgresql postgresql-client bats
+BENCH_DEBS = hyperfine
+
+all: $(addprefix $(BIN)/,$(PROGS))
+
+$(BUILD)/lib/libidem.a: $(LIBOBJ)
+	ar rcs $@ $(LIBOBJ)
+
+$(BUILD)/lib/%.o: lib/%.c lib/*.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/lib/embed.o: lib/embed.c templates/seed.yaml templates/ticket.md lib/queue.sql
+
+$(BIN)/%: cmd/%.c lib/*.h $(BUILD)/lib/libidem.a
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/lib/libidem.a $(LDLIBS)
+
+$(BUILD)/tests/%_test: tests/unit/%_test.c tests/unit/unit.h lib/*.h $(BUILD)/lib/libidem.a
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) -Itests/unit $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/lib/libidem.a $(LDLIBS)
+
+# Installs missing Debian packages when run as root; otherwise names them.
+deps:
+	@missing=""; for p in $(DEBS) $(EXTRA_DEBS); do \
+		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || \
+		missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			echo "installing Debian packages:$$missing"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+		else \
+			echo "missing Debian packages; run: sudo apt-get update && sudo apt-get install -y$$missing" >&2; \
+			exit 2; \
+		fi; \
+	fi
+
+# The README's test command: unit tests, then command tests against a real
+# PostgreSQL started by the tests themselves.
+check: deps
+	@$(MAKE) --no-print-directory test
+
+test: all $(addprefix $(BUILD)/tests/,$(addsuffix _test,$(UNIT)))
+	@BIN="$(CURDIR)/$(BIN)" BUILD="$(CURDIR)/$(BUILD)" UNIT="$(UNIT)" tests/run
+
+# The README's main command.
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@BIN="$(CURDIR)/$(BIN)" tests/demo
+
+bench: deps
+	@$(MAKE) --no-print-directory EXTRA_DEBS="$(BENCH_DEBS)" deps all
+	@BIN="$(CURDIR)/$(BIN)" tests/bench
+
+install: all
+	mkdir -p $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANPREFIX)/man1 $(DESTDIR)$(MANPREFIX)/man5
+	for p in $(PROGS); do cp -f $(BIN)/$$p $(DESTDIR)$(BINDIR)/$$p; chmod 755 $(DESTDIR)$(BINDIR)/$$p; done
+	for m in $(MAN1); do cp -f man/$$m $(DESTDIR)$(MANPREFIX)/man1/$$m; chmod 644 $(DESTDIR)$(MANPREFIX)/man1/$$m; done
+	for m in $(MAN5); do cp -f man/$$m $(DESTDIR)$(MANPREFIX)/man5/$$m; chmod 644 $(DESTDIR)$(MANPREFIX)/man5/$$m; done
+
+uninstall:
+	for p in $(PROGS); do rm -f $(DESTDIR)$(BINDIR)/$$p; done
+	for m in $(MAN1); do rm -f $(DESTDIR)$(MANPREFIX)/man1/$$m; done
+	for m in $(MAN5); do rm -f $(DESTDIR)$(MANPREFIX)/man5/$$m; done
+
+clean:
+	rm -rf build
+
+.PHONY: all deps check test demo bench install uninstall clean
+.SECONDARY:

@@ -1,0 +1,13 @@
+/* Files built into the programs, so an installed program needs no data path. */
+#define EMBED(symbol, file)                                           \
+	__asm__(".section .rodata\n"                                  \
+		".global " #symbol "\n"                               \
+		".type " #symbol ", @object\n"                        \
+		#symbol ":\n"                                         \
+		".incbin \"" file "\"\n"                              \
+		".byte 0\n"                                           \
+		".previous\n")
+
+EMBED(idem_tpl_seed, "templates/seed.yaml");
+EMBED(idem_tpl_ticket, "templates/ticket.md");
+EMBED(idem_sql_queue, "lib/queue.sql");

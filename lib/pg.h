@@ -1,0 +1,26 @@
+/* pg.h: reaching a sandbox database with libpq */
+#ifndef IDEM_PG_H
+#define IDEM_PG_H
+
+#include <libpq-fe.h>
+
+#include "util.h"
+
+/* Connects with conninfo (NULL or "" means the PG* environment), sets
+ * application_name to the program's name. NULL with err set on failure. */
+PGconn *idem_pg_connect(const char *conninfo, struct idem_error *err);
+
+/* Refuses (IDEM_EXIT_ENV) a database without the idem.sandbox marker row. */
+int idem_pg_require_sandbox(PGconn *conn, struct idem_error *err);
+
+/* Where the connection goes, without secrets: "dbname=idem user=idem host=/run". */
+void idem_pg_describe(PGconn *conn, char *buf, size_t size);
+
+/* The server's message as one line, without the trailing newline. */
+const char *idem_pg_message(PGconn *conn, PGresult *res, char *buf, size_t size);
+
+/* Runs a command that returns no rows or any rows; NULL with err set. */
+PGresult *idem_pg_exec(PGconn *conn, const char *what, struct idem_error *err,
+		       const char *sql, int nparams, const char *const *params);
+
+#endif

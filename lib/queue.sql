@@ -1,0 +1,192 @@
+-- The idem sandbox queue: at-least-once delivery with a visibility timeout,
+-- in the manner of SQS and pgmq. The functions idem.send, idem.read,
+-- idem.ack and the idem.sandbox marker are normative (idem-sandbox(1),
+-- QUEUE); the tables behind them are not. Installed by idem-sandbox start.
+
+CREATE SCHEMA idem;
+COMMENT ON SCHEMA idem IS 'idem rehearsal sandbox: queue, delivery log, sandbox marker';
+
+-- One row marks this database as a rehearsal sandbox; every idem program
+-- that writes refuses a database without it.
+CREATE TABLE idem.sandbox (
+	sandbox boolean PRIMARY KEY DEFAULT true CHECK (sandbox),
+	created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+	created_by text NOT NULL DEFAULT 'idem-sandbox',
+	schema_version integer NOT NULL DEFAULT 1
+);
+
+-- A message is in the queue until acked, and in the archive after.
+CREATE TABLE idem.message (
+	msg_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	queue text NOT NULL,
+	job_id text NOT NULL,
+	copy integer NOT NULL DEFAULT 0 CHECK (copy >= 0),
+	business_key text NOT NULL,
+	payload jsonb NOT NULL,
+	enqueued_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+	visible_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+	read_ct integer NOT NULL DEFAULT 0,
+	acked_at timestamptz,
+	CONSTRAINT message_publication UNIQUE (queue, job_id, copy)
+);
+CREATE INDEX message_waiting ON idem.message (queue, msg_id) WHERE acked_at IS NULL;
+
+CREATE VIEW idem.queue AS
+	SELECT msg_id, queue, job_id, copy, business_key, payload, enqueued_at,
+	       visible_at, read_ct
+	FROM idem.message WHERE acked_at IS NULL;
+
+CREATE VIEW idem.archive AS
+	SELECT msg_id, queue, job_id, copy, business_key, payload, enqueued_at,
+	       read_ct, acked_at
+	FROM idem.message WHERE acked_at IS NOT NULL;
+
+-- One row per delivery: the attempt number, when it was taken, and when the
+-- message becomes visible again unless acked.
+CREATE TABLE idem.delivery (
+	msg_id bigint NOT NULL REFERENCES idem.message,
+	read_ct integer NOT NULL,
+	delivered_at timestamptz NOT NULL,
+	visible_at timestamptz NOT NULL,
+	backend_pid integer NOT NULL DEFAULT pg_backend_pid(),
+	PRIMARY KEY (msg_id, read_ct)
+);
+
+-- Publishes many messages in one call. A message is identified by
+-- (queue, job_id, copy): publishing it again returns the existing msg_id
+-- with published false, and publishing it with another business key or
+-- payload is an error, so a rerun never publishes anything twice.
+CREATE FUNCTION idem.send_batch(queue text, job_ids text[], business_keys text[],
+				payloads jsonb[], copies integer[])
+RETURNS TABLE (job_id text, copy integer, msg_id bigint, enqueued_at timestamptz,
+	       published boolean)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+	clash record;
+BEGIN
+	SELECT i.job_id, i.copy INTO clash
+	FROM unnest(send_batch.job_ids, send_batch.business_keys, send_batch.payloads,
+		    send_batch.copies) AS i(job_id, business_key, payload, copy)
+	JOIN idem.message o ON o.queue = send_batch.queue AND o.job_id = i.job_id
+			   AND o.copy = i.copy
+	WHERE o.payload <> i.payload OR o.business_key <> i.business_key
+	LIMIT 1;
+	IF FOUND THEN
+		RAISE EXCEPTION 'job % copy % is already in queue % with another business key or payload',
+			clash.job_id, clash.copy, send_batch.queue
+			USING ERRCODE = 'unique_violation';
+	END IF;
+	RETURN QUERY
+	WITH input AS (
+		SELECT u.job_id, u.business_key, u.payload, u.copy, u.ord
+		FROM unnest(send_batch.job_ids, send_batch.business_keys, send_batch.payloads,
+			    send_batch.copies) WITH ORDINALITY AS u(job_id, business_key, payload, copy, ord)
+	), inserted AS (
+		INSERT INTO idem.message AS m (queue, job_id, copy, business_key, payload)
+		SELECT send_batch.queue, i.job_id, i.copy, i.business_key, i.payload
+		FROM input i ORDER BY i.ord
+		ON CONFLICT ON CONSTRAINT message_publication DO NOTHING
+		RETURNING m.job_id, m.copy, m.msg_id, m.enqueued_at
+	)
+	SELECT i.job_id, i.copy, coalesce(n.msg_id, o.msg_id),
+	       coalesce(n.enqueued_at, o.enqueued_at), n.msg_id IS NOT NULL
+	FROM input i
+	LEFT JOIN inserted n ON n.job_id = i.job_id AND n.copy = i.copy
+	LEFT JOIN idem.message o ON n.msg_id IS NULL AND o.queue = send_batch.queue
+				 AND o.job_id = i.job_id AND o.copy = i.copy
+	ORDER BY i.ord;
+END
+$$;
+
+CREATE FUNCTION idem.send(queue text, job_id text, business_key text, payload jsonb,
+			  copy integer DEFAULT 0)
+RETURNS bigint
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT b.msg_id FROM idem.send_batch($1, ARRAY[$2], ARRAY[$3], ARRAY[$4], ARRAY[$5]) b
+$$;
+
+-- Takes up to qty visible messages, oldest first, hides them for vt, counts
+-- the attempt in read_ct and logs the delivery.
+CREATE FUNCTION idem.read(queue text, vt interval, qty integer DEFAULT 1)
+RETURNS TABLE (msg_id bigint, job_id text, business_key text, payload jsonb,
+	       read_ct integer, enqueued_at timestamptz)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+	taken_at timestamptz := clock_timestamp();
+BEGIN
+	IF read.qty IS NULL OR read.qty < 1 THEN
+		RAISE EXCEPTION 'idem.read: qty must be at least 1' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF read.vt IS NULL OR read.vt < interval '0' THEN
+		RAISE EXCEPTION 'idem.read: vt must not be negative' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	RETURN QUERY
+	WITH picked AS (
+		SELECT m.msg_id FROM idem.message m
+		WHERE m.queue = read.queue AND m.acked_at IS NULL AND m.visible_at <= taken_at
+		ORDER BY m.msg_id
+		LIMIT read.qty
+		FOR UPDATE SKIP LOCKED
+	), taken AS (
+		UPDATE idem.message m
+		SET visible_at = taken_at + read.vt, read_ct = m.read_ct + 1
+		FROM picked WHERE m.msg_id = picked.msg_id
+		RETURNING m.msg_id, m.job_id, m.business_key, m.payload, m.read_ct,
+			  m.enqueued_at, m.visible_at
+	), logged AS (
+		INSERT INTO idem.delivery (msg_id, read_ct, delivered_at, visible_at)
+		SELECT t.msg_id, t.read_ct, taken_at, t.visible_at FROM taken t
+	)
+	SELECT t.msg_id, t.job_id, t.business_key, t.payload, t.read_ct, t.enqueued_at
+	FROM taken t ORDER BY t.msg_id;
+END
+$$;
+
+-- Removes the message from the queue into the archive with its ack time;
+-- false when it was acked already (or never existed).
+CREATE FUNCTION idem.ack(msg_id bigint)
+RETURNS boolean
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+	WITH acked AS (
+		UPDATE idem.message m SET acked_at = clock_timestamp()
+		WHERE m.msg_id = $1 AND m.acked_at IS NULL
+		RETURNING 1
+	)
+	SELECT EXISTS (SELECT FROM acked)
+$$;
+
+-- Roles: the publisher only sends, the worker reads, acks and owns its
+-- effect tables, the reviewer only reads.
+DO $$
+DECLARE
+	r text;
+BEGIN
+	FOREACH r IN ARRAY ARRAY['idem_publisher', 'idem_worker', 'idem_reviewer'] LOOP
+		IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = r) THEN
+			EXECUTE format('CREATE ROLE %I LOGIN', r);
+		END IF;
+	END LOOP;
+	EXECUTE format('GRANT CONNECT ON DATABASE %I TO idem_publisher, idem_reviewer',
+		       current_database());
+	EXECUTE format('GRANT CONNECT, CREATE ON DATABASE %I TO idem_worker', current_database());
+END
+$$;
+
+REVOKE ALL ON SCHEMA idem FROM PUBLIC;
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA idem FROM PUBLIC;
+GRANT USAGE ON SCHEMA idem TO idem_publisher, idem_worker, idem_reviewer;
+GRANT SELECT ON idem.sandbox TO idem_publisher, idem_worker, idem_reviewer;
+GRANT EXECUTE ON FUNCTION idem.send(text, text, text, jsonb, integer),
+	idem.send_batch(text, text[], text[], jsonb[], integer[]) TO idem_publisher;
+GRANT EXECUTE ON FUNCTION idem.read(text, interval, integer), idem.ack(bigint) TO idem_worker;
+GRANT SELECT ON ALL TABLES IN SCHEMA idem TO idem_reviewer;
+ALTER DEFAULT PRIVILEGES FOR ROLE idem_worker GRANT USAGE ON SCHEMAS TO idem_reviewer;
+ALTER DEFAULT PRIVILEGES FOR ROLE idem_worker GRANT SELECT ON TABLES TO idem_reviewer;
+
+INSERT INTO idem.sandbox DEFAULT VALUES;

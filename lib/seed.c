@@ -1,0 +1,1191 @@
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libpq-fe.h>
+#include <sodium.h>
+#include <yaml.h>
+
+#include "seed.h"
+
+/* Parsing state: the YAML document and where errors go. */
+struct loader {
+	const char *path;
+	yaml_document_t doc;
+	struct idem_error *err;
+	struct idem_seed *seed;
+};
+
+static const char *const standard_steps[] = {
+	"consumed", "before-write", "before-commit", "after-commit",
+	"external-call", "before-ack", "acked", NULL
+};
+
+static int
+fail_at(struct loader *l, const yaml_node_t *n, const char *field, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int
+fail_at(struct loader *l, const yaml_node_t *n, const char *field, const char *fmt, ...)
+{
+	char msg[768];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return idem_error_set(l->err, IDEM_EXIT_USAGE, "%s:%lu:%lu: %s: %s", l->path,
+	    (unsigned long)n->start_mark.line + 1, (unsigned long)n->start_mark.column + 1,
+	    field, msg);
+}
+
+static yaml_node_t *
+node(struct loader *l, int id)
+{
+	return yaml_document_get_node(&l->doc, id);
+}
+
+static const char *
+scalar(const yaml_node_t *n)
+{
+	return n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
+}
+
+static int
+is_plain(const yaml_node_t *n)
+{
+	return n->type == YAML_SCALAR_NODE && n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
+}
+
+/* YAML core schema resolution of a plain scalar. */
+enum plain_kind { PLAIN_STRING, PLAIN_NULL, PLAIN_BOOL, PLAIN_INT, PLAIN_FLOAT };
+
+static enum plain_kind
+resolve_plain(const yaml_node_t *n)
+{
+	static const char *const nulls[] = { "", "~", "null", "Null", "NULL", NULL };
+	static const char *const bools[] = { "true", "True", "TRUE", "false", "False",
+		"FALSE", NULL };
+	const char *s = scalar(n), *p;
+	size_t i;
+
+	if (!is_plain(n))
+		return PLAIN_STRING;
+	for (i = 0; nulls[i]; i++)
+		if (strcmp(s, nulls[i]) == 0)
+			return PLAIN_NULL;
+	for (i = 0; bools[i]; i++)
+		if (strcmp(s, bools[i]) == 0)
+			return PLAIN_BOOL;
+	p = s + (*s == '-' || *s == '+');
+	if (*p >= '0' && *p <= '9' && p[strspn(p, "0123456789")] == '\0')
+		return PLAIN_INT;
+	if (strspn(p, "0123456789.eE+-") == strlen(p) && strchr(p, '.') != NULL &&
+	    strspn(p, "0123456789") > 0)
+		return PLAIN_FLOAT;
+	if (strcmp(p, ".inf") == 0 || strcmp(s, ".nan") == 0 || strcmp(p, ".Inf") == 0 ||
+	    strcmp(s, ".NaN") == 0)
+		return PLAIN_FLOAT;
+	return PLAIN_STRING;
+}
+
+static const char *
+plain_kind_name(enum plain_kind k)
+{
+	switch (k) {
+	case PLAIN_NULL: return "null";
+	case PLAIN_BOOL: return "boolean";
+	case PLAIN_INT: return "integer";
+	case PLAIN_FLOAT: return "floating-point number";
+	default: return "string";
+	}
+}
+
+static const char *
+node_kind_name(const yaml_node_t *n)
+{
+	switch (n->type) {
+	case YAML_MAPPING_NODE: return "mapping";
+	case YAML_SEQUENCE_NODE: return "list";
+	default: return plain_kind_name(resolve_plain(n));
+	}
+}
+
+static int
+scalar_has_nul(const yaml_node_t *n)
+{
+	return strlen(scalar(n)) != n->data.scalar.length;
+}
+
+/* Checks that a mapping has only allowed keys, each once. */
+static int
+check_mapping(struct loader *l, const yaml_node_t *map, const char *field,
+	      const char *const *allowed)
+{
+	yaml_node_pair_t *pair, *other;
+	char where[512];
+	size_t i;
+
+	if (map->type != YAML_MAPPING_NODE)
+		return fail_at(l, map, field, "expected a mapping, got a %s", node_kind_name(map));
+	for (pair = map->data.mapping.pairs.start; pair < map->data.mapping.pairs.top; pair++) {
+		yaml_node_t *key = node(l, pair->key);
+		const char *name = scalar(key);
+
+		if (name == NULL)
+			return fail_at(l, key, field, "keys must be plain names");
+		for (i = 0; allowed[i]; i++)
+			if (strcmp(allowed[i], name) == 0)
+				break;
+		snprintf(where, sizeof(where), "%s%s%s", field, *field ? "." : "", name);
+		if (allowed[i] == NULL)
+			return fail_at(l, key, where, "unknown key (a typo?)");
+		for (other = map->data.mapping.pairs.start; other < pair; other++)
+			if (strcmp(scalar(node(l, other->key)), name) == 0)
+				return fail_at(l, key, where, "key given twice");
+	}
+	return 0;
+}
+
+static yaml_node_t *
+lookup(struct loader *l, const yaml_node_t *map, const char *name)
+{
+	yaml_node_pair_t *pair;
+
+	for (pair = map->data.mapping.pairs.start; pair < map->data.mapping.pairs.top; pair++)
+		if (strcmp(scalar(node(l, pair->key)), name) == 0)
+			return node(l, pair->value);
+	return NULL;
+}
+
+static void
+field_name(char *buf, size_t size, const char *parent, const char *name)
+{
+	snprintf(buf, size, "%s%s%s", parent, *parent ? "." : "", name);
+}
+
+/* A non-empty text value; optional ones stay NULL when absent. */
+static int
+get_text(struct loader *l, const yaml_node_t *map, const char *parent, const char *name,
+	 int required, char **out)
+{
+	yaml_node_t *n = lookup(l, map, name);
+	char field[512];
+
+	field_name(field, sizeof(field), parent, name);
+	if (n == NULL) {
+		if (required)
+			return fail_at(l, map, field, "required key missing");
+		return 0;
+	}
+	if (n->type != YAML_SCALAR_NODE || resolve_plain(n) == PLAIN_NULL)
+		return fail_at(l, n, field, "expected text, got a %s", node_kind_name(n));
+	if (scalar_has_nul(n))
+		return fail_at(l, n, field, "contains a NUL character");
+	*out = idem_estrdup(scalar(n));
+	return 0;
+}
+
+static int
+get_int(struct loader *l, const yaml_node_t *map, const char *parent, const char *name,
+	long long min, long long dflt, long long *out, int *present)
+{
+	yaml_node_t *n = lookup(l, map, name);
+	char field[512], *end;
+	long long v;
+
+	field_name(field, sizeof(field), parent, name);
+	if (present)
+		*present = n != NULL;
+	if (n == NULL) {
+		*out = dflt;
+		return 0;
+	}
+	if (resolve_plain(n) != PLAIN_INT)
+		return fail_at(l, n, field, "expected an integer, got a %s", node_kind_name(n));
+	errno = 0;
+	v = strtoll(scalar(n), &end, 10);
+	if (errno == ERANGE)
+		return fail_at(l, n, field, "integer out of range");
+	if (v < min)
+		return fail_at(l, n, field, "must be at least %lld", min);
+	*out = v;
+	return 0;
+}
+
+static int
+get_duration(struct loader *l, const yaml_node_t *map, const char *parent, const char *name,
+	     long long dflt, long long *out)
+{
+	yaml_node_t *n = lookup(l, map, name);
+	char field[512];
+
+	field_name(field, sizeof(field), parent, name);
+	if (n == NULL) {
+		*out = dflt;
+		return 0;
+	}
+	if (n->type != YAML_SCALAR_NODE || (*out = idem_parse_duration_ms(scalar(n))) < 0)
+		return fail_at(l, n, field,
+		    "expected a duration such as 500ms, 2s, 1m or 1h, got \"%s\"",
+		    scalar(n) ? scalar(n) : node_kind_name(n));
+	return 0;
+}
+
+static int
+get_bool(struct loader *l, const yaml_node_t *map, const char *parent, const char *name,
+	 int *out)
+{
+	yaml_node_t *n = lookup(l, map, name);
+	char field[512];
+
+	field_name(field, sizeof(field), parent, name);
+	*out = 0;
+	if (n == NULL)
+		return 0;
+	if (resolve_plain(n) != PLAIN_BOOL)
+		return fail_at(l, n, field, "expected true or false, got a %s", node_kind_name(n));
+	*out = scalar(n)[0] == 't' || scalar(n)[0] == 'T';
+	return 0;
+}
+
+/* A list of non-empty text values. */
+static int
+get_text_list(struct loader *l, const yaml_node_t *map, const char *parent, const char *name,
+	      char ***out, size_t *count)
+{
+	yaml_node_t *n = lookup(l, map, name);
+	yaml_node_item_t *item;
+	char field[512];
+	size_t i = 0;
+
+	*out = NULL;
+	*count = 0;
+	field_name(field, sizeof(field), parent, name);
+	if (n == NULL)
+		return 0;
+	if (n->type != YAML_SEQUENCE_NODE)
+		return fail_at(l, n, field, "expected a list, got a %s", node_kind_name(n));
+	*out = idem_ereallocarray(NULL,
+	    (size_t)(n->data.sequence.items.top - n->data.sequence.items.start) + 1,
+	    sizeof(char *));
+	for (item = n->data.sequence.items.start; item < n->data.sequence.items.top; item++) {
+		yaml_node_t *v = node(l, *item);
+
+		if (v->type != YAML_SCALAR_NODE || resolve_plain(v) == PLAIN_NULL || !*scalar(v))
+			return fail_at(l, v, field, "expected text, got a %s", node_kind_name(v));
+		if (scalar_has_nul(v))
+			return fail_at(l, v, field, "contains a NUL character");
+		(*out)[i++] = idem_estrdup(scalar(v));
+		*count = i;
+	}
+	return 0;
+}
+
+const char *
+idem_payload_type_name(enum idem_payload_type type)
+{
+	static const char *const names[] = { "string", "integer", "boolean", "object", "array" };
+
+	return names[type];
+}
+
+char *
+idem_json_canonical(const json_t *value)
+{
+	char *s = json_dumps(value, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+
+	if (s == NULL)
+		idem_die(IDEM_EXIT_ENV, "json_dumps failed");
+	return s;
+}
+
+/* Any YAML value as JSON, scalars resolved by the YAML core schema. */
+static json_t *
+to_json(struct loader *l, const yaml_node_t *n, const char *field)
+{
+	json_t *out = NULL, *v;
+	char sub[512];
+
+	switch (n->type) {
+	case YAML_MAPPING_NODE: {
+		yaml_node_pair_t *pair;
+
+		out = json_object();
+		for (pair = n->data.mapping.pairs.start; pair < n->data.mapping.pairs.top; pair++) {
+			yaml_node_t *k = node(l, pair->key);
+
+			if (scalar(k) == NULL || scalar_has_nul(k)) {
+				fail_at(l, k, field, "keys must be text");
+				goto fail;
+			}
+			if (json_object_get(out, scalar(k)) != NULL) {
+				field_name(sub, sizeof(sub), field, scalar(k));
+				fail_at(l, k, sub, "key given twice");
+				goto fail;
+			}
+			field_name(sub, sizeof(sub), field, scalar(k));
+			if ((v = to_json(l, node(l, pair->value), sub)) == NULL)
+				goto fail;
+			json_object_set_new(out, scalar(k), v);
+		}
+		return out;
+	}
+	case YAML_SEQUENCE_NODE: {
+		yaml_node_item_t *item;
+		size_t i = 0;
+
+		out = json_array();
+		for (item = n->data.sequence.items.start; item < n->data.sequence.items.top; item++) {
+			snprintf(sub, sizeof(sub), "%s[%zu]", field, i++);
+			if ((v = to_json(l, node(l, *item), sub)) == NULL)
+				goto fail;
+			json_array_append_new(out, v);
+		}
+		return out;
+	}
+	default:
+		break;
+	}
+	if (scalar_has_nul(n)) {
+		fail_at(l, n, field, "contains a NUL character");
+		return NULL;
+	}
+	switch (resolve_plain(n)) {
+	case PLAIN_NULL:
+		return json_null();
+	case PLAIN_BOOL:
+		return json_boolean(scalar(n)[0] == 't' || scalar(n)[0] == 'T');
+	case PLAIN_INT: {
+		long long i;
+
+		errno = 0;
+		i = strtoll(scalar(n), NULL, 10);
+		if (errno == ERANGE) {
+			fail_at(l, n, field, "integer out of range");
+			return NULL;
+		}
+		return json_integer(i);
+	}
+	case PLAIN_FLOAT:
+		fail_at(l, n, field, "floating-point numbers are not accepted in payloads "
+		    "(their canonical form is ambiguous); use an integer such as cents, or quote it");
+		return NULL;
+	default:
+		return json_stringn(scalar(n), n->data.scalar.length);
+	}
+fail:
+	json_decref(out);
+	return NULL;
+}
+
+static int
+type_matches(const json_t *v, enum idem_payload_type type)
+{
+	switch (type) {
+	case IDEM_TYPE_STRING: return json_is_string(v);
+	case IDEM_TYPE_INTEGER: return json_is_integer(v);
+	case IDEM_TYPE_BOOLEAN: return json_is_boolean(v);
+	case IDEM_TYPE_OBJECT: return json_is_object(v);
+	case IDEM_TYPE_ARRAY: return json_is_array(v);
+	}
+	return 0;
+}
+
+static const char *
+json_kind_name(const json_t *v)
+{
+	switch (json_typeof(v)) {
+	case JSON_OBJECT: return "mapping";
+	case JSON_ARRAY: return "list";
+	case JSON_STRING: return "string";
+	case JSON_INTEGER: return "integer";
+	case JSON_TRUE: case JSON_FALSE: return "boolean";
+	case JSON_NULL: return "null";
+	default: return "number";
+	}
+}
+
+static int
+load_schema(struct loader *l, const yaml_node_t *root)
+{
+	struct idem_seed *s = l->seed;
+	yaml_node_t *map = lookup(l, root, "payload_schema");
+	yaml_node_pair_t *pair;
+	size_t i;
+
+	if (map == NULL)
+		return fail_at(l, root, "payload_schema", "required key missing");
+	if (map->type != YAML_MAPPING_NODE || map->data.mapping.pairs.top == map->data.mapping.pairs.start)
+		return fail_at(l, map, "payload_schema",
+		    "expected a mapping of field names to types");
+	s->schema = idem_ereallocarray(NULL,
+	    (size_t)(map->data.mapping.pairs.top - map->data.mapping.pairs.start),
+	    sizeof(*s->schema));
+	for (pair = map->data.mapping.pairs.start; pair < map->data.mapping.pairs.top; pair++) {
+		yaml_node_t *k = node(l, pair->key), *v = node(l, pair->value);
+		struct idem_seed_field *f = &s->schema[s->nschema];
+		char field[512];
+
+		if (scalar(k) == NULL || !*scalar(k) || scalar_has_nul(k))
+			return fail_at(l, k, "payload_schema", "field names must be text");
+		field_name(field, sizeof(field), "payload_schema", scalar(k));
+		for (i = 0; i < s->nschema; i++)
+			if (strcmp(s->schema[i].name, scalar(k)) == 0)
+				return fail_at(l, k, field, "key given twice");
+		for (i = 0; i < 5; i++)
+			if (scalar(v) && strcmp(scalar(v), idem_payload_type_name(i)) == 0)
+				break;
+		if (i == 5)
+			return fail_at(l, v, field,
+			    "unknown type (expected string, integer, boolean, object or array)");
+		f->name = idem_estrdup(scalar(k));
+		f->type = i;
+		s->nschema++;
+	}
+	return 0;
+}
+
+static const struct idem_seed_field *
+schema_field(const struct idem_seed *s, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < s->nschema; i++)
+		if (strcmp(s->schema[i].name, name) == 0)
+			return &s->schema[i];
+	return NULL;
+}
+
+/* The business key: one column as its plain value, several as a canonical
+ * JSON array of the values in key order. */
+static char *
+business_key(const struct idem_seed *s, const json_t *payload)
+{
+	json_t *v, *array;
+	char *out;
+	size_t i;
+
+	if (s->nkey == 1) {
+		v = json_object_get(payload, s->key[0]);
+		if (json_is_string(v))
+			return idem_estrdup(json_string_value(v));
+		return idem_json_canonical(v);
+	}
+	array = json_array();
+	for (i = 0; i < s->nkey; i++)
+		json_array_append(array, json_object_get(payload, s->key[i]));
+	out = idem_json_canonical(array);
+	json_decref(array);
+	return out;
+}
+
+static void
+finish_job(struct idem_seed *s, struct idem_seed_job *job)
+{
+	job->payload_json = idem_json_canonical(job->payload);
+	idem_sha256_hex(job->payload_json, strlen(job->payload_json), job->payload_sha256);
+	job->business_key = business_key(s, job->payload);
+	job->scenario = -1;
+}
+
+static int
+check_payload(struct loader *l, const yaml_node_t *n, const char *field, const json_t *payload)
+{
+	const struct idem_seed *s = l->seed;
+	const char *name;
+	json_t *v;
+	size_t i;
+
+	if (!json_is_object(payload))
+		return fail_at(l, n, field, "expected a mapping, got a %s", json_kind_name(payload));
+	for (i = 0; i < s->nschema; i++) {
+		char sub[512];
+
+		field_name(sub, sizeof(sub), field, s->schema[i].name);
+		v = json_object_get(payload, s->schema[i].name);
+		if (v == NULL)
+			return fail_at(l, n, sub, "missing (payload_schema requires it)");
+		if (!type_matches(v, s->schema[i].type)) {
+			yaml_node_t *vn = lookup(l, n, s->schema[i].name);
+
+			return fail_at(l, vn, sub, "expected %s, got %s%s",
+			    idem_payload_type_name(s->schema[i].type), json_kind_name(v),
+			    s->schema[i].type == IDEM_TYPE_STRING && vn && is_plain(vn) ?
+			    " (quote it to make it text)" : "");
+		}
+	}
+	json_object_foreach((json_t *)payload, name, v) {
+		if (schema_field(s, name) == NULL) {
+			char sub[512];
+
+			field_name(sub, sizeof(sub), field, name);
+			return fail_at(l, lookup(l, n, name), sub, "not in payload_schema");
+		}
+	}
+	return 0;
+}
+
+static int
+load_jobs(struct loader *l, const yaml_node_t *root)
+{
+	static const char *const job_keys[] = { "id", "payload", NULL };
+	struct idem_seed *s = l->seed;
+	yaml_node_t *list = lookup(l, root, "jobs");
+	yaml_node_item_t *item;
+	size_t n;
+
+	if (list == NULL)
+		return 0;
+	if (list->type != YAML_SEQUENCE_NODE)
+		return fail_at(l, list, "jobs", "expected a list, got a %s", node_kind_name(list));
+	n = (size_t)(list->data.sequence.items.top - list->data.sequence.items.start);
+	s->jobs = idem_ereallocarray(s->jobs, n + (size_t)s->generate_count, sizeof(*s->jobs));
+	for (item = list->data.sequence.items.start; item < list->data.sequence.items.top; item++) {
+		yaml_node_t *j = node(l, *item), *p;
+		struct idem_seed_job *job = &s->jobs[s->njobs];
+		char field[64], sub[128];
+
+		snprintf(field, sizeof(field), "jobs[%zu]", s->njobs);
+		if (check_mapping(l, j, field, job_keys) < 0)
+			return -1;
+		memset(job, 0, sizeof(*job));
+		job->scenario = -1;
+		if (get_text(l, j, field, "id", 1, &job->id) < 0)
+			return -1;
+		if ((p = lookup(l, j, "payload")) == NULL)
+			return fail_at(l, j, strcat(strcpy(sub, field), ".payload"),
+			    "required key missing");
+		snprintf(sub, sizeof(sub), "%s.payload", field);
+		job->line = (long)j->start_mark.line + 1;
+		job->column = (long)j->start_mark.column + 1;
+		s->njobs++;
+		if ((job->payload = to_json(l, p, sub)) == NULL)
+			return -1;
+		if (check_payload(l, p, sub, job->payload) < 0)
+			return -1;
+		finish_job(s, job);
+	}
+	return 0;
+}
+
+/* Generated jobs: see GENERATED JOBS in idem-seed(5). */
+static void
+generate_jobs(struct idem_seed *s)
+{
+	long long i;
+	int width = 6;
+	long long count;
+	size_t f, k;
+
+	for (count = s->generate_count; count >= 1000000; count /= 10)
+		width++;
+	s->jobs = idem_ereallocarray(s->jobs, s->njobs + (size_t)s->generate_count,
+	    sizeof(*s->jobs));
+	for (i = 1; i <= s->generate_count; i++) {
+		struct idem_seed_job *job = &s->jobs[s->njobs++];
+		unsigned char digest[32];
+		char id[64], text[600];
+		uint32_t h;
+
+		memset(job, 0, sizeof(*job));
+		if (snprintf(id, sizeof(id), "gen-%0*lld", width, i) >= (int)sizeof(id))
+			idem_die(IDEM_EXIT_USAGE, "generated job id too long");
+		job->id = idem_estrdup(id);
+		crypto_hash_sha256(digest, (const unsigned char *)id, strlen(id));
+		h = (uint32_t)digest[0] << 24 | (uint32_t)digest[1] << 16 |
+		    (uint32_t)digest[2] << 8 | digest[3];
+		job->payload = json_object();
+		for (f = 0; f < s->nschema; f++) {
+			const struct idem_seed_field *sf = &s->schema[f];
+			int is_key = 0;
+			json_t *v;
+
+			for (k = 0; k < s->nkey; k++)
+				is_key |= strcmp(s->key[k], sf->name) == 0;
+			switch (sf->type) {
+			case IDEM_TYPE_STRING:
+				if (snprintf(text, sizeof(text), "%s-%0*lld", sf->name, width, i) >= (int)sizeof(text))
+					idem_die(IDEM_EXIT_USAGE, "payload field name %s too long", sf->name);
+				v = json_string(text);
+				break;
+			case IDEM_TYPE_INTEGER:
+				v = json_integer(is_key ? i : (json_int_t)(h % 100000));
+				break;
+			case IDEM_TYPE_BOOLEAN:
+				v = json_boolean(h & 1);
+				break;
+			case IDEM_TYPE_OBJECT:
+				v = json_object();
+				break;
+			default:
+				v = json_array();
+				break;
+			}
+			json_object_set_new(job->payload, sf->name, v);
+		}
+		finish_job(s, job);
+	}
+}
+
+static long
+find_job(const struct idem_seed *s, const char *id)
+{
+	size_t i;
+
+	for (i = 0; i < s->njobs; i++)
+		if (strcmp(s->jobs[i].id, id) == 0)
+			return (long)i;
+	return -1;
+}
+
+static int
+valid_step(const char *step)
+{
+	size_t i;
+
+	for (i = 0; standard_steps[i]; i++)
+		if (strcmp(standard_steps[i], step) == 0)
+			return 1;
+	return *step && strspn(step, "abcdefghijklmnopqrstuvwxyz0123456789-_.") == strlen(step);
+}
+
+static uint64_t
+selection_hash(const char *scenario, const char *job_id)
+{
+	crypto_hash_sha256_state st;
+	unsigned char digest[32];
+	uint64_t h = 0;
+	int i;
+
+	crypto_hash_sha256_init(&st);
+	crypto_hash_sha256_update(&st, (const unsigned char *)scenario, strlen(scenario) + 1);
+	crypto_hash_sha256_update(&st, (const unsigned char *)job_id, strlen(job_id));
+	crypto_hash_sha256_final(&st, digest);
+	for (i = 0; i < 8; i++)
+		h = h << 8 | digest[i];
+	return h;
+}
+
+static int
+load_scenarios(struct loader *l, const yaml_node_t *root)
+{
+	static const char *const keys[] = { "name", "jobs", "every", "duplicates", "within",
+		"kill", "attempt", "race", "conflicting_payloads", NULL };
+	struct idem_seed *s = l->seed;
+	yaml_node_t *list = lookup(l, root, "scenarios");
+	yaml_node_item_t *item, *ji;
+	long long *every;
+	size_t i, j;
+	int rc = -1;
+
+	if (list == NULL)
+		return 0;
+	if (list->type != YAML_SEQUENCE_NODE)
+		return fail_at(l, list, "scenarios", "expected a list, got a %s",
+		    node_kind_name(list));
+	i = (size_t)(list->data.sequence.items.top - list->data.sequence.items.start);
+	s->scenarios = idem_ereallocarray(NULL, i + 1, sizeof(*s->scenarios));
+	every = idem_ereallocarray(NULL, i + 1, sizeof(*every));
+	for (item = list->data.sequence.items.start; item < list->data.sequence.items.top; item++) {
+		yaml_node_t *n = node(l, *item), *jobs;
+		struct idem_seed_scenario *sc = &s->scenarios[s->nscenarios];
+		long long attempt;
+		char field[64];
+		int has_attempt, has_dups, has_every;
+
+		snprintf(field, sizeof(field), "scenarios[%zu]", s->nscenarios);
+		memset(sc, 0, sizeof(*sc));
+		if (check_mapping(l, n, field, keys) < 0)
+			goto out;
+		s->nscenarios++;
+		if (get_text(l, n, field, "name", 1, &sc->name) < 0 ||
+		    get_int(l, n, field, "duplicates", 0, 0, &sc->duplicates, &has_dups) < 0 ||
+		    get_duration(l, n, field, "within", 0, &sc->within_ms) < 0 ||
+		    get_int(l, n, field, "attempt", 1, 1, &attempt, &has_attempt) < 0 ||
+		    get_int(l, n, field, "every", 1, 0, &every[s->nscenarios - 1], &has_every) < 0 ||
+		    get_bool(l, n, field, "conflicting_payloads", &sc->conflicting_payloads) < 0)
+			goto out;
+		for (j = 0; j + 1 < s->nscenarios; j++)
+			if (strcmp(s->scenarios[j].name, sc->name) == 0) {
+				fail_at(l, lookup(l, n, "name"), field, "scenario name \"%s\" used twice",
+				    sc->name);
+				goto out;
+			}
+		if (lookup(l, n, "kill") && lookup(l, n, "race")) {
+			fail_at(l, n, field, "declare kill or race, not both");
+			goto out;
+		}
+		if (lookup(l, n, "kill")) {
+			if (get_text(l, n, field, "kill", 1, &sc->step) < 0)
+				goto out;
+			sc->fault = "kill";
+			sc->attempt = attempt;
+		} else if (lookup(l, n, "race")) {
+			if (get_text(l, n, field, "race", 1, &sc->step) < 0)
+				goto out;
+			if (has_dups && sc->duplicates != 1) {
+				fail_at(l, lookup(l, n, "duplicates"), field,
+				    "a race is two deliveries at once: duplicates must be 1");
+				goto out;
+			}
+			sc->fault = "race";
+			sc->duplicates = 1;
+		} else if (sc->duplicates > 0) {
+			sc->fault = "duplicate-publish";
+		} else if (sc->conflicting_payloads) {
+			sc->fault = "same-key";
+		} else {
+			fail_at(l, n, field, "declares no fault (duplicates, kill, race or "
+			    "conflicting_payloads)");
+			goto out;
+		}
+		if (has_attempt && strcmp(sc->fault, "kill") != 0) {
+			fail_at(l, lookup(l, n, "attempt"), field, "attempt applies to kill only");
+			goto out;
+		}
+		if (sc->step && !valid_step(sc->step)) {
+			fail_at(l, lookup(l, n, sc->fault[0] == 'k' ? "kill" : "race"), field,
+			    "step name \"%s\" must be lowercase letters, digits and -_.", sc->step);
+			goto out;
+		}
+		jobs = lookup(l, n, "jobs");
+		if ((jobs == NULL) == !has_every) {
+			fail_at(l, n, field, "name the jobs with jobs: [...] or select them with every: K");
+			goto out;
+		}
+		if (jobs == NULL)
+			continue;
+		if (jobs->type != YAML_SEQUENCE_NODE || jobs->data.sequence.items.top == jobs->data.sequence.items.start) {
+			fail_at(l, jobs, field, "jobs: expected a list of job ids");
+			goto out;
+		}
+		for (ji = jobs->data.sequence.items.start; ji < jobs->data.sequence.items.top; ji++) {
+			yaml_node_t *idn = node(l, *ji);
+			long k = scalar(idn) ? find_job(s, scalar(idn)) : -1;
+
+			if (k < 0) {
+				fail_at(l, idn, field, "jobs: no job with id \"%s\"",
+				    scalar(idn) ? scalar(idn) : "?");
+				goto out;
+			}
+			if (s->jobs[k].scenario >= 0) {
+				fail_at(l, idn, field, "jobs: job %s is already in scenario %s; a job "
+				    "belongs to at most one scenario", s->jobs[k].id,
+				    s->scenarios[s->jobs[k].scenario].name);
+				goto out;
+			}
+			s->jobs[k].scenario = (long)s->nscenarios - 1;
+		}
+	}
+	for (i = 0; i < s->nscenarios; i++) {
+		if (every[i] == 0)
+			continue;
+		for (j = 0; j < s->njobs; j++)
+			if (s->jobs[j].scenario < 0 &&
+			    selection_hash(s->scenarios[i].name, s->jobs[j].id) % (uint64_t)every[i] == 0)
+				s->jobs[j].scenario = (long)i;
+	}
+	rc = 0;
+out:
+	free(every);
+	return rc;
+}
+
+struct job_ref {
+	const struct idem_seed_job *job;
+	size_t index;
+};
+
+static int
+by_id(const void *a, const void *b)
+{
+	const struct job_ref *x = a, *y = b;
+	int c = strcmp(x->job->id, y->job->id);
+
+	return c ? c : (x->index > y->index) - (x->index < y->index);
+}
+
+static int
+by_key(const void *a, const void *b)
+{
+	const struct job_ref *x = a, *y = b;
+	int c = strcmp(x->job->business_key, y->job->business_key);
+
+	return c ? c : (x->index > y->index) - (x->index < y->index);
+}
+
+static int
+fail_job(struct loader *l, const struct idem_seed_job *job, size_t index, const char *fmt,
+	 const char *a, const char *b)
+{
+	char msg[768];
+
+	snprintf(msg, sizeof(msg), fmt, a, b);
+	return idem_error_set(l->err, IDEM_EXIT_USAGE, "%s:%ld:%ld: jobs[%zu]: %s", l->path,
+	    job->line, job->column, index, msg);
+}
+
+static int
+allows_conflict(const struct idem_seed *s, const struct idem_seed_job *job)
+{
+	return job->scenario >= 0 && s->scenarios[job->scenario].conflicting_payloads;
+}
+
+/* Duplicate ids, and one business key with two payloads unless the seed
+ * declares that is the point. */
+static int
+check_jobs(struct loader *l)
+{
+	struct idem_seed *s = l->seed;
+	struct job_ref *refs;
+	size_t i;
+	int rc = -1;
+
+	refs = idem_ereallocarray(NULL, s->njobs + 1, sizeof(*refs));
+	for (i = 0; i < s->njobs; i++) {
+		refs[i].job = &s->jobs[i];
+		refs[i].index = i;
+	}
+	qsort(refs, s->njobs, sizeof(*refs), by_id);
+	for (i = 1; i < s->njobs; i++)
+		if (strcmp(refs[i].job->id, refs[i - 1].job->id) == 0) {
+			fail_job(l, refs[i].job, refs[i].index, "id: job id \"%s\" is used twice%s",
+			    refs[i].job->id, "");
+			goto out;
+		}
+	qsort(refs, s->njobs, sizeof(*refs), by_key);
+	for (i = 1; i < s->njobs; i++) {
+		const struct idem_seed_job *a = refs[i - 1].job, *b = refs[i].job;
+
+		if (strcmp(a->business_key, b->business_key) != 0 ||
+		    strcmp(a->payload_sha256, b->payload_sha256) == 0)
+			continue;
+		if (allows_conflict(s, a) && allows_conflict(s, b))
+			continue;
+		fail_job(l, b, refs[i].index, "payload: business key %s is already seeded by "
+		    "job %s with another payload; put both jobs in a scenario with "
+		    "conflicting_payloads: true if that is the point", b->business_key, a->id);
+		goto out;
+	}
+	rc = 0;
+out:
+	free(refs);
+	return rc;
+}
+
+static int
+check_database(struct loader *l, const yaml_node_t *root)
+{
+	PQconninfoOption *opts, *o;
+	char *msg = NULL;
+	int rc = 0;
+
+	if (l->seed->database == NULL)
+		return 0;
+	opts = PQconninfoParse(l->seed->database, &msg);
+	if (opts == NULL) {
+		rc = fail_at(l, lookup(l, root, "database"), "database",
+		    "not a libpq connection string: %s", msg ? msg : "out of memory");
+		PQfreemem(msg);
+		return rc;
+	}
+	for (o = opts; o->keyword; o++)
+		if (strcmp(o->keyword, "password") == 0 && o->val != NULL)
+			rc = fail_at(l, lookup(l, root, "database"), "database",
+			    "holds a password; seed files are committed: use a service file "
+			    "or ~/.pgpass instead");
+	PQconninfoFree(opts);
+	return rc;
+}
+
+static int
+load_root(struct loader *l, const yaml_node_t *root)
+{
+	static const char *const top[] = { "rehearsal", "job_type", "queue", "database",
+		"worker", "retry", "sandbox_account", "effect", "reconciliation_owner",
+		"payload_schema", "jobs", "generate", "scenarios", "expect",
+		"cannot_reproduce", NULL };
+	static const char *const worker_keys[] = { "image", "version", "command", NULL };
+	static const char *const retry_keys[] = { "visibility_timeout", "max_attempts", NULL };
+	static const char *const effect_keys[] = { "name", "table", "key", "key_scope",
+		"duplicate_acceptor", NULL };
+	static const char *const expect_keys[] = { "effects", "duplicates", "missing",
+		"pending", NULL };
+	static const char *const generate_keys[] = { "count", NULL };
+	struct idem_seed *s = l->seed;
+	yaml_node_t *n;
+	size_t i;
+	int rc = -1;
+
+	if (check_mapping(l, root, "", top) < 0)
+		return -1;
+	if (get_text(l, root, "", "rehearsal", 1, &s->rehearsal) < 0 ||
+	    get_text(l, root, "", "job_type", 1, &s->job_type) < 0 ||
+	    get_text(l, root, "", "queue", 1, &s->queue) < 0 ||
+	    get_text(l, root, "", "database", 0, &s->database) < 0 ||
+	    get_text(l, root, "", "sandbox_account", 0, &s->sandbox_account) < 0 ||
+	    get_text(l, root, "", "reconciliation_owner", 0, &s->reconciliation_owner) < 0 ||
+	    get_text_list(l, root, "", "cannot_reproduce", &s->cannot_reproduce,
+		&s->ncannot_reproduce) < 0 ||
+	    check_database(l, root) < 0)
+		goto out;
+	if ((n = lookup(l, root, "worker")) != NULL &&
+	    (check_mapping(l, n, "worker", worker_keys) < 0 ||
+	     get_text(l, n, "worker", "image", 0, &s->worker_image) < 0 ||
+	     get_text(l, n, "worker", "version", 0, &s->worker_version) < 0 ||
+	     get_text(l, n, "worker", "command", 0, &s->worker_command) < 0))
+		goto out;
+	s->visibility_timeout_ms = 30000;
+	s->max_attempts = 5;
+	if ((n = lookup(l, root, "retry")) != NULL &&
+	    (check_mapping(l, n, "retry", retry_keys) < 0 ||
+	     get_duration(l, n, "retry", "visibility_timeout", 30000, &s->visibility_timeout_ms) < 0 ||
+	     get_int(l, n, "retry", "max_attempts", 1, 5, &s->max_attempts, NULL) < 0))
+		goto out;
+	if ((n = lookup(l, root, "effect")) == NULL) {
+		fail_at(l, root, "effect", "required key missing");
+		goto out;
+	}
+	if (check_mapping(l, n, "effect", effect_keys) < 0 ||
+	    get_text(l, n, "effect", "name", 0, &s->effect_name) < 0 ||
+	    get_text(l, n, "effect", "table", 1, &s->effect_table) < 0 ||
+	    get_text(l, n, "effect", "key_scope", 0, &s->key_scope) < 0 ||
+	    get_text(l, n, "effect", "duplicate_acceptor", 0, &s->duplicate_acceptor) < 0 ||
+	    get_text_list(l, n, "effect", "key", &s->key, &s->nkey) < 0)
+		goto out;
+	if (s->nkey == 0) {
+		fail_at(l, lookup(l, n, "key") ? lookup(l, n, "key") : n, "effect.key",
+		    "required: a list of the payload fields that form the business key");
+		goto out;
+	}
+	if (s->key_scope == NULL)
+		s->key_scope = idem_estrdup("business");
+	if (strcmp(s->key_scope, "business") != 0 && strcmp(s->key_scope, "job") != 0) {
+		fail_at(l, lookup(l, n, "key_scope"), "effect.key_scope",
+		    "expected business or job, got \"%s\"", s->key_scope);
+		goto out;
+	}
+	if (load_schema(l, root) < 0)
+		goto out;
+	for (i = 0; i < s->nkey; i++) {
+		const struct idem_seed_field *f = schema_field(s, s->key[i]);
+
+		if (f == NULL || f->type == IDEM_TYPE_OBJECT || f->type == IDEM_TYPE_ARRAY) {
+			fail_at(l, lookup(l, n, "key"), "effect.key",
+			    "\"%s\" must be a string, integer or boolean field of payload_schema",
+			    s->key[i]);
+			goto out;
+		}
+	}
+	if ((n = lookup(l, root, "expect")) == NULL) {
+		fail_at(l, root, "expect", "required: write the expected counts before the run "
+		    "(expect: { effects: N, duplicates: 0, missing: 0, pending: 0 })");
+		goto out;
+	}
+	if (check_mapping(l, n, "expect", expect_keys) < 0)
+		goto out;
+	if (lookup(l, n, "effects") == NULL) {
+		fail_at(l, n, "expect.effects", "required key missing");
+		goto out;
+	}
+	if (get_int(l, n, "expect", "effects", 0, 0, &s->expect_effects, NULL) < 0 ||
+	    get_int(l, n, "expect", "duplicates", 0, 0, &s->expect_duplicates, NULL) < 0 ||
+	    get_int(l, n, "expect", "missing", 0, 0, &s->expect_missing, NULL) < 0 ||
+	    get_int(l, n, "expect", "pending", 0, 0, &s->expect_pending, NULL) < 0)
+		goto out;
+	if ((n = lookup(l, root, "generate")) != NULL &&
+	    (check_mapping(l, n, "generate", generate_keys) < 0 ||
+	     get_int(l, n, "generate", "count", 0, 0, &s->generate_count, NULL) < 0))
+		goto out;
+	if (s->generate_count > 100000000) {
+		fail_at(l, lookup(l, n, "count"), "generate.count", "at most 100000000");
+		goto out;
+	}
+	if (load_jobs(l, root) < 0)
+		goto out;
+	generate_jobs(s);
+	if (s->njobs == 0) {
+		fail_at(l, root, "jobs", "no jobs: list some under jobs: or set generate: { count: N }");
+		goto out;
+	}
+	if (load_scenarios(l, root) < 0 || check_jobs(l) < 0)
+		goto out;
+	rc = 0;
+out:
+	return rc;
+}
+
+int
+idem_seed_load(struct idem_seed *seed, const char *path, struct idem_error *err)
+{
+	struct loader l = { .path = path, .err = err, .seed = seed };
+	yaml_parser_t parser;
+	yaml_document_t extra;
+	yaml_node_t *root;
+	char *text;
+	size_t len;
+	int rc = -1, have_doc = 0;
+
+	memset(seed, 0, sizeof(*seed));
+	seed->path = idem_estrdup(path);
+	if ((text = idem_read_file(path, &len, err)) == NULL)
+		return -1;
+	idem_sha256_hex(text, len, seed->sha256);
+	if (!yaml_parser_initialize(&parser))
+		idem_die(IDEM_EXIT_ENV, "yaml_parser_initialize failed");
+	yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+	if (!yaml_parser_load(&parser, &l.doc))
+		goto yaml_error;
+	have_doc = 1;
+	if ((root = yaml_document_get_root_node(&l.doc)) == NULL) {
+		idem_error_set(err, IDEM_EXIT_USAGE, "%s: empty seed file", path);
+		goto out;
+	}
+	if (!yaml_parser_load(&parser, &extra))
+		goto yaml_error;
+	if (yaml_document_get_root_node(&extra) != NULL) {
+		yaml_document_delete(&extra);
+		idem_error_set(err, IDEM_EXIT_USAGE, "%s: more than one YAML document", path);
+		goto out;
+	}
+	yaml_document_delete(&extra);
+	rc = load_root(&l, root);
+	goto out;
+yaml_error:
+	idem_error_set(err, IDEM_EXIT_USAGE, "%s:%lu:%lu: YAML: %s%s%s", path,
+	    (unsigned long)parser.problem_mark.line + 1,
+	    (unsigned long)parser.problem_mark.column + 1,
+	    parser.problem ? parser.problem : "syntax error",
+	    parser.context ? " " : "", parser.context ? parser.context : "");
+out:
+	if (have_doc)
+		yaml_document_delete(&l.doc);
+	yaml_parser_delete(&parser);
+	free(text);
+	return rc;
+}
+
+static void
+free_list(char **list, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		free(list[i]);
+	free(list);
+}
+
+void
+idem_seed_free(struct idem_seed *s)
+{
+	size_t i;
+
+	free(s->path);
+	free(s->rehearsal);
+	free(s->job_type);
+	free(s->queue);
+	free(s->database);
+	free(s->sandbox_account);
+	free(s->worker_image);
+	free(s->worker_version);
+	free(s->worker_command);
+	free(s->effect_name);
+	free(s->effect_table);
+	free(s->key_scope);
+	free(s->duplicate_acceptor);
+	free(s->reconciliation_owner);
+	free_list(s->key, s->nkey);
+	free_list(s->cannot_reproduce, s->ncannot_reproduce);
+	for (i = 0; i < s->nschema; i++)
+		free(s->schema[i].name);
+	free(s->schema);
+	for (i = 0; i < s->njobs; i++) {
+		free(s->jobs[i].id);
+		json_decref(s->jobs[i].payload);
+		free(s->jobs[i].payload_json);
+		free(s->jobs[i].business_key);
+	}
+	free(s->jobs);
+	for (i = 0; i < s->nscenarios; i++) {
+		free(s->scenarios[i].name);
+		free(s->scenarios[i].step);
+	}
+	free(s->scenarios);
+	memset(s, 0, sizeof(*s));
+}
+
+static json_t *
+text_or_null(const char *s)
+{
+	return s ? json_string(s) : json_null();
+}
+
+json_t *
+idem_seed_to_json(const struct idem_seed *s)
+{
+	json_t *o = json_object(), *a, *v;
+	size_t i;
+
+	json_object_set_new(o, "path", json_string(s->path));
+	json_object_set_new(o, "sha256", json_string(s->sha256));
+	json_object_set_new(o, "rehearsal", json_string(s->rehearsal));
+	json_object_set_new(o, "job_type", json_string(s->job_type));
+	json_object_set_new(o, "queue", json_string(s->queue));
+	json_object_set_new(o, "database", text_or_null(s->database));
+	json_object_set_new(o, "sandbox_account", text_or_null(s->sandbox_account));
+	json_object_set_new(o, "worker_image", text_or_null(s->worker_image));
+	json_object_set_new(o, "worker_version", text_or_null(s->worker_version));
+	json_object_set_new(o, "worker_command", text_or_null(s->worker_command));
+	json_object_set_new(o, "visibility_timeout_ms", json_integer(s->visibility_timeout_ms));
+	json_object_set_new(o, "max_attempts", json_integer(s->max_attempts));
+	json_object_set_new(o, "effect_name", text_or_null(s->effect_name));
+	json_object_set_new(o, "effect_table", json_string(s->effect_table));
+	json_object_set_new(o, "key_scope", json_string(s->key_scope));
+	json_object_set_new(o, "duplicate_acceptor", text_or_null(s->duplicate_acceptor));
+	json_object_set_new(o, "reconciliation_owner", text_or_null(s->reconciliation_owner));
+	a = json_array();
+	for (i = 0; i < s->nkey; i++)
+		json_array_append_new(a, json_string(s->key[i]));
+	json_object_set_new(o, "key", a);
+	a = json_array();
+	for (i = 0; i < s->ncannot_reproduce; i++)
+		json_array_append_new(a, json_string(s->cannot_reproduce[i]));
+	json_object_set_new(o, "cannot_reproduce", a);
+	a = json_array();
+	for (i = 0; i < s->nschema; i++)
+		json_array_append_new(a, json_pack("{s:s,s:s}", "name", s->schema[i].name,
+		    "type", idem_payload_type_name(s->schema[i].type)));
+	json_object_set_new(o, "payload_schema", a);
+	a = json_array();
+	for (i = 0; i < s->njobs; i++) {
+		const struct idem_seed_job *j = &s->jobs[i];
+
+		v = json_pack("{s:s,s:s,s:s,s:s}", "id", j->id, "business_key", j->business_key,
+		    "payload", j->payload_json, "payload_sha256", j->payload_sha256);
+		json_object_set_new(v, "scenario",
+		    j->scenario >= 0 ? json_string(s->scenarios[j->scenario].name) : json_null());
+		json_array_append_new(a, v);
+	}
+	json_object_set_new(o, "jobs", a);
+	a = json_array();
+	for (i = 0; i < s->nscenarios; i++) {
+		const struct idem_seed_scenario *sc = &s->scenarios[i];
+
+		v = json_pack("{s:s,s:s,s:I,s:I}", "name", sc->name, "fault", sc->fault,
+		    "duplicates", (json_int_t)sc->duplicates, "within_ms", (json_int_t)sc->within_ms);
+		json_object_set_new(v, "step", text_or_null(sc->step));
+		json_object_set_new(v, "attempt", sc->attempt ? json_integer(sc->attempt) : json_null());
+		json_array_append_new(a, v);
+	}
+	json_object_set_new(o, "scenarios", a);
+	json_object_set_new(o, "expect", json_pack("{s:I,s:I,s:I,s:I}",
+	    "effects", (json_int_t)s->expect_effects, "duplicates", (json_int_t)s->expect_duplicates,
+	    "missing", (json_int_t)s->expect_missing, "pending", (json_int_t)s->expect_pending));
+	json_object_set_new(o, "generate_count", json_integer(s->generate_count));
+	return o;
+}

@@ -1,0 +1,23 @@
+/* template.h: a small subset of Mustache for templates/ (see idem-seed(5)) */
+#ifndef IDEM_TEMPLATE_H
+#define IDEM_TEMPLATE_H
+
+#include <jansson.h>
+
+#include "util.h"
+
+enum idem_template_escape {
+	IDEM_ESCAPE_NONE,
+	IDEM_ESCAPE_MARKDOWN	/* "|" and line breaks, so values stay in a table cell */
+};
+
+/* Renders {{name}}, {{a.b}}, {{.}}, {{#section}}...{{/section}} and
+ * {{^inverted}}...{{/inverted}} against a JSON context. Returns a malloc'd
+ * string, or NULL with err set when the template is malformed. */
+char *idem_template_render(const char *name, const char *tpl, json_t *context,
+			   enum idem_template_escape escape, struct idem_error *err);
+
+/* Templates and SQL built into the programs (templates/, lib/queue.sql). */
+extern const char idem_tpl_seed[], idem_tpl_ticket[], idem_sql_queue[];
+
+#endif

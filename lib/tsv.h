@@ -1,0 +1,82 @@
+/* tsv.h: the idem-tsv stream (man/idem-tsv.5) */
+#ifndef IDEM_TSV_H
+#define IDEM_TSV_H
+
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "util.h"
+
+#define IDEM_TSV_MAGIC "#idem-tsv\t1"
+
+enum idem_kind {
+	IDEM_KIND_UNKNOWN = -1,
+	IDEM_KIND_SEED,
+	IDEM_KIND_EXPECT,
+	IDEM_KIND_SCENARIO,
+	IDEM_KIND_JOB,
+	IDEM_KIND_PUBLISH,
+	IDEM_KIND_COUNT
+};
+
+/* Field positions; field 0 is the kind itself. */
+enum {
+	SEED_PATH = 1, SEED_SHA256, SEED_REHEARSAL, SEED_JOB_TYPE, SEED_QUEUE,
+	SEED_DATABASE, SEED_VISIBILITY_TIMEOUT_MS, SEED_MAX_ATTEMPTS,
+	SEED_SANDBOX_ACCOUNT, SEED_EFFECT_NAME, SEED_EFFECT_TABLE, SEED_KEY_COLUMNS,
+	SEED_KEY_SCOPE, SEED_DUPLICATE_ACCEPTOR, SEED_RECONCILIATION_OWNER,
+	SEED_WORKER_IMAGE, SEED_WORKER_VERSION, SEED_WORKER_COMMAND,
+	SEED_PAYLOAD_SCHEMA, SEED_CANNOT_REPRODUCE
+};
+enum { EXPECT_EFFECTS = 1, EXPECT_DUPLICATES, EXPECT_MISSING, EXPECT_PENDING };
+enum {
+	SCENARIO_NAME = 1, SCENARIO_FAULT, SCENARIO_STEP, SCENARIO_ATTEMPT,
+	SCENARIO_DUPLICATES, SCENARIO_WITHIN_MS
+};
+enum { JOB_ID = 1, JOB_BUSINESS_KEY, JOB_PAYLOAD, JOB_PAYLOAD_SHA256, JOB_SCENARIO };
+enum { PUBLISH_JOB_ID = 1, PUBLISH_COPY, PUBLISH_MSG_ID, PUBLISH_PUBLISHED_AT, PUBLISH_STATUS };
+
+/* The kind's name and number of fields after the kind, or NULL. */
+const char *idem_kind_name(enum idem_kind kind);
+size_t idem_kind_nfields(enum idem_kind kind);
+const char *idem_kind_field_name(enum idem_kind kind, size_t field);
+
+struct idem_tsv_reader {
+	FILE *in;
+	const char *name;	/* for messages: a file name or "stdin" */
+	long line_no;
+	int header_seen;
+	/* the current line, without its newline, exactly as read */
+	char *line;
+	size_t line_len;
+	/* decoded fields of a known kind; NULL stands for \N */
+	enum idem_kind kind;
+	char **fields;
+	size_t nfields;
+	/* private */
+	size_t line_cap;
+	char *decoded;
+	size_t decoded_cap;
+	size_t fields_cap;
+};
+
+enum { IDEM_TSV_EOF = 0, IDEM_TSV_ROW = 1, IDEM_TSV_COMMENT = 2, IDEM_TSV_HEADER = 3 };
+
+void idem_tsv_reader_init(struct idem_tsv_reader *r, FILE *in, const char *name);
+void idem_tsv_reader_free(struct idem_tsv_reader *r);
+/* Reads the next line: IDEM_TSV_HEADER for the magic line, then rows and
+ * comments; IDEM_TSV_EOF at the end; -1 with err set on bad input. */
+int idem_tsv_next(struct idem_tsv_reader *r, struct idem_error *err);
+/* Writes the current line unchanged. */
+int idem_tsv_pass(FILE *out, const struct idem_tsv_reader *r);
+
+/* Writers; fields may be NULL (written as \N). Return -1 on write error. */
+int idem_tsv_write_header(FILE *out);
+int idem_tsv_write_row(FILE *out, const char *kind, const char *const *fields, size_t n);
+int idem_tsv_write_field(FILE *out, const char *field);
+/* Escapes into a malloc'd string (for tests and for messages). */
+char *idem_tsv_escape(const char *field);
+/* Decodes one escaped field in place; returns -1 on a bad escape, 1 for \N. */
+int idem_tsv_unescape(char *field, size_t *len);
+
+#endif

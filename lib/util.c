@@ -1,0 +1,288 @@
+#include <sys/stat.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+#include "util.h"
+
+const char *argv0 = "idem";
+
+static void
+vformat(char *buf, size_t size, const char *fmt, va_list ap)
+{
+	int saved = errno;
+	size_t len;
+
+	vsnprintf(buf, size, fmt, ap);
+	len = strlen(buf);
+	if (len > 0 && buf[len - 1] == ':' && saved != 0)
+		snprintf(buf + len, size - len, " %s", strerror(saved));
+}
+
+int
+idem_error_set(struct idem_error *err, int status, const char *fmt, ...)
+{
+	va_list ap;
+
+	err->status = status;
+	va_start(ap, fmt);
+	vformat(err->text, sizeof(err->text), fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+void
+idem_die_error(const struct idem_error *err)
+{
+	fprintf(stderr, "%s: %s\n", argv0, err->text);
+	exit(err->status ? err->status : IDEM_EXIT_ENV);
+}
+
+void
+idem_die(int status, const char *fmt, ...)
+{
+	char buf[2048];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vformat(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "%s: %s\n", argv0, buf);
+	exit(status);
+}
+
+void
+idem_warn(const char *fmt, ...)
+{
+	char buf[2048];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vformat(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "%s: %s\n", argv0, buf);
+}
+
+void *
+idem_emalloc(size_t size)
+{
+	void *p = malloc(size ? size : 1);
+
+	if (p == NULL)
+		idem_die(IDEM_EXIT_ENV, "malloc:");
+	return p;
+}
+
+void *
+idem_erealloc(void *p, size_t size)
+{
+	p = realloc(p, size ? size : 1);
+	if (p == NULL)
+		idem_die(IDEM_EXIT_ENV, "realloc:");
+	return p;
+}
+
+void *
+idem_ereallocarray(void *p, size_t n, size_t size)
+{
+	if (size != 0 && n > SIZE_MAX / size)
+		idem_die(IDEM_EXIT_ENV, "allocation of %zu x %zu bytes overflows", n, size);
+	return idem_erealloc(p, n * size);
+}
+
+char *
+idem_estrdup(const char *s)
+{
+	char *p = strdup(s);
+
+	if (p == NULL)
+		idem_die(IDEM_EXIT_ENV, "strdup:");
+	return p;
+}
+
+void
+idem_close_stdout(void)
+{
+	if (fflush(stdout) != 0 || ferror(stdout))
+		idem_die(IDEM_EXIT_ENV, "write error on standard output:");
+	if (fclose(stdout) != 0)
+		idem_die(IDEM_EXIT_ENV, "closing standard output:");
+}
+
+char *
+idem_read_file(const char *path, size_t *len, struct idem_error *err)
+{
+	FILE *f;
+	char *buf = NULL;
+	size_t cap = 0, n = 0, got;
+
+	f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+	if (f == NULL) {
+		idem_error_set(err, IDEM_EXIT_USAGE, "%s:", path);
+		return NULL;
+	}
+	for (;;) {
+		if (cap - n < 65536) {
+			cap = cap ? cap * 2 : 65536;
+			buf = idem_erealloc(buf, cap + 1);
+		}
+		got = fread(buf + n, 1, cap - n, f);
+		n += got;
+		if (got == 0)
+			break;
+	}
+	if (ferror(f)) {
+		idem_error_set(err, IDEM_EXIT_ENV, "%s: read error", path);
+		free(buf);
+		buf = NULL;
+	} else {
+		buf[n] = '\0';
+		*len = n;
+	}
+	if (f != stdin)
+		fclose(f);
+	return buf;
+}
+
+int
+idem_write_file_atomic(const char *path, const char *data, size_t len,
+		       struct idem_error *err)
+{
+	char tmp[PATH_MAX];
+	int fd, n;
+	size_t off = 0;
+	ssize_t w;
+
+	n = snprintf(tmp, sizeof(tmp), "%s.tmpXXXXXX", path);
+	if (n < 0 || (size_t)n >= sizeof(tmp))
+		return idem_error_set(err, IDEM_EXIT_USAGE, "%s: path too long", path);
+	if ((fd = mkstemp(tmp)) < 0)
+		return idem_error_set(err, IDEM_EXIT_ENV, "%s:", tmp);
+	while (off < len) {
+		w = write(fd, data + off, len - off);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			idem_error_set(err, IDEM_EXIT_ENV, "%s:", tmp);
+			goto fail;
+		}
+		off += (size_t)w;
+	}
+	if (fchmod(fd, 0644) < 0 || fsync(fd) < 0) {
+		idem_error_set(err, IDEM_EXIT_ENV, "%s:", tmp);
+		goto fail;
+	}
+	if (close(fd) < 0) {
+		fd = -1;
+		idem_error_set(err, IDEM_EXIT_ENV, "%s:", tmp);
+		goto fail;
+	}
+	if (rename(tmp, path) < 0) {
+		fd = -1;
+		idem_error_set(err, IDEM_EXIT_ENV, "%s:", path);
+		goto fail;
+	}
+	return 0;
+fail:
+	if (fd >= 0)
+		close(fd);
+	unlink(tmp);
+	return -1;
+}
+
+long long
+idem_parse_duration_ms(const char *s)
+{
+	static const struct { const char *unit; long long ms; } units[] = {
+		{ "ms", 1 }, { "s", 1000 }, { "m", 60000 }, { "h", 3600000 },
+	};
+	long long value = 0;
+	const char *p = s;
+	size_t i;
+
+	if (*p < '0' || *p > '9')
+		return -1;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		if (value > (LLONG_MAX - 9) / 10)
+			return -1;
+		value = value * 10 + (*p - '0');
+	}
+	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (strcmp(p, units[i].unit) == 0) {
+			if (value > LLONG_MAX / units[i].ms)
+				return -1;
+			return value * units[i].ms;
+		}
+	}
+	return -1;
+}
+
+void
+idem_sha256_hex(const void *data, size_t len, char out[65])
+{
+	unsigned char digest[crypto_hash_sha256_BYTES];
+
+	crypto_hash_sha256(digest, data, len);
+	sodium_bin2hex(out, 65, digest, sizeof(digest));
+}
+
+int
+idem_utf8_valid(const char *s, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)s, *end = p + len;
+	uint32_t cp;
+	int n, i;
+
+	while (p < end) {
+		if (*p == 0)
+			return 0;
+		if (*p < 0x80) {
+			p++;
+			continue;
+		}
+		if (*p >= 0xc2 && *p <= 0xdf) {
+			n = 1;
+			cp = *p & 0x1f;
+		} else if ((*p & 0xf0) == 0xe0) {
+			n = 2;
+			cp = *p & 0x0f;
+		} else if (*p >= 0xf0 && *p <= 0xf4) {
+			n = 3;
+			cp = *p & 0x07;
+		} else {
+			return 0;
+		}
+		if (end - p < n + 1)
+			return 0;
+		for (i = 1; i <= n; i++) {
+			if ((p[i] & 0xc0) != 0x80)
+				return 0;
+			cp = (cp << 6) | (p[i] & 0x3f);
+		}
+		if ((n == 2 && cp < 0x800) || (n == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
+		    (cp >= 0xd800 && cp <= 0xdfff))
+			return 0;
+		p += n + 1;
+	}
+	return 1;
+}
+
+void
+idem_usage(const char *synopsis, int status)
+{
+	FILE *out = status == 0 ? stdout : stderr;
+
+	fputs(synopsis, out);
+	if (status == 0)
+		idem_close_stdout();
+	exit(status);
+}

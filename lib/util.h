@@ -1,0 +1,58 @@
+/* util.h: messages, exit statuses and allocation shared by every program */
+#ifndef IDEM_UTIL_H
+#define IDEM_UTIL_H
+
+#include <stddef.h>
+
+enum {
+	IDEM_EXIT_OK = 0,
+	IDEM_EXIT_FINDING = 1,	/* counts differ, a signature fails, a rerun differs */
+	IDEM_EXIT_USAGE = 2,	/* usage error or bad input */
+	IDEM_EXIT_ENV = 3	/* database, git or I/O failure; not a sandbox */
+};
+
+/* An error a library function hands back: the exit status it calls for and
+ * a message that can be printed without knowing the library. */
+struct idem_error {
+	int status;
+	char text[1024];
+};
+
+extern const char *argv0;
+
+int idem_error_set(struct idem_error *err, int status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void idem_die_error(const struct idem_error *err) __attribute__((noreturn));
+void idem_die(int status, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3), noreturn));
+void idem_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+void *idem_emalloc(size_t size);
+void *idem_erealloc(void *p, size_t size);
+void *idem_ereallocarray(void *p, size_t n, size_t size);
+char *idem_estrdup(const char *s);
+
+/* Flush and close stdout; exit IDEM_EXIT_ENV when any write failed. */
+void idem_close_stdout(void);
+
+/* Read a whole file; NULL with err set on failure. */
+char *idem_read_file(const char *path, size_t *len, struct idem_error *err);
+
+/* Write data to path through a temporary file in the same directory and a
+ * rename, so a failure leaves no partial file. */
+int idem_write_file_atomic(const char *path, const char *data, size_t len,
+			   struct idem_error *err);
+
+/* Durations such as "500ms", "2s", "1m", "1h" in milliseconds; -1 if bad. */
+long long idem_parse_duration_ms(const char *s);
+
+/* Lowercase hex of SHA-256; out must hold 65 bytes. */
+void idem_sha256_hex(const void *data, size_t len, char out[65]);
+
+/* Standard-conforming UTF-8 without NUL bytes. */
+int idem_utf8_valid(const char *s, size_t len);
+
+/* Print usage text and exit: to stdout with 0 for --help, stderr with 2. */
+void idem_usage(const char *synopsis, int status) __attribute__((noreturn));
+
+#endif
