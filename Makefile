@@ -32,7 +32,7 @@ MAN5 = idem-tsv.5 idem-seed.5
 
 # Debian packages that building, the tests and the demo need.
 DEBS = make gcc libc6-dev pkg-config libpq-dev libyaml-dev libgit2-dev libsodium-dev \
-	libjansson-dev postgresql postgresql-client bats
+	libjansson-dev postgresql postgresql-client bats python3
 BENCH_DEBS = hyperfine
 
 all: $(addprefix $(BIN)/,$(PROGS))

@@ -2,7 +2,7 @@
  * sandbox queue and the duplicate copies its scenarios ask for, each copy at
  * a fixed offset inside its window, and append a publish row per message.
  * Publishing is idempotent: a message is (queue, job id, copy). */
-#include <sys/time.h>
+#include <arpa/inet.h>
 
 #include <errno.h>
 #include <getopt.h>
@@ -21,8 +21,18 @@
 #include "tsv.h"
 #include "util.h"
 
+/* microseconds from the Unix epoch to PostgreSQL's, 2000-01-01 */
+#define PG_EPOCH_US INT64_C(946684800000000)
+#define COPY_CHUNK (256 * 1024)
+
 static const char synopsis[] =
 	"usage: dup-publish [-d conninfo] [-b batch] [-s time-scale] [file]\n";
+
+struct result {
+	int64_t msg_id;			/* 0 until the queue answered */
+	int64_t enqueued_us;
+	int published;			/* 1 new, 0 there before */
+};
 
 struct scenario {
 	char *name, *fault;
@@ -32,33 +42,43 @@ struct scenario {
 struct job {
 	char *id, *business_key, *payload;
 	long scenario;			/* index, or -1 */
-	int64_t published_us;		/* when copy 0 went in, database clock */
+	int existing;			/* copy 0 was in the queue before this run */
+	struct result original;		/* copy 0 */
 };
 
+/* A message: one copy of one job. */
 struct message {
 	size_t job;
 	long long copy;
 	int64_t due_us;
+	struct result result;
 };
 
-struct publisher {
+struct key {
+	const char *job_id;
+	long long copy;
+};
+
+static struct {
 	PGconn *conn;
-	const char *queue;
+	char *queue;
 	size_t batch;
-	size_t total, done;
 	int progress;
+	size_t total, done;
 	int64_t skew_us;		/* database clock minus ours */
+	struct key *existing;		/* in the queue before this run, sorted */
+	size_t nexisting;
+	int64_t max_msg_id;		/* newest message seen in the queue */
+	struct scenario *scenarios;
+	size_t nscenarios;
 	struct job *jobs;
-	/* the batch being built, as PostgreSQL array literals */
-	char *ids, *keys, *payloads, *copies;
-	size_t ids_len, keys_len, payloads_len, copies_len, nbatch;
-	size_t *batch_jobs;
-};
-
-static struct scenario *scenarios;
-static size_t nscenarios;
-static struct job *jobs;
-static size_t njobs;
+	size_t njobs;
+	/* the COPY of new originals, sent while the stream is read */
+	int copying;
+	char *copy_buf;
+	size_t copy_len, copy_cap;
+	size_t copied;
+} pub = { .batch = 5000 };
 
 static int64_t
 now_us(void)
@@ -67,6 +87,422 @@ now_us(void)
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void
+progress(int last)
+{
+	static int64_t shown;
+	int64_t t = now_us();
+
+	if (!pub.progress || (!last && t - shown < 100000))
+		return;
+	shown = t;
+	fprintf(stderr, "\rdup-publish: %zu/%zu messages", pub.done, pub.total);
+	if (last)
+		fputs("\n", stderr);
+}
+
+static void
+die_pg(PGresult *res)
+{
+	char msg[768];
+
+	idem_die(IDEM_EXIT_ENV, "publishing: %s", idem_pg_message(pub.conn, res, msg, sizeof(msg)));
+}
+
+static void
+command(const char *sql)
+{
+	PGresult *res = PQexec(pub.conn, sql);
+
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+		die_pg(res);
+	PQclear(res);
+}
+
+static int
+key_cmp(const void *a, const void *b)
+{
+	const struct key *x = a, *y = b;
+	int c = strcmp(x->job_id, y->job_id);
+
+	return c ? c : (x->copy > y->copy) - (x->copy < y->copy);
+}
+
+static int
+is_existing(const char *job_id, long long copy)
+{
+	struct key want = { job_id, copy };
+
+	return bsearch(&want, pub.existing, pub.nexisting, sizeof(want), key_cmp) != NULL;
+}
+
+static int64_t
+be64(const char *p)
+{
+	uint64_t v = 0;
+	int i;
+
+	for (i = 0; i < 8; i++)
+		v = v << 8 | (unsigned char)p[i];
+	return (int64_t)v;
+}
+
+static int32_t
+be32(const char *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return (int32_t)ntohl(v);
+}
+
+/* Runs idem.published with binary results: job_id, copy, msg_id, enqueued_at. */
+static PGresult *
+published(int64_t after)
+{
+	const char *params[2];
+	char after_text[32];
+	PGresult *res;
+
+	snprintf(after_text, sizeof(after_text), "%lld", (long long)after);
+	params[0] = pub.queue;
+	params[1] = after_text;
+	res = PQexecParams(pub.conn, "SELECT job_id, copy, msg_id, enqueued_at "
+	    "FROM idem.published($1, $2)", 2, NULL, params, NULL, NULL, 1);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		die_pg(res);
+	return res;
+}
+
+/* The messages already in the queue: they go through the checks of
+ * idem.send_batch, new ones through COPY. */
+static void
+load_existing(void)
+{
+	PGresult *res = published(0);
+	size_t i, n = (size_t)PQntuples(res);
+
+	pub.existing = idem_ereallocarray(NULL, n + 1, sizeof(*pub.existing));
+	for (i = 0; i < n; i++) {
+		char *id = idem_emalloc((size_t)PQgetlength(res, (int)i, 0) + 1);
+
+		memcpy(id, PQgetvalue(res, (int)i, 0), (size_t)PQgetlength(res, (int)i, 0));
+		id[PQgetlength(res, (int)i, 0)] = '\0';
+		pub.existing[i].job_id = id;
+		pub.existing[i].copy = be32(PQgetvalue(res, (int)i, 1));
+		if (be64(PQgetvalue(res, (int)i, 2)) > pub.max_msg_id)
+			pub.max_msg_id = be64(PQgetvalue(res, (int)i, 2));
+	}
+	pub.nexisting = n;
+	PQclear(res);
+	qsort(pub.existing, n, sizeof(*pub.existing), key_cmp);
+}
+
+/* After a COPY: the new messages, in the order they were sent. Identity
+ * values only grow, so they all lie above every msg_id seen before; rows of
+ * another publisher of the same queue are passed over. */
+static void
+read_back(struct message **sent, size_t n)
+{
+	PGresult *res = published(pub.max_msg_id);
+	size_t i, next = 0;
+
+	for (i = 0; i < (size_t)PQntuples(res) && next < n; i++) {
+		const struct job *job = &pub.jobs[sent[next]->job];
+		size_t len = (size_t)PQgetlength(res, (int)i, 0);
+
+		if (len != strlen(job->id) || memcmp(PQgetvalue(res, (int)i, 0), job->id, len) != 0 ||
+		    be32(PQgetvalue(res, (int)i, 1)) != sent[next]->copy)
+			continue;
+		sent[next]->result.msg_id = be64(PQgetvalue(res, (int)i, 2));
+		sent[next]->result.enqueued_us = be64(PQgetvalue(res, (int)i, 3)) + PG_EPOCH_US;
+		sent[next]->result.published = 1;
+		if (sent[next]->result.msg_id > pub.max_msg_id)
+			pub.max_msg_id = sent[next]->result.msg_id;
+		next++;
+	}
+	PQclear(res);
+	if (next != n)
+		idem_die(IDEM_EXIT_ENV, "publishing: %zu of %zu messages did not come back from the queue",
+		    n - next, n);
+}
+
+/* Appends one element to a PostgreSQL array literal being built. */
+static void
+array_append(char **buf, size_t *len, const char *value, int quote)
+{
+	size_t o = *len;
+	const char *v;
+
+	*buf = idem_erealloc(*buf, o + strlen(value) * 2 + 6);
+	(*buf)[o] = o == 0 ? '{' : ',';
+	o++;
+	if (quote)
+		(*buf)[o++] = '"';
+	for (v = value; *v; v++) {
+		if (quote && (*v == '"' || *v == '\\'))
+			(*buf)[o++] = '\\';
+		(*buf)[o++] = *v;
+	}
+	if (quote)
+		(*buf)[o++] = '"';
+	(*buf)[o] = '\0';
+	*len = o;
+}
+
+static void
+array_close(char **buf, size_t *len)
+{
+	*buf = idem_erealloc(*buf, *len + 3);
+	if (*len == 0)
+		(*buf)[(*len)++] = '{';
+	(*buf)[(*len)++] = '}';
+	(*buf)[*len] = '\0';
+}
+
+/* Publishes through idem.send_batch, which returns messages that exist
+ * already and refuses one published before with another payload. */
+static void
+send_checked(struct message **msgs, size_t n)
+{
+	static const char sql[] =
+		"SELECT b.ord, b.msg_id, (extract(epoch FROM b.enqueued_at) * 1000000)::bigint, "
+		"b.published FROM idem.send_batch($1, $2, $3, $4, $5) b";
+	char *arrays[4] = { NULL, NULL, NULL, NULL };
+	size_t lens[4] = { 0, 0, 0, 0 }, i;
+	const char *params[5];
+	PGresult *res;
+
+	if (n == 0)
+		return;
+	for (i = 0; i < n; i++) {
+		const struct job *job = &pub.jobs[msgs[i]->job];
+		char copy[32];
+
+		snprintf(copy, sizeof(copy), "%lld", msgs[i]->copy);
+		array_append(&arrays[0], &lens[0], job->id, 1);
+		array_append(&arrays[1], &lens[1], job->business_key, 1);
+		array_append(&arrays[2], &lens[2], job->payload, 1);
+		array_append(&arrays[3], &lens[3], copy, 0);
+	}
+	params[0] = pub.queue;
+	for (i = 0; i < 4; i++) {
+		array_close(&arrays[i], &lens[i]);
+		params[i + 1] = arrays[i];
+	}
+	res = PQexecParams(pub.conn, sql, 5, NULL, params, NULL, NULL, 0);
+	for (i = 0; i < 4; i++)
+		free(arrays[i]);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		die_pg(res);
+	for (i = 0; i < (size_t)PQntuples(res); i++) {
+		unsigned long ord = strtoul(PQgetvalue(res, (int)i, 0), NULL, 10);
+		struct result *r;
+
+		if (ord < 1 || ord > n)
+			continue;
+		r = &msgs[ord - 1]->result;
+		r->msg_id = strtoll(PQgetvalue(res, (int)i, 1), NULL, 10);
+		r->enqueued_us = strtoll(PQgetvalue(res, (int)i, 2), NULL, 10);
+		r->published = PQgetvalue(res, (int)i, 3)[0] == 't';
+		if (r->msg_id > pub.max_msg_id)
+			pub.max_msg_id = r->msg_id;
+	}
+	PQclear(res);
+}
+
+static void
+copy_start(void)
+{
+	PGresult *res;
+
+	command("BEGIN");
+	res = PQexec(pub.conn, "COPY idem.message (queue, job_id, copy, business_key, payload) "
+	    "FROM STDIN");
+	if (PQresultStatus(res) != PGRES_COPY_IN)
+		die_pg(res);
+	PQclear(res);
+	pub.copying = 1;
+}
+
+static void
+copy_flush(void)
+{
+	if (pub.copy_len == 0)
+		return;
+	if (PQputCopyData(pub.conn, pub.copy_buf, (int)pub.copy_len) != 1)
+		die_pg(NULL);
+	pub.copy_len = 0;
+}
+
+/* Appends a field to the COPY buffer, escaped as COPY text (and idem-tsv). */
+static void
+copy_field(const char *field, char end)
+{
+	size_t need = strlen(field) * 2 + 1;
+	char *o;
+
+	if (pub.copy_len + need > COPY_CHUNK)
+		copy_flush();
+	if (pub.copy_len + need > pub.copy_cap) {
+		pub.copy_cap = pub.copy_len + need + COPY_CHUNK;
+		pub.copy_buf = idem_erealloc(pub.copy_buf, pub.copy_cap);
+	}
+	o = pub.copy_buf + pub.copy_len;
+	for (; *field; field++) {
+		switch (*field) {
+		case '\\': *o++ = '\\'; *o++ = '\\'; break;
+		case '\t': *o++ = '\\'; *o++ = 't'; break;
+		case '\n': *o++ = '\\'; *o++ = 'n'; break;
+		case '\r': *o++ = '\\'; *o++ = 'r'; break;
+		default: *o++ = *field; break;
+		}
+	}
+	*o++ = end;
+	pub.copy_len = (size_t)(o - pub.copy_buf);
+}
+
+static void
+copy_line(const char *job_id, long long copy, const char *business_key, const char *payload)
+{
+	char copy_text[32];
+
+	snprintf(copy_text, sizeof(copy_text), "%lld", copy);
+	copy_field(pub.queue, '\t');
+	copy_field(job_id, '\t');
+	copy_field(copy_text, '\t');
+	copy_field(business_key, '\t');
+	copy_field(payload, '\n');
+}
+
+/* Ends the COPY. Returns -1, rolled back, when another publisher put one of
+ * the messages in first; they must then go through send_checked. */
+static int
+copy_finish(const char *abort_reason)
+{
+	PGresult *res;
+	const char *state;
+	int rc = 0;
+
+	copy_flush();
+	if (PQputCopyEnd(pub.conn, abort_reason) != 1)
+		die_pg(NULL);
+	res = PQgetResult(pub.conn);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+		state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+		if (abort_reason == NULL && (state == NULL || strcmp(state, "23505") != 0))
+			die_pg(res);
+		rc = -1;
+	}
+	PQclear(res);
+	while ((res = PQgetResult(pub.conn)) != NULL)
+		PQclear(res);
+	pub.copying = 0;
+	if (rc < 0)
+		command("ROLLBACK");
+	return rc;
+}
+
+/* Publishes a batch of messages: new ones with COPY, at the rate the table
+ * takes rows, the others checked one by one in the database. */
+static void
+publish_batch(struct message **msgs, size_t n)
+{
+	struct message **fresh = idem_ereallocarray(NULL, n + 1, sizeof(*fresh));
+	struct message **known = idem_ereallocarray(NULL, n + 1, sizeof(*known));
+	size_t nfresh = 0, nknown = 0, i;
+
+	for (i = 0; i < n; i++) {
+		if (is_existing(pub.jobs[msgs[i]->job].id, msgs[i]->copy))
+			known[nknown++] = msgs[i];
+		else
+			fresh[nfresh++] = msgs[i];
+	}
+	if (nfresh > 0) {
+		copy_start();
+		for (i = 0; i < nfresh; i++) {
+			const struct job *job = &pub.jobs[fresh[i]->job];
+
+			copy_line(job->id, fresh[i]->copy, job->business_key, job->payload);
+		}
+		if (copy_finish(NULL) == 0) {
+			read_back(fresh, nfresh);
+			command("COMMIT");
+		} else {
+			memcpy(known + nknown, fresh, nfresh * sizeof(*fresh));
+			nknown += nfresh;
+		}
+	}
+	for (i = 0; i < nknown; i += pub.batch)
+		send_checked(known + i, nknown - i < pub.batch ? nknown - i : pub.batch);
+	free(fresh);
+	free(known);
+	pub.done += n;
+	progress(0);
+}
+
+/* RFC 3339 UTC with microseconds from microseconds since the epoch. */
+static void
+format_time(int64_t us, char out[32])
+{
+	time_t secs = (time_t)(us / 1000000);
+	struct tm tm;
+
+	gmtime_r(&secs, &tm);
+	if (strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm) != 19)
+		idem_die(IDEM_EXIT_ENV, "time %lld out of range", (long long)us);
+	snprintf(out + 19, 13, ".%06dZ", (int)(us % 1000000));
+}
+
+static void
+write_publish(const struct job *job, long long copy, const struct result *r)
+{
+	char copy_text[32], msg_id[32], published_at[32];
+	const char *row[5];
+
+	if (r->msg_id == 0)
+		idem_die(IDEM_EXIT_ENV, "publishing: no answer from the queue for job %s copy %lld",
+		    job->id, copy);
+	snprintf(copy_text, sizeof(copy_text), "%lld", copy);
+	snprintf(msg_id, sizeof(msg_id), "%lld", (long long)r->msg_id);
+	format_time(r->enqueued_us, published_at);
+	row[0] = job->id;
+	row[1] = copy_text;
+	row[2] = msg_id;
+	row[3] = published_at;
+	row[4] = r->published ? "published" : "existing";
+	if (idem_tsv_write_row(stdout, "publish", row, 5) < 0)
+		idem_die(IDEM_EXIT_ENV, "write error on standard output:");
+}
+
+static void
+measure_skew(void)
+{
+	int64_t before = now_us(), after;
+	PGresult *res = PQexec(pub.conn,
+	    "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint");
+
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		die_pg(res);
+	after = now_us();
+	pub.skew_us = strtoll(PQgetvalue(res, 0, 0), NULL, 10) - (before + after) / 2;
+	PQclear(res);
+}
+
+/* Reaches the database named by -d, else by the seed, else by PG*; refuses
+ * one that is not a sandbox before writing anything. */
+static void
+connect_sandbox(const char *conninfo)
+{
+	struct idem_error err;
+
+	if ((pub.conn = idem_pg_connect(conninfo, &err)) == NULL ||
+	    idem_pg_require_sandbox(pub.conn, &err) < 0)
+		idem_die_error(&err);
+	measure_skew();
+	load_existing();
 }
 
 static long long
@@ -92,216 +528,187 @@ find_scenario(const char *name)
 {
 	size_t i;
 
-	for (i = 0; i < nscenarios; i++)
-		if (strcmp(scenarios[i].name, name) == 0)
+	for (i = 0; i < pub.nscenarios; i++)
+		if (strcmp(pub.scenarios[i].name, name) == 0)
 			return (long)i;
 	return -1;
+}
+
+static void
+add_scenario(const struct idem_tsv_reader *r)
+{
+	struct scenario *sc;
+
+	if (r->fields[SCENARIO_NAME] == NULL || r->fields[SCENARIO_FAULT] == NULL)
+		idem_die(IDEM_EXIT_USAGE, "%s:%ld: scenario row: name and fault are required",
+		    r->name, r->line_no);
+	pub.scenarios = idem_ereallocarray(pub.scenarios, pub.nscenarios + 1, sizeof(*sc));
+	sc = &pub.scenarios[pub.nscenarios++];
+	sc->name = idem_estrdup(r->fields[SCENARIO_NAME]);
+	sc->fault = idem_estrdup(r->fields[SCENARIO_FAULT]);
+	sc->duplicates = parse_count(r, SCENARIO_DUPLICATES);
+	sc->within_ms = parse_count(r, SCENARIO_WITHIN_MS);
+}
+
+static void
+add_job(const struct idem_tsv_reader *r, size_t *cap)
+{
+	struct job *job;
+	size_t i;
+
+	for (i = JOB_ID; i <= JOB_PAYLOAD; i++)
+		if (r->fields[i] == NULL)
+			idem_die(IDEM_EXIT_USAGE, "%s:%ld: job row, field %s: missing", r->name,
+			    r->line_no, idem_kind_field_name(r->kind, i));
+	if (pub.njobs == *cap) {
+		*cap = *cap ? *cap * 2 : 1024;
+		pub.jobs = idem_ereallocarray(pub.jobs, *cap, sizeof(*pub.jobs));
+	}
+	job = &pub.jobs[pub.njobs];
+	memset(job, 0, sizeof(*job));
+	job->scenario = -1;
+	if (r->fields[JOB_SCENARIO] != NULL &&
+	    (job->scenario = find_scenario(r->fields[JOB_SCENARIO])) < 0)
+		idem_die(IDEM_EXIT_USAGE, "%s:%ld: job row, field scenario: no scenario row named "
+		    "\"%s\" before it", r->name, r->line_no, r->fields[JOB_SCENARIO]);
+	job->id = idem_estrdup(r->fields[JOB_ID]);
+	job->business_key = idem_estrdup(r->fields[JOB_BUSINESS_KEY]);
+	job->payload = idem_estrdup(r->fields[JOB_PAYLOAD]);
+	pub.njobs++;
 }
 
 static int
 by_job_id(const void *a, const void *b)
 {
-	return strcmp(((const struct job *)a)->id, ((const struct job *)b)->id);
+	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Passes the stream through and keeps what publishing needs. */
+static const char *
+duplicate_job_id(void)
+{
+	char **ids = idem_ereallocarray(NULL, pub.njobs + 1, sizeof(*ids));
+	const char *dup = NULL;
+	size_t i;
+
+	for (i = 0; i < pub.njobs; i++)
+		ids[i] = pub.jobs[i].id;
+	qsort(ids, pub.njobs, sizeof(*ids), by_job_id);
+	for (i = 1; i < pub.njobs && dup == NULL; i++)
+		if (strcmp(ids[i], ids[i - 1]) == 0)
+			dup = ids[i];
+	free(ids);
+	return dup;
+}
+
+/*
+ * Reads the stream and publishes the original of every job as it goes, in
+ * one transaction that commits only when the whole stream was read and
+ * found good: bad input leaves the queue as it was and prints nothing.
+ */
 static void
-read_stream(FILE *in, const char *name, char **queue, char **database)
+read_and_publish(FILE *in, const char *name, const char *conninfo)
 {
 	struct idem_tsv_reader r;
 	struct idem_error err;
-	size_t cap = 0, scap = 0, i;
-	int rc, seen_seed = 0;
+	struct message *originals = NULL, **fresh, **known;
+	size_t cap = 0, i, nfresh = 0, nknown = 0, held_len = 0;
+	char *held = NULL, bad[1280];
+	const char *dup;
+	FILE *hold = open_memstream(&held, &held_len);
+	int rc;
 
+	if (hold == NULL)
+		idem_die(IDEM_EXIT_ENV, "open_memstream:");
 	idem_tsv_reader_init(&r, in, name);
-	while ((rc = idem_tsv_next(&r, &err)) != IDEM_TSV_EOF) {
-		if (rc < 0)
+	for (;;) {
+		rc = idem_tsv_next(&r, &err);
+		if (rc == IDEM_TSV_EOF)
+			break;
+		if (rc < 0) {
+			if (pub.copying) {
+				snprintf(bad, sizeof(bad), "bad input: %s", err.text);
+				copy_finish(bad);
+			}
 			idem_die_error(&err);
-		if (idem_tsv_pass(stdout, &r) < 0)
-			idem_die(IDEM_EXIT_ENV, "write error on standard output:");
+		}
+		if (idem_tsv_pass(hold, &r) < 0)
+			idem_die(IDEM_EXIT_ENV, "holding the stream:");
 		if (rc != IDEM_TSV_ROW)
 			continue;
-		switch (r.kind) {
-		case IDEM_KIND_SEED:
-			if (seen_seed++)
+		if (r.kind == IDEM_KIND_SEED) {
+			if (pub.queue != NULL)
 				idem_die(IDEM_EXIT_USAGE, "%s:%ld: a second seed row", name, r.line_no);
 			if (r.fields[SEED_QUEUE] == NULL || !*r.fields[SEED_QUEUE])
 				idem_die(IDEM_EXIT_USAGE, "%s:%ld: seed row, field queue: empty",
 				    name, r.line_no);
-			*queue = idem_estrdup(r.fields[SEED_QUEUE]);
-			if (r.fields[SEED_DATABASE] != NULL)
-				*database = idem_estrdup(r.fields[SEED_DATABASE]);
-			break;
-		case IDEM_KIND_SCENARIO:
-			if (nscenarios == scap) {
-				scap = scap ? scap * 2 : 16;
-				scenarios = idem_ereallocarray(scenarios, scap, sizeof(*scenarios));
+			pub.queue = idem_estrdup(r.fields[SEED_QUEUE]);
+			connect_sandbox(conninfo ? conninfo : r.fields[SEED_DATABASE]);
+		} else if (r.kind == IDEM_KIND_SCENARIO) {
+			add_scenario(&r);
+		} else if (r.kind == IDEM_KIND_JOB) {
+			if (pub.queue == NULL)
+				idem_die(IDEM_EXIT_USAGE, "%s:%ld: a job row before the seed row; "
+				    "start the stream with seed-gen", name, r.line_no);
+			add_job(&r, &cap);
+			if (is_existing(r.fields[JOB_ID], 0)) {
+				pub.jobs[pub.njobs - 1].existing = 1;
+				continue;
 			}
-			if (r.fields[SCENARIO_NAME] == NULL || r.fields[SCENARIO_FAULT] == NULL)
-				idem_die(IDEM_EXIT_USAGE, "%s:%ld: scenario row: name and fault are "
-				    "required", name, r.line_no);
-			scenarios[nscenarios].name = idem_estrdup(r.fields[SCENARIO_NAME]);
-			scenarios[nscenarios].fault = idem_estrdup(r.fields[SCENARIO_FAULT]);
-			scenarios[nscenarios].duplicates = parse_count(&r, SCENARIO_DUPLICATES);
-			scenarios[nscenarios].within_ms = parse_count(&r, SCENARIO_WITHIN_MS);
-			nscenarios++;
-			break;
-		case IDEM_KIND_JOB:
-			if (njobs == cap) {
-				cap = cap ? cap * 2 : 1024;
-				jobs = idem_ereallocarray(jobs, cap, sizeof(*jobs));
-			}
-			for (i = JOB_ID; i <= JOB_PAYLOAD; i++)
-				if (r.fields[i] == NULL)
-					idem_die(IDEM_EXIT_USAGE, "%s:%ld: job row, field %s: missing",
-					    name, r.line_no, idem_kind_field_name(r.kind, i));
-			jobs[njobs].id = idem_estrdup(r.fields[JOB_ID]);
-			jobs[njobs].business_key = idem_estrdup(r.fields[JOB_BUSINESS_KEY]);
-			jobs[njobs].payload = idem_estrdup(r.fields[JOB_PAYLOAD]);
-			jobs[njobs].scenario = -1;
-			if (r.fields[JOB_SCENARIO] != NULL &&
-			    (jobs[njobs].scenario = find_scenario(r.fields[JOB_SCENARIO])) < 0)
-				idem_die(IDEM_EXIT_USAGE, "%s:%ld: job row, field scenario: no scenario "
-				    "row named \"%s\" before it", name, r.line_no, r.fields[JOB_SCENARIO]);
-			jobs[njobs].published_us = 0;
-			njobs++;
-			break;
-		default:
-			break;
+			if (!pub.copying)
+				copy_start();
+			copy_line(r.fields[JOB_ID], 0, r.fields[JOB_BUSINESS_KEY], r.fields[JOB_PAYLOAD]);
+			pub.copied++;
 		}
 	}
 	idem_tsv_reader_free(&r);
-	if (!seen_seed)
+	if (pub.queue == NULL)
 		idem_die(IDEM_EXIT_USAGE, "%s: no seed row: start the stream with seed-gen", name);
-	if (njobs > 1) {
-		struct job *sorted = idem_ereallocarray(NULL, njobs, sizeof(*sorted));
-
-		memcpy(sorted, jobs, njobs * sizeof(*sorted));
-		qsort(sorted, njobs, sizeof(*sorted), by_job_id);
-		for (i = 1; i < njobs; i++)
-			if (strcmp(sorted[i].id, sorted[i - 1].id) == 0)
-				idem_die(IDEM_EXIT_USAGE, "%s: job %s appears twice in the stream",
-				    name, sorted[i].id);
-		free(sorted);
+	if ((dup = duplicate_job_id()) != NULL) {
+		snprintf(bad, sizeof(bad), "%s: job %s appears twice in the stream", name, dup);
+		if (pub.copying)
+			copy_finish(bad);
+		idem_die(IDEM_EXIT_USAGE, "%s", bad);
 	}
-}
 
-/* Appends one element to a PostgreSQL array literal being built. */
-static void
-array_append(char **buf, size_t *len, const char *value, int quote)
-{
-	size_t need = strlen(value) * 2 + 4, o = *len;
-	const char *p;
-
-	*buf = idem_erealloc(*buf, o + need + 2);
-	(*buf)[o] = o == 0 ? '{' : ',';
-	o++;
-	if (quote)
-		(*buf)[o++] = '"';
-	for (p = value; *p; p++) {
-		if (quote && (*p == '"' || *p == '\\'))
-			(*buf)[o++] = '\\';
-		(*buf)[o++] = *p;
+	originals = idem_ereallocarray(NULL, pub.njobs + 1, sizeof(*originals));
+	fresh = idem_ereallocarray(NULL, pub.njobs + 1, sizeof(*fresh));
+	known = idem_ereallocarray(NULL, pub.njobs + 1, sizeof(*known));
+	for (i = 0; i < pub.njobs; i++) {
+		memset(&originals[i], 0, sizeof(originals[i]));
+		originals[i].job = i;
+		if (pub.jobs[i].existing)
+			known[nknown++] = &originals[i];
+		else
+			fresh[nfresh++] = &originals[i];
 	}
-	if (quote)
-		(*buf)[o++] = '"';
-	(*buf)[o] = '\0';
-	*len = o;
-}
-
-static void
-array_close(char **buf, size_t *len)
-{
-	*buf = idem_erealloc(*buf, *len + 3);
-	if (*len == 0)
-		(*buf)[(*len)++] = '{';
-	(*buf)[(*len)++] = '}';
-	(*buf)[*len] = '\0';
-}
-
-static void
-progress(struct publisher *p, int last)
-{
-	static int64_t shown;
-	int64_t t = now_us();
-
-	if (!p->progress || (!last && t - shown < 100000))
-		return;
-	shown = t;
-	fprintf(stderr, "\rdup-publish: %zu/%zu messages", p->done, p->total);
-	if (last)
-		fputs("\n", stderr);
-}
-
-/* Sends the batch built so far and writes its publish rows. */
-static void
-flush_batch(struct publisher *p)
-{
-	static const char sql[] =
-		"SELECT b.job_id, b.copy, b.msg_id, "
-		"to_char(b.enqueued_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), "
-		"CASE WHEN b.published THEN 'published' ELSE 'existing' END, "
-		"(extract(epoch FROM b.enqueued_at) * 1000000)::bigint "
-		"FROM idem.send_batch($1, $2, $3, $4, $5) b";
-	const char *params[5];
-	struct idem_error err;
-	PGresult *res;
-	int i, n;
-
-	if (p->nbatch == 0)
-		return;
-	array_close(&p->ids, &p->ids_len);
-	array_close(&p->keys, &p->keys_len);
-	array_close(&p->payloads, &p->payloads_len);
-	array_close(&p->copies, &p->copies_len);
-	params[0] = p->queue;
-	params[1] = p->ids;
-	params[2] = p->keys;
-	params[3] = p->payloads;
-	params[4] = p->copies;
-	res = idem_pg_exec(p->conn, "publishing", &err, sql, 5, params);
-	if (res == NULL)
-		idem_die_error(&err);
-	n = PQntuples(res);
-	if ((size_t)n != p->nbatch)
-		idem_die(IDEM_EXIT_ENV, "publishing: sent %zu messages, the queue answered %d",
-		    p->nbatch, n);
-	for (i = 0; i < n; i++) {
-		const char *row[5];
-		struct job *job = &p->jobs[p->batch_jobs[i]];
-
-		row[0] = PQgetvalue(res, i, 0);
-		row[1] = PQgetvalue(res, i, 1);
-		row[2] = PQgetvalue(res, i, 2);
-		row[3] = PQgetvalue(res, i, 3);
-		row[4] = PQgetvalue(res, i, 4);
-		if (strcmp(row[1], "0") == 0)
-			job->published_us = strtoll(PQgetvalue(res, i, 5), NULL, 10);
-		if (idem_tsv_write_row(stdout, "publish", row, 5) < 0)
-			idem_die(IDEM_EXIT_ENV, "write error on standard output:");
+	if (pub.copying) {
+		if (copy_finish(NULL) == 0) {
+			read_back(fresh, nfresh);
+			command("COMMIT");
+		} else {
+			memcpy(known + nknown, fresh, nfresh * sizeof(*fresh));
+			nknown += nfresh;
+		}
 	}
-	PQclear(res);
+	for (i = 0; i < nknown; i += pub.batch)
+		send_checked(known + i, nknown - i < pub.batch ? nknown - i : pub.batch);
+
+	if (fclose(hold) != 0)
+		idem_die(IDEM_EXIT_ENV, "holding the stream:");
+	if (fwrite(held, 1, held_len, stdout) != held_len)
+		idem_die(IDEM_EXIT_ENV, "write error on standard output:");
+	free(held);
+	for (i = 0; i < pub.njobs; i++) {
+		pub.jobs[i].original = originals[i].result;
+		write_publish(&pub.jobs[i], 0, &originals[i].result);
+	}
 	if (fflush(stdout) != 0)
 		idem_die(IDEM_EXIT_ENV, "write error on standard output:");
-	p->done += p->nbatch;
-	p->nbatch = p->ids_len = p->keys_len = p->payloads_len = p->copies_len = 0;
-	progress(p, 0);
-}
-
-static void
-add(struct publisher *p, size_t job_index, long long copy)
-{
-	const struct job *job = &p->jobs[job_index];
-	char copy_text[32];
-
-	snprintf(copy_text, sizeof(copy_text), "%lld", copy);
-	array_append(&p->ids, &p->ids_len, job->id, 1);
-	array_append(&p->keys, &p->keys_len, job->business_key, 1);
-	array_append(&p->payloads, &p->payloads_len, job->payload, 1);
-	array_append(&p->copies, &p->copies_len, copy_text, 0);
-	p->batch_jobs[p->nbatch++] = job_index;
-	if (p->nbatch == p->batch)
-		flush_batch(p);
+	pub.done = pub.njobs;
+	progress(0);
+	free(originals);
+	free(fresh);
+	free(known);
 }
 
 /* Where in its window a copy goes: a pure function of job id and copy. */
@@ -338,60 +745,42 @@ by_due(const void *a, const void *b)
 	return (x->copy > y->copy) - (x->copy < y->copy);
 }
 
+/* The duplicate copies, each when it falls due, in batches of those due. */
 static void
-measure_skew(struct publisher *p)
+publish_copies(double time_scale)
 {
-	struct idem_error err;
-	PGresult *res;
-	int64_t before = now_us(), after, server;
+	struct message *copies, **batch;
+	size_t ncopies = 0, i, j, k;
 
-	res = idem_pg_exec(p->conn, "reading the database clock", &err,
-	    "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint", 0, NULL);
-	if (res == NULL)
-		idem_die_error(&err);
-	after = now_us();
-	server = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-	p->skew_us = server - (before + after) / 2;
-	PQclear(res);
-}
-
-static void
-publish(struct publisher *p, double time_scale)
-{
-	struct message *copies = NULL;
-	size_t ncopies = 0, i, j;
-
-	for (i = 0; i < njobs; i++)
-		if (jobs[i].scenario >= 0)
-			ncopies += (size_t)scenarios[jobs[i].scenario].duplicates;
-	p->total = njobs + ncopies;
-	p->batch_jobs = idem_ereallocarray(NULL, p->batch, sizeof(size_t));
-	for (i = 0; i < njobs; i++)
-		add(p, i, 0);
-	flush_batch(p);
+	for (i = 0; i < pub.njobs; i++)
+		if (pub.jobs[i].scenario >= 0)
+			ncopies += (size_t)pub.scenarios[pub.jobs[i].scenario].duplicates;
 	copies = idem_ereallocarray(NULL, ncopies + 1, sizeof(*copies));
+	batch = idem_ereallocarray(NULL, ncopies + 1, sizeof(*batch));
 	ncopies = 0;
-	for (i = 0; i < njobs; i++) {
+	for (i = 0; i < pub.njobs; i++) {
 		const struct scenario *sc;
 		long long c;
 
-		if (jobs[i].scenario < 0)
+		if (pub.jobs[i].scenario < 0)
 			continue;
-		sc = &scenarios[jobs[i].scenario];
+		sc = &pub.scenarios[pub.jobs[i].scenario];
 		for (c = 1; c <= sc->duplicates; c++) {
 			long long off = strcmp(sc->fault, "race") == 0 ? 0 :
-			    offset_ms(jobs[i].id, c, sc->within_ms);
+			    offset_ms(pub.jobs[i].id, c, sc->within_ms);
 
+			memset(&copies[ncopies], 0, sizeof(copies[ncopies]));
 			copies[ncopies].job = i;
 			copies[ncopies].copy = c;
-			copies[ncopies].due_us = jobs[i].published_us +
+			copies[ncopies].due_us = pub.jobs[i].original.enqueued_us +
 			    (int64_t)llround((double)off * 1000.0 * time_scale);
 			ncopies++;
 		}
 	}
+	pub.total = pub.njobs + ncopies;
 	qsort(copies, ncopies, sizeof(*copies), by_due);
 	for (i = 0; i < ncopies; i = j) {
-		int64_t wait = copies[i].due_us - (now_us() + p->skew_us);
+		int64_t wait = copies[i].due_us - (now_us() + pub.skew_us);
 
 		if (wait > 0) {
 			struct timespec ts = { (time_t)(wait / 1000000), (long)(wait % 1000000) * 1000 };
@@ -399,19 +788,43 @@ publish(struct publisher *p, double time_scale)
 			while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 				;
 		}
-		for (j = i; j < ncopies && copies[j].due_us <= now_us() + p->skew_us; j++)
-			add(p, copies[j].job, copies[j].copy);
+		for (j = i; j < ncopies && j - i < pub.batch &&
+		    copies[j].due_us <= now_us() + pub.skew_us; j++)
+			batch[j - i] = &copies[j];
 		if (j == i)
 			continue;
-		flush_batch(p);
+		publish_batch(batch, j - i);
+		for (k = i; k < j; k++)
+			write_publish(&pub.jobs[copies[k].job], copies[k].copy, &copies[k].result);
+		if (fflush(stdout) != 0)
+			idem_die(IDEM_EXIT_ENV, "write error on standard output:");
 	}
-	progress(p, 1);
+	progress(1);
+	free(batch);
 	free(copies);
-	free(p->batch_jobs);
-	free(p->ids);
-	free(p->keys);
-	free(p->payloads);
-	free(p->copies);
+}
+
+static void
+free_all(void)
+{
+	size_t i;
+
+	for (i = 0; i < pub.njobs; i++) {
+		free(pub.jobs[i].id);
+		free(pub.jobs[i].business_key);
+		free(pub.jobs[i].payload);
+	}
+	free(pub.jobs);
+	for (i = 0; i < pub.nscenarios; i++) {
+		free(pub.scenarios[i].name);
+		free(pub.scenarios[i].fault);
+	}
+	free(pub.scenarios);
+	for (i = 0; i < pub.nexisting; i++)
+		free((char *)pub.existing[i].job_id);
+	free(pub.existing);
+	free(pub.copy_buf);
+	free(pub.queue);
 }
 
 int
@@ -425,13 +838,10 @@ main(int argc, char *argv[])
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct publisher p = { .batch = 5000 };
-	struct idem_error err;
 	const char *conninfo = NULL, *path = "-";
-	char *queue = NULL, *database = NULL, *end;
 	double time_scale = 1.0;
 	FILE *in = stdin;
-	size_t i;
+	char *end;
 	int c;
 
 	argv0 = "dup-publish";
@@ -442,8 +852,8 @@ main(int argc, char *argv[])
 			break;
 		case 'b':
 			errno = 0;
-			p.batch = strtoul(optarg, &end, 10);
-			if (errno || *end || p.batch < 1 || p.batch > 1000000)
+			pub.batch = strtoul(optarg, &end, 10);
+			if (errno || *end || pub.batch < 1 || pub.batch > 1000000)
 				idem_die(IDEM_EXIT_USAGE, "-b %s: expected a batch size from 1 to 1000000",
 				    optarg);
 			break;
@@ -465,33 +875,13 @@ main(int argc, char *argv[])
 		if ((in = fopen(path, "r")) == NULL)
 			idem_die(IDEM_EXIT_USAGE, "%s:", path);
 	}
-	read_stream(in, strcmp(path, "-") == 0 ? "stdin" : path, &queue, &database);
+	pub.progress = isatty(2);
+	read_and_publish(in, strcmp(path, "-") == 0 ? "stdin" : path, conninfo);
 	if (in != stdin)
 		fclose(in);
-	if (conninfo == NULL)
-		conninfo = database;
-	if ((p.conn = idem_pg_connect(conninfo, &err)) == NULL ||
-	    idem_pg_require_sandbox(p.conn, &err) < 0)
-		idem_die_error(&err);
-	p.queue = queue;
-	p.jobs = jobs;
-	p.progress = isatty(2);
-	measure_skew(&p);
-	publish(&p, time_scale);
-	PQfinish(p.conn);
-	for (i = 0; i < njobs; i++) {
-		free(jobs[i].id);
-		free(jobs[i].business_key);
-		free(jobs[i].payload);
-	}
-	free(jobs);
-	for (i = 0; i < nscenarios; i++) {
-		free(scenarios[i].name);
-		free(scenarios[i].fault);
-	}
-	free(scenarios);
-	free(queue);
-	free(database);
+	publish_copies(time_scale);
+	PQfinish(pub.conn);
+	free_all();
 	idem_close_stdout();
 	return 0;
 }

@@ -55,23 +55,44 @@ CREATE TABLE idem.delivery (
 -- Publishes many messages in one call. A message is identified by
 -- (queue, job_id, copy): publishing it again returns the existing msg_id
 -- with published false, and publishing it with another business key or
--- payload is an error, so a rerun never publishes anything twice.
+-- payload is an error, so a rerun never publishes anything twice. Returns
+-- one row per input element; ord is its position in the arrays, from 1.
 CREATE FUNCTION idem.send_batch(queue text, job_ids text[], business_keys text[],
 				payloads jsonb[], copies integer[])
-RETURNS TABLE (job_id text, copy integer, msg_id bigint, enqueued_at timestamptz,
-	       published boolean)
+RETURNS TABLE (ord bigint, msg_id bigint, enqueued_at timestamptz, published boolean)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+	inserted bigint;
 	clash record;
 BEGIN
+	RETURN QUERY
+	WITH input AS (
+		SELECT u.job_id, u.business_key, u.payload, u.copy, u.ord
+		FROM unnest(send_batch.job_ids, send_batch.business_keys, send_batch.payloads,
+			    send_batch.copies) WITH ORDINALITY AS u(job_id, business_key, payload, copy, ord)
+	), fresh AS (
+		INSERT INTO idem.message AS m (queue, job_id, copy, business_key, payload)
+		SELECT send_batch.queue, i.job_id, i.copy, i.business_key, i.payload
+		FROM input i ORDER BY i.ord
+		ON CONFLICT ON CONSTRAINT message_publication DO NOTHING
+		RETURNING m.job_id, m.copy, m.msg_id, m.enqueued_at
+	)
+	SELECT i.ord, f.msg_id, f.enqueued_at, true
+	FROM input i JOIN fresh f ON f.job_id = i.job_id AND f.copy = i.copy;
+	GET DIAGNOSTICS inserted = ROW_COUNT;
+	IF inserted = cardinality(send_batch.job_ids) THEN
+		RETURN;
+	END IF;
+	-- the rest were published before this transaction: same message or an error
 	SELECT i.job_id, i.copy INTO clash
 	FROM unnest(send_batch.job_ids, send_batch.business_keys, send_batch.payloads,
 		    send_batch.copies) AS i(job_id, business_key, payload, copy)
 	JOIN idem.message o ON o.queue = send_batch.queue AND o.job_id = i.job_id
 			   AND o.copy = i.copy
-	WHERE o.payload <> i.payload OR o.business_key <> i.business_key
+	WHERE o.xmin <> xid(pg_current_xact_id())
+	  AND (o.payload <> i.payload OR o.business_key <> i.business_key)
 	LIMIT 1;
 	IF FOUND THEN
 		RAISE EXCEPTION 'job % copy % is already in queue % with another business key or payload',
@@ -79,24 +100,27 @@ BEGIN
 			USING ERRCODE = 'unique_violation';
 	END IF;
 	RETURN QUERY
-	WITH input AS (
-		SELECT u.job_id, u.business_key, u.payload, u.copy, u.ord
-		FROM unnest(send_batch.job_ids, send_batch.business_keys, send_batch.payloads,
-			    send_batch.copies) WITH ORDINALITY AS u(job_id, business_key, payload, copy, ord)
-	), inserted AS (
-		INSERT INTO idem.message AS m (queue, job_id, copy, business_key, payload)
-		SELECT send_batch.queue, i.job_id, i.copy, i.business_key, i.payload
-		FROM input i ORDER BY i.ord
-		ON CONFLICT ON CONSTRAINT message_publication DO NOTHING
-		RETURNING m.job_id, m.copy, m.msg_id, m.enqueued_at
-	)
-	SELECT i.job_id, i.copy, coalesce(n.msg_id, o.msg_id),
-	       coalesce(n.enqueued_at, o.enqueued_at), n.msg_id IS NOT NULL
-	FROM input i
-	LEFT JOIN inserted n ON n.job_id = i.job_id AND n.copy = i.copy
-	LEFT JOIN idem.message o ON n.msg_id IS NULL AND o.queue = send_batch.queue
-				 AND o.job_id = i.job_id AND o.copy = i.copy
-	ORDER BY i.ord;
+	SELECT i.ord, o.msg_id, o.enqueued_at, false
+	FROM unnest(send_batch.job_ids, send_batch.copies) WITH ORDINALITY AS i(job_id, copy, ord)
+	JOIN idem.message o ON o.queue = send_batch.queue AND o.job_id = i.job_id
+			   AND o.copy = i.copy
+	WHERE o.xmin <> xid(pg_current_xact_id());
+END
+$$;
+
+-- What a queue holds, for a publisher that may not read it: its messages
+-- with msg_id above after_msg_id, oldest first.
+CREATE FUNCTION idem.published(queue text, after_msg_id bigint DEFAULT 0)
+RETURNS TABLE (job_id text, copy integer, msg_id bigint, enqueued_at timestamptz)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	-- planned for the values at hand: a range of the primary key after a
+	-- bulk publish, the whole queue when after_msg_id is 0
+	RETURN QUERY EXECUTE
+		'SELECT m.job_id, m.copy, m.msg_id, m.enqueued_at FROM idem.message m
+		 WHERE m.queue = $1 AND m.msg_id > $2 ORDER BY m.msg_id'
+		USING published.queue, coalesce(published.after_msg_id, 0);
 END
 $$;
 
@@ -183,7 +207,10 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA idem FROM PUBLIC;
 GRANT USAGE ON SCHEMA idem TO idem_publisher, idem_worker, idem_reviewer;
 GRANT SELECT ON idem.sandbox TO idem_publisher, idem_worker, idem_reviewer;
 GRANT EXECUTE ON FUNCTION idem.send(text, text, text, jsonb, integer),
-	idem.send_batch(text, text[], text[], jsonb[], integer[]) TO idem_publisher;
+	idem.send_batch(text, text[], text[], jsonb[], integer[]),
+	idem.published(text, bigint) TO idem_publisher;
+-- Bulk publishing with COPY; the unique (queue, job_id, copy) still holds.
+GRANT INSERT (queue, job_id, copy, business_key, payload) ON idem.message TO idem_publisher;
 GRANT EXECUTE ON FUNCTION idem.read(text, interval, integer), idem.ack(bigint) TO idem_worker;
 GRANT SELECT ON ALL TABLES IN SCHEMA idem TO idem_reviewer;
 ALTER DEFAULT PRIVILEGES FOR ROLE idem_worker GRANT USAGE ON SCHEMAS TO idem_reviewer;

@@ -826,7 +826,7 @@ fail_job(struct loader *l, const struct idem_seed_job *job, size_t index, const 
 	char msg[768];
 
 	snprintf(msg, sizeof(msg), fmt, a, b);
-	return idem_error_set(l->err, IDEM_EXIT_USAGE, "%s:%ld:%ld: jobs[%zu]: %s", l->path,
+	return idem_error_set(l->err, IDEM_EXIT_USAGE, "%s:%ld:%ld: jobs[%zu].%s", l->path,
 	    job->line, job->column, index, msg);
 }
 

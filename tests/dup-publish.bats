@@ -1,0 +1,212 @@
+#!/usr/bin/env bats
+# dup-publish against the real sandbox queue: counts, visibility timeout,
+# acks, roles, idempotent reruns, a cut connection, and the sandbox marker.
+
+load helper
+
+setup_file() {
+	sandbox_up
+}
+
+teardown_file() {
+	sandbox_down
+}
+
+setup() {
+	cd "$BATS_TEST_DIRNAME/.."
+	queue_reset
+	out="$BATS_TEST_TMPDIR/out"
+	err="$BATS_TEST_TMPDIR/err"
+}
+
+# The number of extra copies a stream's scenarios ask for.
+copies_in() {
+	awk -F '\t' '$1 == "scenario" { dups[$2] = $6 } $1 == "job" && $6 != "\\N" { n += dups[$6] } END { print n + 0 }' "$1"
+}
+
+@test "N jobs with k forced duplicates give exactly N+k messages and N+k publish rows" {
+	seed-gen tests/fixtures/seeds/generate.yaml >"$BATS_TEST_TMPDIR/stream"
+	n=$(rows_of job "$BATS_TEST_TMPDIR/stream")
+	k=$(copies_in "$BATS_TEST_TMPDIR/stream")
+	[ "$k" -gt 100 ]
+	dup-publish -s 0 <"$BATS_TEST_TMPDIR/stream" >"$out"
+	assert_equal "$(sql "SELECT count(*) FROM idem.message WHERE queue = 'rehearsal_volume'")" $((n + k))
+	assert_equal "$(rows_of publish "$out")" $((n + k))
+	assert_equal "$(sql "SELECT count(*) FROM idem.message WHERE copy > 0")" "$k"
+	# the input passes through unchanged, in order, before the publish rows
+	assert_equal "$(head -n "$(wc -l <"$BATS_TEST_TMPDIR/stream")" "$out" | cmp - "$BATS_TEST_TMPDIR/stream" && echo same)" same
+}
+
+@test "a duplicate copy is published inside its window, after its original" {
+	dup-publish -s 0.1 <<<"$(seed-gen seeds/invoice-line.yaml)" >"$out"
+	gap=$(sql "SELECT extract(epoch FROM c.enqueued_at - o.enqueued_at) * 1000
+		FROM idem.message o JOIN idem.message c USING (queue, job_id)
+		WHERE o.copy = 0 AND c.copy = 1 AND o.job_id = 'job-0001'")
+	awk -v gap="$gap" 'BEGIN { exit !(gap >= 0 && gap <= 2000 * 0.1 + 50) }'
+	# a race copy goes out at once: both deliveries are there together
+	assert_equal "$(sql "SELECT count(*) FROM idem.message WHERE job_id = 'job-0005'")" 2
+}
+
+@test "a read message stays invisible until its visibility timeout, then comes back as attempt 2" {
+	dup-publish -s 0 <<<"$(seed-gen tests/fixtures/seeds/minimal.yaml)" >/dev/null
+	first=$(psql -X -At -U idem_worker -c "SELECT msg_id, read_ct FROM idem.read('rehearsal_minimal', '1 second')")
+	assert_equal "$first" "1|1"
+	assert_equal "$(psql -X -At -U idem_worker -c "SELECT count(*) FROM idem.read('rehearsal_minimal', '1 second')")" 0
+	sleep 1.2
+	assert_equal "$(psql -X -At -U idem_worker -c "SELECT msg_id, read_ct FROM idem.read('rehearsal_minimal', '30 seconds')")" "1|2"
+	assert_equal "$(sql "SELECT count(*) FROM idem.delivery WHERE msg_id = 1")" 2
+}
+
+@test "ack archives the message with its ack time; a second ack returns false" {
+	dup-publish -s 0 <<<"$(seed-gen tests/fixtures/seeds/minimal.yaml)" >/dev/null
+	psql -X -At -U idem_worker -c "SELECT msg_id FROM idem.read('rehearsal_minimal', '30 seconds')" >/dev/null
+	assert_equal "$(psql -X -At -U idem_worker -c 'SELECT idem.ack(1)')" t
+	assert_equal "$(sql 'SELECT count(*) FROM idem.queue')" 0
+	assert_equal "$(sql 'SELECT count(*) FROM idem.archive WHERE msg_id = 1 AND acked_at >= enqueued_at')" 1
+	assert_equal "$(psql -X -At -U idem_worker -c 'SELECT idem.ack(1)')" f
+	# an acked message is never delivered again
+	sleep 0.1
+	assert_equal "$(psql -X -At -U idem_worker -c "SELECT count(*) FROM idem.read('rehearsal_minimal', '0 seconds')")" 0
+}
+
+@test "dup-publish works as the publisher role, and that role cannot read the queue" {
+	dup-publish -s 0 -d "user=idem_publisher" <<<"$(seed-gen tests/fixtures/seeds/minimal.yaml)" >/dev/null
+	assert_equal "$(sql 'SELECT count(*) FROM idem.message')" 1
+	run psql -X -U idem_publisher -c "SELECT * FROM idem.read('rehearsal_minimal', '1 second')"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"permission denied for function read"* ]]
+	assert_equal "$(sql 'SELECT read_ct FROM idem.message')" 0
+}
+
+@test "run twice, it publishes nothing twice" {
+	seed-gen seeds/invoice-line.yaml >"$BATS_TEST_TMPDIR/stream"
+	dup-publish -s 0 <"$BATS_TEST_TMPDIR/stream" >"$out.1"
+	dup-publish -s 0 <"$BATS_TEST_TMPDIR/stream" >"$out.2"
+	assert_equal "$(sql 'SELECT count(*) FROM idem.message')" 8
+	assert_equal "$(grep -c '	published$' "$out.1")" 8
+	assert_equal "$(grep -c '	existing$' "$out.2")" 8
+	# the same messages, by id
+	assert_equal "$(grep '^publish' "$out.1" | cut -f 2-4 | sort)" "$(grep '^publish' "$out.2" | cut -f 2-4 | sort)"
+}
+
+@test "a connection cut mid-publish, then a rerun, ends with exactly the intended messages" {
+	printf '%s\n' 'rehearsal: cut' 'job_type: test.cut' 'queue: rehearsal_cut' \
+		'effect: { table: demo.cut, key: [n] }' 'payload_schema: { n: integer }' \
+		'generate: { count: 40000 }' \
+		'scenarios: [ { name: dups, every: 7, duplicates: 1 } ]' \
+		'expect: { effects: 40000 }' >"$BATS_TEST_TMPDIR/cut.yaml"
+	seed-gen "$BATS_TEST_TMPDIR/cut.yaml" >"$BATS_TEST_TMPDIR/stream"
+	intended=$((40000 + $(copies_in "$BATS_TEST_TMPDIR/stream")))
+	dup-publish -s 0 -b 20 <"$BATS_TEST_TMPDIR/stream" >"$out" 2>"$err" &
+	publisher=$!
+	until [ "$(sql "SELECT count(*) FROM idem.message")" -gt 500 ]; do sleep 0.01; done
+	sql "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'dup-publish'" >/dev/null
+	rc=0
+	wait "$publisher" || rc=$?
+	assert_equal "$rc" 3
+	grep -q 'publishing: ' "$err"
+	cut_at=$(sql "SELECT count(*) FROM idem.message")
+	[ "$cut_at" -lt "$intended" ]
+	dup-publish -s 0 <"$BATS_TEST_TMPDIR/stream" >"$out"
+	assert_equal "$(sql "SELECT count(*) FROM idem.message")" "$intended"
+	assert_equal "$(sql "SELECT count(DISTINCT (job_id, copy)) FROM idem.message")" "$intended"
+	assert_equal "$(grep -c '	existing$' "$out")" "$cut_at"
+}
+
+@test "a connection cut during the COPY of the originals publishes nothing; the rerun publishes all" {
+	printf '%s\n' 'rehearsal: cut' 'job_type: test.cut' 'queue: rehearsal_cut' \
+		'effect: { table: demo.cut, key: [n] }' 'payload_schema: { n: integer, note: string }' \
+		'generate: { count: 100000 }' 'expect: { effects: 100000 }' >"$BATS_TEST_TMPDIR/cut.yaml"
+	seed-gen "$BATS_TEST_TMPDIR/cut.yaml" >"$BATS_TEST_TMPDIR/stream"
+	dup-publish -s 0 <"$BATS_TEST_TMPDIR/stream" >"$out" 2>"$err" &
+	publisher=$!
+	until [ "$(sql "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'dup-publish' AND query LIKE 'COPY%'")" -gt 0 ]; do sleep 0.005; done
+	sql "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'dup-publish'" >/dev/null
+	rc=0
+	wait "$publisher" || rc=$?
+	assert_equal "$rc" 3
+	assert_equal "$(sql "SELECT count(*) FROM idem.message")" 0
+	[ ! -s "$out" ]
+	dup-publish -s 0 <"$BATS_TEST_TMPDIR/stream" >"$out"
+	assert_equal "$(sql "SELECT count(*) FROM idem.message")" 100000
+	assert_equal "$(grep -c '	published$' "$out")" 100000
+}
+
+@test "the same job and copy with another payload is refused" {
+	seed-gen tests/fixtures/seeds/minimal.yaml >"$BATS_TEST_TMPDIR/stream"
+	dup-publish -s 0 <"$BATS_TEST_TMPDIR/stream" >/dev/null
+	sed 's/{"id":1}/{"id":2}/' "$BATS_TEST_TMPDIR/stream" >"$BATS_TEST_TMPDIR/changed"
+	run dup-publish -s 0 "$BATS_TEST_TMPDIR/changed"
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"job a copy 0 is already in queue rehearsal_minimal with another business key or payload"* ]]
+}
+
+@test "a database without the sandbox marker is refused with exit 3 and left untouched" {
+	sql "DROP DATABASE IF EXISTS plain" >/dev/null
+	sql "CREATE DATABASE plain" >/dev/null
+	psql -X -q -d plain -c "CREATE SCHEMA idem; CREATE TABLE idem.sandbox (sandbox boolean)"
+	before=$(pg_dump -d plain --schema-only | grep -v '^\\\(un\)\{0,1\}restrict'; psql -X -At -d plain -c 'SELECT count(*) FROM idem.sandbox')
+	run dup-publish -s 0 -d "dbname=plain" <<<"$(seed-gen tests/fixtures/seeds/minimal.yaml)"
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"dbname=plain user=idem host=$PGHOST port=5432 is not a rehearsal sandbox (no row in idem.sandbox); refusing to write."* ]]
+	after=$(pg_dump -d plain --schema-only | grep -v '^\\\(un\)\{0,1\}restrict'; psql -X -At -d plain -c 'SELECT count(*) FROM idem.sandbox')
+	assert_equal "$after" "$before"
+	# and a database with no idem schema at all
+	psql -X -q -d plain -c "DROP SCHEMA idem CASCADE"
+	run dup-publish -s 0 -d "dbname=plain" <<<"$(seed-gen tests/fixtures/seeds/minimal.yaml)"
+	[ "$status" -eq 3 ]
+	assert_equal "$(psql -X -At -d plain -c "SELECT count(*) FROM pg_namespace WHERE nspname = 'idem'")" 0
+}
+
+@test "an unreachable database is exit 3 and the message never shows a password" {
+	run dup-publish -s 0 -d "host=$BATS_TEST_TMPDIR port=1 password=sekrit" <<<"$(seed-gen tests/fixtures/seeds/minimal.yaml)"
+	[ "$status" -eq 3 ]
+	[[ "$output" == "dup-publish: connecting to the database: "* ]]
+	[[ "$output" != *sekrit* ]]
+}
+
+@test "the stream round-trips through the queue byte for byte, as psql \\copy reads it" {
+	seed-gen tests/fixtures/seeds/escapes.yaml | dup-publish -s 0 >"$out"
+	sql "CREATE TEMP TABLE x ()" >/dev/null
+	psql -X -q -v ON_ERROR_STOP=1 <<-SQL
+		CREATE TABLE stream_jobs (kind text, job_id text, business_key text, payload text, payload_sha256 text, scenario text);
+		\copy stream_jobs FROM PROGRAM 'grep "^job	" $out'
+	SQL
+	assert_equal "$(sql "SELECT count(*) FROM stream_jobs s JOIN idem.message m USING (job_id, business_key) WHERE m.payload = s.payload::jsonb")" 3
+	assert_equal "$(sql "SELECT business_key FROM idem.message WHERE job_id = E'job\\tone'")" "$(printf 'tab\there')"
+	assert_equal "$(sql "SELECT business_key = E'back\\\\slash \\\\N \\\\t' FROM idem.message WHERE job_id = 'job-two'")" t
+	assert_equal "$(sql "SELECT payload->>'note' = E'caf\\u00e9 \\u20ac \\U0001F600' FROM idem.message WHERE job_id = 'job-two'")" t
+	assert_equal "$(sql "SELECT payload_sha256 = encode(sha256(convert_to(payload, 'UTF8')), 'hex') FROM stream_jobs WHERE job_id = 'job-three'")" t
+	sql "DROP TABLE stream_jobs" >/dev/null
+}
+
+@test "bad streams are refused with the line, before touching the database, writing nothing" {
+	run --separate-stderr dup-publish -s 0 <<<"not a stream"
+	[ "$status" -eq 2 ]
+	assert_equal "$stderr" 'dup-publish: stdin:1: not an idem-tsv stream: expected "#idem-tsv<TAB>1"'
+	run --separate-stderr dup-publish -s 0 <<<"$(printf '#idem-tsv\t1\njob\ta\tb\n')"
+	[ "$status" -eq 2 ]
+	assert_equal "$stderr" "dup-publish: stdin:2: job row has 2 fields, expected 5"
+	assert_equal "$output" ""
+	run --separate-stderr dup-publish -s 0 <<<"$(printf '#idem-tsv\t1\njob\ta\tk\t{}\th\t\\N\n')"
+	[ "$status" -eq 2 ]
+	assert_equal "$stderr" "dup-publish: stdin:2: a job row before the seed row; start the stream with seed-gen"
+	run --separate-stderr dup-publish -s 0 <<<"$(printf '#idem-tsv\t1\n# only a comment\n')"
+	[ "$status" -eq 2 ]
+	assert_equal "$stderr" "dup-publish: stdin: no seed row: start the stream with seed-gen"
+	assert_equal "$output" ""
+	assert_equal "$(sql 'SELECT count(*) FROM idem.message')" 0
+	# a bad line after the jobs, once their COPY is under way: all rolled back
+	{ seed-gen tests/fixtures/seeds/generate.yaml; printf 'job\tlate\n'; } >"$BATS_TEST_TMPDIR/bad"
+	run --separate-stderr dup-publish -s 0 "$BATS_TEST_TMPDIR/bad"
+	[ "$status" -eq 2 ]
+	assert_equal "$stderr" "dup-publish: $BATS_TEST_TMPDIR/bad:1007: job row has 1 fields, expected 5"
+	assert_equal "$output" ""
+	assert_equal "$(sql 'SELECT count(*) FROM idem.message')" 0
+	# and a job id given twice
+	{ seed-gen tests/fixtures/seeds/minimal.yaml; seed-gen tests/fixtures/seeds/minimal.yaml | grep '^job'; } >"$BATS_TEST_TMPDIR/twice"
+	run --separate-stderr dup-publish -s 0 "$BATS_TEST_TMPDIR/twice"
+	[ "$status" -eq 2 ]
+	assert_equal "$stderr" "dup-publish: $BATS_TEST_TMPDIR/twice: job a appears twice in the stream"
+	assert_equal "$(sql 'SELECT count(*) FROM idem.message')" 0
+}

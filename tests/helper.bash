@@ -1,0 +1,48 @@
+# Shared by the command tests: a real sandbox PostgreSQL per test file, in a
+# throwaway directory, and a few assertions in the manner of git's t/.
+
+bats_require_minimum_version 1.5.0
+
+# Starts a sandbox for the file; its PG* settings are exported to every test.
+sandbox_up() {
+	IDEM_TEST_ROOT=$(mktemp -d /tmp/idem-test.XXXXXX)
+	chmod 711 "$IDEM_TEST_ROOT"
+	export IDEM_TEST_ROOT
+	eval "$(idem-sandbox -D "$IDEM_TEST_ROOT/sandbox" start)"
+}
+
+sandbox_down() {
+	[ -n "${IDEM_TEST_ROOT:-}" ] || return 0
+	idem-sandbox -D "$IDEM_TEST_ROOT/sandbox" --purge stop
+	rm -rf "$IDEM_TEST_ROOT"
+}
+
+# An empty queue and delivery log, so each test counts its own messages.
+queue_reset() {
+	psql -X -q -v ON_ERROR_STOP=1 -c 'TRUNCATE idem.delivery, idem.message RESTART IDENTITY'
+}
+
+# One value from the sandbox database.
+sql() {
+	psql -X -A -t -v ON_ERROR_STOP=1 -c "$1"
+}
+
+# Compares a file with a golden file, showing the difference.
+assert_golden() {
+	if ! diff -u "$2" "$1"; then
+		echo "output differs from $2" >&2
+		return 1
+	fi
+}
+
+assert_equal() {
+	if [ "$1" != "$2" ]; then
+		printf 'got:  %s\nwant: %s\n' "$1" "$2" >&2
+		return 1
+	fi
+}
+
+# The number of rows of one kind in a stream file.
+rows_of() {
+	grep -c "^$1	" "$2" || true
+}

@@ -1,0 +1,100 @@
+#!/usr/bin/env bats
+# idem-sandbox: a real PostgreSQL in a private directory, its queue schema,
+# roles and marker, and a stop that leaves nothing behind.
+
+load helper
+
+setup_file() {
+	sandbox_up
+}
+
+teardown_file() {
+	sandbox_down
+}
+
+postmaster_pid() {
+	head -n 1 "$IDEM_TEST_ROOT/sandbox/data/postmaster.pid"
+}
+
+@test "start prints PG settings that reach the sandbox database" {
+	assert_equal "$PGHOST" "$IDEM_TEST_ROOT/sandbox/run"
+	assert_equal "$(sql 'SELECT current_database()')" idem
+	assert_equal "$(sql 'SELECT count(*) FROM idem.sandbox')" 1
+}
+
+@test "the server listens on a Unix socket only and records commit times" {
+	assert_equal "$(sql 'SHOW listen_addresses')" ""
+	assert_equal "$(sql 'SHOW track_commit_timestamp')" on
+	assert_equal "$(stat -c %a "$PGHOST")" 700
+}
+
+@test "as root, the server runs as an unprivileged user" {
+	[ "$(id -u)" -eq 0 ] || skip "not root"
+	assert_equal "$(ps -o user= -p "$(postmaster_pid)")" postgres
+}
+
+@test "starting twice reuses the running server" {
+	pid=$(postmaster_pid)
+	idem-sandbox -D "$IDEM_TEST_ROOT/sandbox" start >"$BATS_TEST_TMPDIR/env"
+	assert_equal "$(postmaster_pid)" "$pid"
+	grep -q "^PGHOST='$PGHOST'; export PGHOST;$" "$BATS_TEST_TMPDIR/env"
+	assert_equal "$(sql 'SELECT count(*) FROM idem.sandbox')" 1
+}
+
+@test "the three roles have exactly their privileges" {
+	run psql -X -U idem_reviewer -c "INSERT INTO idem.sandbox DEFAULT VALUES"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"permission denied"* ]]
+	assert_equal "$(psql -X -At -U idem_reviewer -c 'SELECT count(*) FROM idem.message')" 0
+	run psql -X -U idem_publisher -c "SELECT count(*) FROM idem.message"
+	[[ "$output" == *"permission denied"* ]]
+	run psql -X -U idem_publisher -c "SELECT * FROM idem.read('q', '1s')"
+	[[ "$output" == *"permission denied for function read"* ]]
+	run psql -X -U idem_worker -c "SELECT idem.send('q', 'j', 'k', '{}')"
+	[[ "$output" == *"permission denied for function send"* ]]
+	psql -X -q -U idem_worker -c "CREATE SCHEMA worker_test; CREATE TABLE worker_test.effects (k text)"
+	assert_equal "$(psql -X -At -U idem_reviewer -c 'SELECT count(*) FROM worker_test.effects')" 0
+}
+
+@test "env prints the settings again; status tells running from stopped" {
+	run idem-sandbox -D "$IDEM_TEST_ROOT/sandbox" env
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"PGDATABASE='idem'; export PGDATABASE;"* ]]
+	run idem-sandbox -D "$IDEM_TEST_ROOT/sandbox" status
+	[ "$status" -eq 0 ]
+	[[ "$output" == *": running, socket in $PGHOST" ]]
+}
+
+@test "a directory that is not a sandbox is refused, and left alone" {
+	mkdir "$BATS_TEST_TMPDIR/precious"
+	echo keep >"$BATS_TEST_TMPDIR/precious/file"
+	run idem-sandbox -D "$BATS_TEST_TMPDIR/precious" start
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"is not an idem sandbox"* ]]
+	run idem-sandbox -D "$BATS_TEST_TMPDIR/precious" --purge stop
+	[ "$status" -eq 2 ]
+	assert_equal "$(cat "$BATS_TEST_TMPDIR/precious/file")" keep
+}
+
+@test "a relative sandbox path is a usage error" {
+	run idem-sandbox -D relative/dir start
+	[ "$status" -eq 2 ]
+}
+
+@test "stop leaves no process and --purge leaves no files; start from scratch is quick" {
+	dir="$IDEM_TEST_ROOT/second"
+	start=$(date +%s%N)
+	idem-sandbox -D "$dir" start >/dev/null
+	echo "# start to ready: $(( ($(date +%s%N) - start) / 1000000 )) ms" >&3
+	pid=$(head -n 1 "$dir/data/postmaster.pid")
+	kill -0 "$pid"
+	idem-sandbox -D "$dir" stop
+	! kill -0 "$pid" 2>/dev/null
+	[ -d "$dir/data" ]
+	run idem-sandbox -D "$dir" status
+	[ "$status" -eq 1 ]
+	[[ "$output" == *": stopped" ]]
+	idem-sandbox -D "$dir" --purge stop
+	[ ! -e "$dir" ]
+	assert_equal "$(pgrep -f -- "-D $dir/data" || true)" ""
+}

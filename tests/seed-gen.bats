@@ -1,0 +1,145 @@
+#!/usr/bin/env bats
+# seed-gen: the stream it writes, its determinism, its refusals, --init and --ticket.
+
+load helper
+
+setup() {
+	cd "$BATS_TEST_DIRNAME/.."
+	out="$BATS_TEST_TMPDIR/out"
+	err="$BATS_TEST_TMPDIR/err"
+}
+
+@test "seed-gen writes the header, one seed and expect row, the scenarios and every job" {
+	seed-gen seeds/invoice-line.yaml >"$out"
+	assert_equal "$(head -n 1 "$out")" "$(printf '#idem-tsv\t1')"
+	assert_equal "$(rows_of seed "$out")" 1
+	assert_equal "$(rows_of expect "$out")" 1
+	assert_equal "$(rows_of scenario "$out")" 5
+	assert_equal "$(rows_of job "$out")" 6
+	assert_equal "$(grep '^expect' "$out")" "$(printf 'expect\t6\t0\t0\t0')"
+	# the seed row carries the seed file's own SHA-256
+	assert_equal "$(grep '^seed' "$out" | cut -f 3)" "$(sha256sum seeds/invoice-line.yaml | cut -d ' ' -f 1)"
+}
+
+@test "the payload hash is SHA-256 of the canonical payload bytes" {
+	seed-gen seeds/invoice-line.yaml | grep '^job' | while IFS="$(printf '\t')" read -r kind id key payload hash scenario; do
+		assert_equal "$(printf '%s' "$payload" | sha256sum | cut -d ' ' -f 1)" "$hash"
+	done
+}
+
+@test "seed-gen run twice gives identical bytes, generated jobs included" {
+	seed-gen tests/fixtures/seeds/generate.yaml >"$out.1"
+	seed-gen tests/fixtures/seeds/generate.yaml >"$out.2"
+	cmp "$out.1" "$out.2"
+	assert_equal "$(rows_of job "$out.1")" 1001
+	grep -q "^job	gen-001000	" "$out.1"
+}
+
+@test "a volume run selects the same jobs for its faults every time" {
+	seed-gen tests/fixtures/seeds/generate.yaml | awk -F '\t' '$1 == "job" && $6 != "\\N" { print $2, $6 }' >"$out.1"
+	seed-gen tests/fixtures/seeds/generate.yaml | awk -F '\t' '$1 == "job" && $6 != "\\N" { print $2, $6 }' >"$out.2"
+	cmp "$out.1" "$out.2"
+	[ "$(grep -c ' dups$' "$out.1")" -gt 50 ]
+	[ "$(grep -c ' kills$' "$out.1")" -gt 5 ]
+}
+
+@test "tabs, newlines, backslashes and \\N in ids, keys and payloads are escaped, not lost" {
+	seed-gen tests/fixtures/seeds/escapes.yaml >"$out"
+	# every row of a known kind has its fixed number of fields
+	assert_equal "$(awk -F '\t' '$1 == "job" && NF != 6' "$out")" ""
+	# an independent decoder of COPY text escaping gets the seed's values back
+	python3 - "$out" <<'PY'
+import json, sys
+
+def unescape(field):
+    if field == "\\N":
+        return None
+    out, i = [], 0
+    while i < len(field):
+        if field[i] == "\\":
+            out.append({"\\": "\\", "t": "\t", "n": "\n", "r": "\r"}[field[i + 1]])
+            i += 2
+        else:
+            out.append(field[i])
+            i += 1
+    return "".join(out)
+
+rows = [line.rstrip("\n").split("\t") for line in open(sys.argv[1], encoding="utf-8")
+        if line.startswith("job\t")]
+got = {unescape(r[1]): (unescape(r[2]), json.loads(unescape(r[3]))) for r in rows}
+want = {
+    "job\tone": ("tab\there", {"name": "tab\there", "note": "line\nbreak\r\n"}),
+    "job-two": ("back\\slash \\N \\t",
+                {"name": "back\\slash \\N \\t", "note": "caf\u00e9 \u20ac \U0001F600"}),
+    "job-three": ("\\N", {"name": "\\N", "note": "quote \" and / and \u0001"}),
+}
+assert got == want, (got, want)
+PY
+}
+
+@test "two jobs with one business key and one payload are accepted; other payloads only when declared" {
+	seed-gen tests/fixtures/seeds/same-key.yaml >"$out"
+	assert_equal "$(rows_of job "$out")" 4
+	grep -q "^scenario	conflict	same-key	" "$out"
+}
+
+@test "every refusal names file, line, column and field, exits 2 and writes nothing" {
+	for seed in tests/fixtures/bad/*.yaml; do
+		name=$(basename "$seed" .yaml)
+		rc=0
+		seed-gen "$seed" >"$out" 2>"$err" || rc=$?
+		[ "$rc" -eq 2 ] || { echo "$name: status $rc" >&2; return 1; }
+		[ ! -s "$out" ] || { echo "$name wrote to stdout" >&2; return 1; }
+		assert_golden "$err" "tests/golden/seed-gen/$name.err"
+	done
+}
+
+@test "a seed file that does not exist is a usage error" {
+	run seed-gen tests/fixtures/seeds/absent.yaml
+	[ "$status" -eq 2 ]
+	assert_equal "$output" "seed-gen: tests/fixtures/seeds/absent.yaml: No such file or directory"
+}
+
+@test "--init writes a commented skeleton that seed-gen accepts" {
+	seed-gen --init billing-email >"$out"
+	grep -q '^rehearsal: billing-email$' "$out"
+	grep -q '^queue: rehearsal_billing_email ' "$out"
+	grep -q '^# ' "$out"
+	seed-gen "$out" >/dev/null
+}
+
+@test "--init refuses a name that would not be a plain YAML value" {
+	run seed-gen --init 'bad: name'
+	[ "$status" -eq 2 ]
+	[[ "$output" == "seed-gen: --init bad: name: a rehearsal name is lowercase letters, digits, - and _" ]]
+}
+
+@test "--ticket renders the rehearsal ticket in Markdown" {
+	seed-gen --ticket seeds/invoice-line.yaml >"$out"
+	grep -q '^# Rehearsal ticket: invoice-line$' "$out"
+	grep -q '^| job type | `invoice.add_line` |$' "$out"
+	grep -q '^| retry policy | visibility timeout 2000 ms, at most 5 attempts |$' "$out"
+	grep -q '^| kill-after-commit | kill | `after-commit` | 1 | 0 | 0 ms |$' "$out"
+	grep -q '^| `job-0006` | `\["inv-1006",1\]` | `179ee7d4f28fcff38ce54cd10e3da9cf2a295d2a775a63ba2c67844d3a24bcea` | baseline |$' "$out"
+	grep -q '^| 6 | 0 | 0 | 0 |$' "$out"
+	grep -q "^- the vendor's real rate limits" "$out"
+}
+
+@test "usage errors exit 2; --help and --version exit 0" {
+	run seed-gen
+	[ "$status" -eq 2 ]
+	[[ "$output" == usage:* ]]
+	run seed-gen --no-such-option seeds/invoice-line.yaml
+	[ "$status" -eq 2 ]
+	run seed-gen --help
+	[ "$status" -eq 0 ]
+	[[ "$output" == "usage: seed-gen [--ticket] seed-file"* ]]
+	run seed-gen --version
+	[ "$status" -eq 0 ]
+}
+
+@test "a write error on stdout is reported, not ignored" {
+	[ -w /dev/full ] || skip "no /dev/full"
+	run bash -c 'seed-gen seeds/invoice-line.yaml >/dev/full'
+	[ "$status" -eq 3 ]
+}

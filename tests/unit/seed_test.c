@@ -1,0 +1,84 @@
+#include <stdlib.h>
+
+#include "seed.h"
+#include "unit.h"
+
+static const struct idem_seed_job *
+job(const struct idem_seed *s, const char *id)
+{
+	size_t i;
+
+	for (i = 0; i < s->njobs; i++)
+		if (strcmp(s->jobs[i].id, id) == 0)
+			return &s->jobs[i];
+	return NULL;
+}
+
+int
+main(void)
+{
+	struct idem_seed s, again;
+	struct idem_error err;
+	const struct idem_seed_job *j;
+	size_t i, in_dups = 0, in_kills = 0, same = 1;
+
+	CHECK(idem_seed_load(&s, "seeds/invoice-line.yaml", &err) == 0, "example seed loads");
+	j = job(&s, "job-0001");
+	CHECK(j != NULL, "job-0001 present");
+	if (j) {
+		CHECK_STR(j->payload_json,
+		    "{\"amount_cents\":1250,\"currency\":\"EUR\",\"invoice_id\":\"inv-1001\",\"line_no\":1}",
+		    "payload is canonical: sorted keys, no white space");
+		CHECK_STR(j->business_key, "[\"inv-1001\",1]", "two key columns: a JSON array in key order");
+		CHECK_STR(s.scenarios[j->scenario].name, "duplicate-publish", "job knows its scenario");
+	}
+	CHECK(s.visibility_timeout_ms == 2000 && s.max_attempts == 5, "retry policy");
+	CHECK(s.nscenarios == 5 && strcmp(s.scenarios[4].fault, "race") == 0 &&
+	    s.scenarios[4].duplicates == 1, "a race is one extra copy");
+	CHECK(strcmp(s.scenarios[1].fault, "kill") == 0 && s.scenarios[1].attempt == 1 &&
+	    strcmp(s.scenarios[1].step, "after-commit") == 0, "kill scenario");
+	idem_seed_free(&s);
+
+	CHECK(idem_seed_load(&s, "tests/fixtures/seeds/escapes.yaml", &err) == 0, "escapes seed loads");
+	j = job(&s, "job\tone");
+	CHECK(j != NULL, "a job id with a tab");
+	if (j) {
+		CHECK_STR(j->business_key, "tab\there", "one key column: its plain value");
+		CHECK_STR(j->payload_json, "{\"name\":\"tab\\there\",\"note\":\"line\\nbreak\\r\\n\"}",
+		    "control characters escaped in JSON");
+	}
+	j = job(&s, "job-three");
+	if (j)
+		CHECK_STR(j->payload_json, "{\"name\":\"\\\\N\",\"note\":\"quote \\\" and / and \\u0001\"}",
+		    "quote, slash and U+0001 in canonical JSON");
+	idem_seed_free(&s);
+
+	CHECK(idem_seed_load(&s, "tests/fixtures/seeds/generate.yaml", &err) == 0, "volume seed loads");
+	CHECK(idem_seed_load(&again, "tests/fixtures/seeds/generate.yaml", &err) == 0, "and again");
+	CHECK(s.njobs == 1001, "listed and generated jobs");
+	CHECK_STR(s.jobs[1].id, "gen-000001", "generated ids");
+	CHECK_STR(s.jobs[1000].business_key, "[\"order_id-001000\",1000]", "generated keys are distinct");
+	for (i = 0; i < s.njobs; i++) {
+		same &= strcmp(s.jobs[i].payload_sha256, again.jobs[i].payload_sha256) == 0 &&
+		    s.jobs[i].scenario == again.jobs[i].scenario;
+		in_dups += s.jobs[i].scenario == 0;
+		in_kills += s.jobs[i].scenario == 1;
+	}
+	CHECK(same, "generation and selection are pure functions of the seed");
+	CHECK(in_dups > 60 && in_dups < 140, "every: 10 selects about a tenth");
+	CHECK(in_kills > 5 && in_kills < 40, "every: 50 selects about a fiftieth of the rest");
+	idem_seed_free(&s);
+	idem_seed_free(&again);
+
+	CHECK(idem_seed_load(&s, "tests/fixtures/seeds/same-key.yaml", &err) == 0,
+	    "same key: same payload allowed, other payload inside conflicting_payloads");
+	idem_seed_free(&s);
+
+	CHECK(idem_seed_load(&s, "tests/fixtures/bad/no-expect.yaml", &err) < 0 &&
+	    err.status == IDEM_EXIT_USAGE, "no expect: refused with status 2");
+	idem_seed_free(&s);
+	CHECK(idem_seed_load(&s, "tests/fixtures/seeds/absent.yaml", &err) < 0 &&
+	    strstr(err.text, "absent.yaml: No such file") != NULL, "missing file named");
+	idem_seed_free(&s);
+	return unit_done("seed");
+}
