@@ -23,9 +23,9 @@ CFLAGS = -std=c11 -O2 -g -Wall -Wextra -Werror $(SANFLAGS) $(shell pkg-config --
 LDFLAGS = $(SANFLAGS)
 LDLIBS = $(shell pkg-config --libs $(PKGS)) -lm
 
-PROGS = idem-sandbox seed-gen dup-publish
+PROGS = idem-sandbox seed-gen dup-publish idem-worker kill-at
 LIBOBJ = $(BUILD)/lib/util.o $(BUILD)/lib/tsv.o $(BUILD)/lib/seed.o \
-	$(BUILD)/lib/template.o $(BUILD)/lib/pg.o $(BUILD)/lib/embed.o
+	$(BUILD)/lib/template.o $(BUILD)/lib/pg.o $(BUILD)/lib/embed.o $(BUILD)/lib/step.o
 UNIT = tsv util seed template
 MAN1 = idem-sandbox.1 seed-gen.1 dup-publish.1
 MAN5 = idem-tsv.5 idem-seed.5

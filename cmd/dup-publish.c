@@ -80,20 +80,11 @@ static struct {
 	size_t copied;
 } pub = { .batch = 5000 };
 
-static int64_t
-now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 static void
 progress(int last)
 {
 	static int64_t shown;
-	int64_t t = now_us();
+	int64_t t = idem_now_us();
 
 	if (!pub.progress || (!last && t - shown < 100000))
 		return;
@@ -443,19 +434,6 @@ publish_batch(struct message **msgs, size_t n)
 	progress(0);
 }
 
-/* RFC 3339 UTC with microseconds from microseconds since the epoch. */
-static void
-format_time(int64_t us, char out[32])
-{
-	time_t secs = (time_t)(us / 1000000);
-	struct tm tm;
-
-	gmtime_r(&secs, &tm);
-	if (strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm) != 19)
-		idem_die(IDEM_EXIT_ENV, "time %lld out of range", (long long)us);
-	snprintf(out + 19, 13, ".%06dZ", (int)(us % 1000000));
-}
-
 static void
 write_publish(const struct job *job, long long copy, const struct result *r)
 {
@@ -467,7 +445,7 @@ write_publish(const struct job *job, long long copy, const struct result *r)
 		    job->id, copy);
 	snprintf(copy_text, sizeof(copy_text), "%lld", copy);
 	snprintf(msg_id, sizeof(msg_id), "%lld", (long long)r->msg_id);
-	format_time(r->enqueued_us, published_at);
+	idem_format_time(r->enqueued_us, published_at);
 	row[0] = job->id;
 	row[1] = copy_text;
 	row[2] = msg_id;
@@ -480,13 +458,13 @@ write_publish(const struct job *job, long long copy, const struct result *r)
 static void
 measure_skew(void)
 {
-	int64_t before = now_us(), after;
+	int64_t before = idem_now_us(), after;
 	PGresult *res = PQexec(pub.conn,
 	    "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint");
 
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		die_pg(res);
-	after = now_us();
+	after = idem_now_us();
 	pub.skew_us = strtoll(PQgetvalue(res, 0, 0), NULL, 10) - (before + after) / 2;
 	PQclear(res);
 }
@@ -780,7 +758,7 @@ publish_copies(double time_scale)
 	pub.total = pub.njobs + ncopies;
 	qsort(copies, ncopies, sizeof(*copies), by_due);
 	for (i = 0; i < ncopies; i = j) {
-		int64_t wait = copies[i].due_us - (now_us() + pub.skew_us);
+		int64_t wait = copies[i].due_us - (idem_now_us() + pub.skew_us);
 
 		if (wait > 0) {
 			struct timespec ts = { (time_t)(wait / 1000000), (long)(wait % 1000000) * 1000 };
@@ -789,7 +767,7 @@ publish_copies(double time_scale)
 				;
 		}
 		for (j = i; j < ncopies && j - i < pub.batch &&
-		    copies[j].due_us <= now_us() + pub.skew_us; j++)
+		    copies[j].due_us <= idem_now_us() + pub.skew_us; j++)
 			batch[j - i] = &copies[j];
 		if (j == i)
 			continue;

@@ -22,6 +22,15 @@ static const struct {
 		"payload_sha256", "scenario" } },
 	[IDEM_KIND_PUBLISH] = { "publish", { "job_id", "copy", "msg_id",
 		"published_at", "status" } },
+	[IDEM_KIND_STEP] = { "step", { "at", "worker", "pid", "name", "job_id", "attempt",
+		"action" } },
+	[IDEM_KIND_KILL] = { "kill", { "scenario", "job_id", "attempt", "step", "pid",
+		"killed_at" } },
+	[IDEM_KIND_ATTEMPT] = { "attempt", { "job_id", "msg_id", "attempt", "pid",
+		"consumed_at", "committed_at", "acked_at", "rows_written", "branch" } },
+	[IDEM_KIND_RECOVER] = { "recover", { "job_id", "msg_id", "killed_at", "acked_at",
+		"recovery_ms" } },
+	[IDEM_KIND_LOG] = { "log", { "at", "worker", "pid", "line" } },
 };
 
 const char *

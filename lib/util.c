@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <sodium.h>
@@ -224,6 +225,28 @@ idem_parse_duration_ms(const char *s)
 		}
 	}
 	return -1;
+}
+
+long long
+idem_now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+void
+idem_format_time(long long us, char out[32])
+{
+	time_t secs = (time_t)(us / 1000000);
+	struct tm tm;
+
+	if (gmtime_r(&secs, &tm) == NULL || strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm) != 19) {
+		snprintf(out, 32, "out-of-range");
+		return;
+	}
+	snprintf(out + 19, 13, ".%06dZ", (int)(us % 1000000));
 }
 
 void

@@ -46,6 +46,12 @@ int idem_write_file_atomic(const char *path, const char *data, size_t len,
 /* Durations such as "500ms", "2s", "1m", "1h" in milliseconds; -1 if bad. */
 long long idem_parse_duration_ms(const char *s);
 
+/* Microseconds since the Unix epoch, by the wall clock. */
+long long idem_now_us(void);
+
+/* RFC 3339 UTC with microseconds ("2026-11-29T13:46:05.322088Z"). */
+void idem_format_time(long long us, char out[32]);
+
 /* Lowercase hex of SHA-256; out must hold 65 bytes. */
 void idem_sha256_hex(const void *data, size_t len, char out[65]);
 
