@@ -1,0 +1,264 @@
+#!/usr/bin/env bats
+# kill-at and idem-worker against the real sandbox: the matrix of guards and
+# faults of idem-worker(1), a worker in another language, and no process
+# left behind whatever happens to kill-at or its workers.
+
+load helper
+
+setup_file() {
+	sandbox_up
+}
+
+teardown_file() {
+	sandbox_down
+}
+
+setup() {
+	cd "$BATS_TEST_DIRNAME/.."
+	queue_reset
+	out="$BATS_TEST_TMPDIR/out"
+	err="$BATS_TEST_TMPDIR/err"
+}
+
+# A seed with jobs a (and b, for same-key) of one invoice line and one
+# scenario; a short visibility timeout keeps retries quick.
+seed_for() {
+	local scenario=$1
+	cat <<-YAML
+		rehearsal: matrix
+		job_type: invoice.add_line
+		queue: rehearsal_matrix
+		retry: { visibility_timeout: 300ms, max_attempts: 5 }
+		reconciliation_owner: billing-oncall
+		effect: { table: demo.invoice_lines, key: [invoice_id, line_no] }
+		payload_schema: { invoice_id: string, line_no: integer, amount_cents: integer, currency: string }
+		jobs:
+		  - { id: a, payload: { invoice_id: inv-1, line_no: 1, amount_cents: 100, currency: EUR } }
+	YAML
+	case $scenario in
+	same-key)
+		echo '  - { id: b, payload: { invoice_id: inv-1, line_no: 1, amount_cents: 100, currency: EUR } }' ;;
+	esac
+	case $scenario in
+	duplicate-publish) echo 'scenarios: [ { name: dup, jobs: [a], duplicates: 1, within: 50ms } ]' ;;
+	after-commit | before-commit | external-call)
+		echo "scenarios: [ { name: kill, jobs: [a], kill: $scenario, attempt: 1 } ]" ;;
+	race) echo 'scenarios: [ { name: race, jobs: [a], race: before-write } ]' ;;
+	esac
+	echo 'expect: { effects: 1 }'
+}
+
+# Runs one cell of the matrix; sets effects and calls.
+cell() {
+	local guard=$1 scope=$2 scenario=$3
+	queue_reset
+	seed_for "$scenario" >"$BATS_TEST_TMPDIR/seed.yaml"
+	idem-worker --setup -g "$guard" -k "$scope"
+	seed-gen "$BATS_TEST_TMPDIR/seed.yaml" | dup-publish >"$BATS_TEST_TMPDIR/published"
+	kill-at -D 20s -- idem-worker -g "$guard" -k "$scope" <"$BATS_TEST_TMPDIR/published" >"$out" 2>"$err" || {
+		cat "$err" >&2
+		return 1
+	}
+	effects=$(sql "SELECT count(*) FROM demo.invoice_lines WHERE invoice_id = 'inv-1' AND line_no = 1")
+	calls=$(sql "SELECT count(*) FROM demo.provider_calls")
+}
+
+# check GUARD SCOPE SCENARIO EFFECTS [CALLS]
+check() {
+	cell "$1" "$2" "$3"
+	if [ "$effects" != "$4" ] || { [ -n "${5:-}" ] && [ "$calls" != "$5" ]; }; then
+		echo "guard $1, key scope $2, $3: $effects effect rows and $calls vendor calls; expected $4 ${5:+and $5 calls}" >&2
+		grep -E '^(kill|attempt|log)' "$out" >&2
+		return 1
+	fi
+}
+
+@test "matrix: no guard duplicates under every fault but a kill before commit" {
+	check none business duplicate-publish 2
+	check none business after-commit 2
+	check none business before-commit 1
+	check none business external-call 2 2
+	check none business race 2
+	check none business same-key 2
+}
+
+@test "matrix: check-then-insert holds sequentially and loses the race" {
+	check check-then-insert business duplicate-publish 1
+	check check-then-insert business after-commit 1
+	check check-then-insert business before-commit 1
+	check check-then-insert business external-call 1 1
+	check check-then-insert business race 2
+	check check-then-insert business same-key 1
+}
+
+@test "matrix: an in-memory guard forgets on restart and is not shared" {
+	check memory business duplicate-publish 1
+	check memory business after-commit 2
+	check memory business before-commit 1
+	check memory business external-call 2 2
+	check memory business race 2
+	check memory business same-key 2
+}
+
+@test "matrix: a unique constraint on the business key holds everywhere" {
+	check unique business duplicate-publish 1 1
+	check unique business after-commit 1 1
+	check unique business before-commit 1 1
+	check unique business external-call 1 1
+	grep -q 'branch=pending-reconciled ' "$out"
+	assert_equal "$(sql "SELECT status FROM demo.pending_calls")" reconciled
+	check unique business race 1 1
+	grep -q 'branch=conflict-noop' "$out"
+	check unique business same-key 1 1
+}
+
+@test "matrix: a unique constraint on the job id lets two jobs of one event through" {
+	check unique job duplicate-publish 1
+	check unique job after-commit 1
+	check unique job before-commit 1
+	check unique job external-call 1 1
+	check unique job race 1
+	check unique job same-key 2
+}
+
+@test "matrix: an outbox row in the effect's transaction holds like a unique key" {
+	check outbox business duplicate-publish 1
+	check outbox business after-commit 1
+	check outbox business before-commit 1
+	check outbox business external-call 1 1
+	check outbox business race 1
+	check outbox business same-key 1
+}
+
+@test "a kill lands exactly at its step; the retry comes after the visibility timeout and is acked" {
+	check unique business after-commit 1
+	assert_equal "$(rows_of kill "$out")" 1
+	grep -q "^kill	kill	a	1	after-commit	[0-9]*	" "$out"
+	assert_equal "$(awk -F '\t' '$1 == "step" && $8 == "kill" { print $5, $6, $7 }' "$out")" "after-commit a 1"
+	# nothing after the kill point in attempt 1
+	assert_equal "$(awk -F '\t' '$1 == "step" && $6 == "a" && $7 == 1 { s = $5 } END { print s }' "$out")" after-commit
+	# attempt 2 ran clean and acked
+	awk -F '\t' '$1 == "attempt" && $2 == "a" && $4 == 2 && $8 != "\\N" && $10 ~ /conflict-noop/ { ok = 1 } END { exit !ok }' "$out"
+	# recovery: kill to clean ack, at least the visibility timeout
+	ms=$(awk -F '\t' '$1 == "recover" { print $6 }' "$out")
+	[ "$ms" -ge 300 ] && [ "$ms" -lt 5000 ]
+}
+
+@test "commit times come from PostgreSQL's commit timestamps" {
+	check unique business before-commit 1
+	want=$(sql "SELECT to_char(pg_xact_commit_timestamp(xmin) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') FROM demo.invoice_lines")
+	assert_equal "$(awk -F '\t' '$1 == "attempt" && $4 == 2 { print $7 }' "$out")" "$want"
+	# the killed attempt committed nothing
+	assert_equal "$(awk -F '\t' '$1 == "attempt" && $4 == 1 { print $7, $9 }' "$out")" '\N 0'
+}
+
+@test "the race is held and released in a recorded order" {
+	check unique business race 1
+	assert_equal "$(awk -F '\t' '$1 == "step" && $5 == "before-write" { print $8 }' "$out" | tr '\n' ' ')" "hold hold release release "
+	# the two holders are two workers
+	assert_equal "$(awk -F '\t' '$1 == "step" && $8 == "release" { print $3 }' "$out" | sort -u | wc -l)" 2
+}
+
+@test "the stream passes through unchanged, then the evidence rows" {
+	check unique business duplicate-publish 1
+	n=$(wc -l <"$BATS_TEST_TMPDIR/published")
+	head -n "$n" "$out" | cmp - "$BATS_TEST_TMPDIR/published"
+	assert_equal "$(awk -F '\t' 'NR > 1 && !/^#/ { print $1 }' "$out" | sort -u | tr '\n' ' ')" \
+		"attempt expect job log publish scenario seed step "
+}
+
+@test "a worker in Python speaks the protocol and is killed at after-commit like idem-worker" {
+	command -v python3 >/dev/null
+	seed_for after-commit >"$BATS_TEST_TMPDIR/seed.yaml"
+	idem-worker --setup -g unique
+	seed-gen "$BATS_TEST_TMPDIR/seed.yaml" | dup-publish >"$BATS_TEST_TMPDIR/published"
+	kill-at -D 20s -- python3 tests/fixtures/workers/py_worker.py <"$BATS_TEST_TMPDIR/published" >"$out"
+	assert_equal "$(sql "SELECT count(*) FROM demo.invoice_lines")" 1
+	pid=$(awk -F '\t' '$1 == "kill" { print $6 }' "$out")
+	grep -q "^log	[^	]*	0	$pid	branch=inserted job=a attempt=1 .* worker=python$" "$out"
+	awk -F '\t' '$1 == "attempt" && $4 == 2 && $10 == "conflict-noop" { ok = 1 } END { exit !ok }' "$out"
+}
+
+@test "the seed's worker command runs when none is given" {
+	seed_for after-commit | sed 's/^rehearsal: matrix$/&\nworker: { command: "idem-worker -g unique -o from-seed" }/' >"$BATS_TEST_TMPDIR/seed.yaml"
+	idem-worker --setup -g unique
+	seed-gen "$BATS_TEST_TMPDIR/seed.yaml" | dup-publish | kill-at -D 20s >"$out"
+	assert_equal "$(sql "SELECT owner FROM demo.pending_calls")" from-seed
+}
+
+@test "a step never reached: exit 1 at the deadline, naming it; no process left" {
+	seed_for none >"$BATS_TEST_TMPDIR/seed.yaml"
+	idem-worker --setup -g unique
+	seed-gen "$BATS_TEST_TMPDIR/seed.yaml" | dup-publish >"$BATS_TEST_TMPDIR/published"
+	run --separate-stderr kill-at -D 1s -k no-such-step:a:1 -- idem-worker -o marker-deadline <"$BATS_TEST_TMPDIR/published"
+	[ "$status" -eq 1 ]
+	[[ "$stderr" == *"kill-at: deadline: step no-such-step of job a, attempt 1, never reached (scenario -k)"* ]]
+	assert_equal "$(pgrep -f marker-deadline || true)" ""
+}
+
+@test "a worker that ignores SIGTERM is killed; the unacked message is named" {
+	seed_for none >"$BATS_TEST_TMPDIR/seed.yaml"
+	seed-gen "$BATS_TEST_TMPDIR/seed.yaml" | dup-publish >"$BATS_TEST_TMPDIR/published"
+	run --separate-stderr kill-at -D 500ms -- sh -c 'trap "" TERM; while :; do sleep 0.05; done # marker-stubborn' <"$BATS_TEST_TMPDIR/published"
+	[ "$status" -eq 1 ]
+	[[ "$stderr" == *"kill-at: deadline: message "*" (job a, copy 0) never acked after 0 deliveries"* ]]
+	sleep 0.2
+	assert_equal "$(pgrep -f marker-stubborn || true)" ""
+}
+
+@test "kill -9 of kill-at leaves no worker behind" {
+	seed_for after-commit >"$BATS_TEST_TMPDIR/seed.yaml"
+	seed-gen "$BATS_TEST_TMPDIR/seed.yaml" | dup-publish >"$BATS_TEST_TMPDIR/published"
+	kill-at -n 3 -D 60s -- sh -c 'sleep 600 & sleep 600; # marker-orphans' <"$BATS_TEST_TMPDIR/published" >/dev/null 2>&1 &
+	controller=$!
+	until [ "$(pgrep -f -c marker-orphans || true)" -ge 3 ]; do sleep 0.05; done
+	until [ "$(pgrep -c -x sleep -P "$(pgrep -d, -f marker-orphans)" || true)" -ge 6 ]; do sleep 0.05; done
+	kill -9 "$controller"
+	wait "$controller" || true
+	for i in $(seq 50); do
+		[ -z "$(pgrep -f marker-orphans)" ] && break
+		sleep 0.05
+	done
+	assert_equal "$(pgrep -f marker-orphans || true)" ""
+	assert_equal "$(pgrep -x sleep -a | grep -c 'sleep 600' || true)" 0
+}
+
+@test "SIGINT to kill-at is passed to the workers, which are then gone" {
+	seed_for after-commit >"$BATS_TEST_TMPDIR/seed.yaml"
+	seed-gen "$BATS_TEST_TMPDIR/seed.yaml" | dup-publish >"$BATS_TEST_TMPDIR/published"
+	kill-at -D 60s -- sh -c 'trap "echo got-term; exit 0" TERM; while :; do sleep 0.05; done # marker-int' <"$BATS_TEST_TMPDIR/published" >"$out" 2>"$err" &
+	controller=$!
+	until pgrep -f marker-int >/dev/null; do sleep 0.05; done
+	kill -INT "$controller"
+	rc=0
+	wait "$controller" || rc=$?
+	assert_equal "$rc" 130
+	grep -q 'stopped by signal 2' "$err"
+	assert_equal "$(pgrep -f marker-int || true)" ""
+	[ ! -s "$out" ]
+}
+
+@test "kill-at refuses a race with one worker, and a stream without publish rows" {
+	seed_for race >"$BATS_TEST_TMPDIR/seed.yaml"
+	seed-gen "$BATS_TEST_TMPDIR/seed.yaml" >"$BATS_TEST_TMPDIR/stream"
+	run kill-at -n 1 -- idem-worker <"$BATS_TEST_TMPDIR/stream"
+	[ "$status" -eq 2 ]
+	[[ "$output" == "kill-at: stdin: no publish rows: put dup-publish before kill-at" ]]
+	dup-publish <"$BATS_TEST_TMPDIR/stream" >"$BATS_TEST_TMPDIR/published"
+	run kill-at -n 1 -- idem-worker <"$BATS_TEST_TMPDIR/published"
+	[ "$status" -eq 2 ]
+	[[ "$output" == "kill-at: -n 1: a race needs two workers" ]]
+	run kill-at -k after-commit:zz:1 -- idem-worker <"$BATS_TEST_TMPDIR/published"
+	[ "$status" -eq 2 ]
+	[[ "$output" == "kill-at: -k after-commit:zz:1: no job zz in the stream" ]]
+}
+
+@test "idem-worker without a step socket runs as in production" {
+	seed_for duplicate-publish >"$BATS_TEST_TMPDIR/seed.yaml"
+	idem-worker --setup -g unique
+	seed-gen "$BATS_TEST_TMPDIR/seed.yaml" | dup-publish -s 0 >/dev/null
+	env -u IDEM_STEP_SOCK idem-worker -g unique -q rehearsal_matrix --once 2>"$err"
+	assert_equal "$(sql "SELECT count(*) FROM demo.invoice_lines")" 1
+	assert_equal "$(sql "SELECT count(*) FROM idem.queue")" 0
+	assert_equal "$(grep -o 'branch=[a-z-]*' "$err" | tr '\n' ' ')" "branch=inserted branch=called branch=conflict-noop branch=already-called "
+}
