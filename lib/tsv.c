@@ -31,6 +31,13 @@ static const struct {
 	[IDEM_KIND_RECOVER] = { "recover", { "job_id", "msg_id", "killed_at", "acked_at",
 		"recovery_ms" } },
 	[IDEM_KIND_LOG] = { "log", { "at", "worker", "pid", "line" } },
+	[IDEM_KIND_QUERY] = { "query", { "phase", "name", "sql" } },
+	[IDEM_KIND_COUNT_ROW] = { "count", { "phase", "scope", "key", "expected", "observed" } },
+	[IDEM_KIND_GUARD] = { "guard", { "kind", "name", "definition", "flags" } },
+	[IDEM_KIND_PROBE] = { "probe", { "result", "sqlstate", "message", "sql" } },
+	[IDEM_KIND_MEASURE] = { "measure", { "name", "value", "numerator", "denominator",
+		"unit", "window_start", "window_end" } },
+	[IDEM_KIND_DIGEST] = { "digest", { "phase", "sha256", "rows" } },
 };
 
 const char *

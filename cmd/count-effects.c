@@ -1,0 +1,809 @@
+/* count-effects: count the effect rows per business key with one printed
+ * query, beside what the seed expects; find the guard the database itself
+ * enforces and probe it with a copy of a row that is always rolled back;
+ * append query, count, guard, probe, measure and digest rows. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+#include <libpq-fe.h>
+#include <sodium.h>
+
+#include "pg.h"
+#include "seed.h"
+#include "tsv.h"
+#include "util.h"
+
+static const char synopsis[] =
+	"usage: count-effects [-d conninfo] [--before] [file]\n";
+
+struct key_count {
+	char *key;
+	long long expected, observed;
+	int seeded;
+	char *first_hash;	/* payload hash of the first job with this key */
+	int conflict;
+};
+
+static struct {
+	const char *phase;
+	PGconn *conn;
+	/* the stream */
+	char *effect_table, *key_columns, *key_scope;
+	long long expect[4];		/* effects, duplicates, missing, pending */
+	int have_expect;
+	struct key_count *keys;		/* seeded, then found */
+	size_t nkeys;
+	size_t njobs;
+	char **msg_ids;
+	size_t nmsgs;
+	char *first_publish, *last_ack;
+	size_t nkills;
+	char **killed_keys;		/* business key of each killed attempt's job */
+	long long *recovery_ms;		/* -1 when the retry never acked */
+	size_t nrecover;
+	char **recover_keys;
+	/* job id to business key, for kill and recover rows */
+	char **job_ids, **job_keys;
+	/* the sql */
+	char *table_sql;
+	char **column_sql;
+	size_t ncolumns;
+	/* totals */
+	long long effects, duplicates, missing, unexpected, conflicts, pending;
+	/* evidence for the digest */
+	FILE *digest;
+	char *digest_buf;
+	size_t digest_len;
+	long long digest_rows;
+} c = { .phase = "after" };
+
+static void
+write_row(const char *kind, const char *const *fields, size_t n)
+{
+	if (idem_tsv_write_row(stdout, kind, fields, n) < 0)
+		idem_die(IDEM_EXIT_ENV, "write error on standard output:");
+}
+
+static int
+by_key(const void *a, const void *b)
+{
+	return strcmp(((const struct key_count *)a)->key, ((const struct key_count *)b)->key);
+}
+
+static const char *
+key_of_job(const char *job_id)
+{
+	size_t i;
+
+	for (i = 0; i < c.njobs; i++)
+		if (strcmp(c.job_ids[i], job_id) == 0)
+			return c.job_keys[i];
+	return NULL;
+}
+
+static long long
+number(const struct idem_tsv_reader *r, size_t field)
+{
+	const char *s = r->fields[field];
+	char *end;
+	long long v;
+
+	errno = 0;
+	v = s ? strtoll(s, &end, 10) : -1;
+	if (s == NULL || errno || *end || end == s)
+		idem_die(IDEM_EXIT_USAGE, "%s:%ld: %s row, field %s: expected a number",
+		    r->name, r->line_no, idem_kind_name(r->kind), idem_kind_field_name(r->kind, field));
+	return v;
+}
+
+/* Passes the stream through and keeps what counting needs. */
+static void
+read_stream(FILE *in, const char *name)
+{
+	struct idem_tsv_reader r;
+	struct idem_error err;
+	int rc, seen_seed = 0;
+	size_t i;
+
+	idem_tsv_reader_init(&r, in, name);
+	while ((rc = idem_tsv_next(&r, &err)) != IDEM_TSV_EOF) {
+		if (rc < 0)
+			idem_die_error(&err);
+		if (idem_tsv_pass(stdout, &r) < 0)
+			idem_die(IDEM_EXIT_ENV, "write error on standard output:");
+		if (rc != IDEM_TSV_ROW)
+			continue;
+		switch (r.kind) {
+		case IDEM_KIND_SEED:
+			if (seen_seed++)
+				idem_die(IDEM_EXIT_USAGE, "%s:%ld: a second seed row", name, r.line_no);
+			if (r.fields[SEED_EFFECT_TABLE] == NULL || r.fields[SEED_KEY_COLUMNS] == NULL)
+				idem_die(IDEM_EXIT_USAGE, "%s:%ld: seed row: effect_table and key_columns "
+				    "are required", name, r.line_no);
+			c.effect_table = idem_estrdup(r.fields[SEED_EFFECT_TABLE]);
+			c.key_columns = idem_estrdup(r.fields[SEED_KEY_COLUMNS]);
+			c.key_scope = idem_estrdup(r.fields[SEED_KEY_SCOPE] ? r.fields[SEED_KEY_SCOPE] : "business");
+			break;
+		case IDEM_KIND_EXPECT:
+			for (i = 0; i < 4; i++)
+				c.expect[i] = number(&r, EXPECT_EFFECTS + i);
+			c.have_expect = 1;
+			break;
+		case IDEM_KIND_JOB:
+			c.keys = idem_ereallocarray(c.keys, c.nkeys + 1, sizeof(*c.keys));
+			c.keys[c.nkeys].key = idem_estrdup(r.fields[JOB_BUSINESS_KEY] ? r.fields[JOB_BUSINESS_KEY] : "");
+			c.keys[c.nkeys].first_hash = idem_estrdup(r.fields[JOB_PAYLOAD_SHA256] ?
+			    r.fields[JOB_PAYLOAD_SHA256] : "");
+			c.keys[c.nkeys].expected = 1;
+			c.keys[c.nkeys].observed = 0;
+			c.keys[c.nkeys].seeded = 1;
+			c.keys[c.nkeys].conflict = 0;
+			c.nkeys++;
+			c.job_ids = idem_ereallocarray(c.job_ids, c.njobs + 1, sizeof(char *));
+			c.job_keys = idem_ereallocarray(c.job_keys, c.njobs + 1, sizeof(char *));
+			c.job_ids[c.njobs] = idem_estrdup(r.fields[JOB_ID] ? r.fields[JOB_ID] : "");
+			c.job_keys[c.njobs] = idem_estrdup(c.keys[c.nkeys - 1].key);
+			c.njobs++;
+			break;
+		case IDEM_KIND_PUBLISH:
+			c.msg_ids = idem_ereallocarray(c.msg_ids, c.nmsgs + 1, sizeof(char *));
+			c.msg_ids[c.nmsgs++] = idem_estrdup(r.fields[PUBLISH_MSG_ID] ? r.fields[PUBLISH_MSG_ID] : "0");
+			if (r.fields[PUBLISH_PUBLISHED_AT] && (c.first_publish == NULL ||
+			    strcmp(r.fields[PUBLISH_PUBLISHED_AT], c.first_publish) < 0)) {
+				free(c.first_publish);
+				c.first_publish = idem_estrdup(r.fields[PUBLISH_PUBLISHED_AT]);
+			}
+			break;
+		case IDEM_KIND_ATTEMPT:
+			if (r.fields[ATTEMPT_ACKED_AT] && (c.last_ack == NULL ||
+			    strcmp(r.fields[ATTEMPT_ACKED_AT], c.last_ack) > 0)) {
+				free(c.last_ack);
+				c.last_ack = idem_estrdup(r.fields[ATTEMPT_ACKED_AT]);
+			}
+			break;
+		case IDEM_KIND_KILL:
+			c.nkills++;
+			break;
+		case IDEM_KIND_RECOVER:
+			c.recovery_ms = idem_ereallocarray(c.recovery_ms, c.nrecover + 1, sizeof(long long));
+			c.recover_keys = idem_ereallocarray(c.recover_keys, c.nrecover + 1, sizeof(char *));
+			c.recovery_ms[c.nrecover] = r.fields[RECOVER_RECOVERY_MS] ?
+			    number(&r, RECOVER_RECOVERY_MS) : -1;
+			c.recover_keys[c.nrecover] = idem_estrdup(r.fields[RECOVER_JOB_ID] ?
+			    r.fields[RECOVER_JOB_ID] : "");
+			c.nrecover++;
+			break;
+		default:
+			break;
+		}
+	}
+	idem_tsv_reader_free(&r);
+	if (!seen_seed)
+		idem_die(IDEM_EXIT_USAGE, "%s: no seed row: start the stream with seed-gen", name);
+	for (i = 0; i < c.nrecover; i++) {
+		const char *key = key_of_job(c.recover_keys[i]);
+
+		free(c.recover_keys[i]);
+		c.recover_keys[i] = idem_estrdup(key ? key : "");
+	}
+}
+
+/* Seeded keys, one entry each: expected 1 per key, or one per job when the
+ * key scope is the job; a key seeded with two payloads is a conflict. */
+static void
+merge_seeded(void)
+{
+	size_t i, o = 0;
+	int job_scope = strcmp(c.key_scope, "job") == 0;
+
+	qsort(c.keys, c.nkeys, sizeof(*c.keys), by_key);
+	for (i = 0; i < c.nkeys; i++) {
+		if (o > 0 && strcmp(c.keys[o - 1].key, c.keys[i].key) == 0) {
+			if (job_scope)
+				c.keys[o - 1].expected++;
+			if (strcmp(c.keys[o - 1].first_hash, c.keys[i].first_hash) != 0)
+				c.keys[o - 1].conflict = 1;
+			free(c.keys[i].key);
+			free(c.keys[i].first_hash);
+			continue;
+		}
+		c.keys[o++] = c.keys[i];
+	}
+	c.nkeys = o;
+}
+
+static char *
+quote_ident(const char *name)
+{
+	char *q = PQescapeIdentifier(c.conn, name, strlen(name)), *out;
+
+	if (q == NULL)
+		idem_die(IDEM_EXIT_ENV, "quoting %s: %s", name, PQerrorMessage(c.conn));
+	out = idem_estrdup(q);
+	PQfreemem(q);
+	return out;
+}
+
+static char *
+quote_literal(const char *text)
+{
+	char *q = PQescapeLiteral(c.conn, text, strlen(text)), *out;
+
+	if (q == NULL)
+		idem_die(IDEM_EXIT_ENV, "quoting: %s", PQerrorMessage(c.conn));
+	out = idem_estrdup(q);
+	PQfreemem(q);
+	return out;
+}
+
+static void
+prepare_identifiers(void)
+{
+	char *copy = idem_estrdup(c.effect_table), *dot = strchr(copy, '.');
+	json_t *cols = json_loads(c.key_columns, 0, NULL), *col;
+	size_t i;
+
+	if (dot) {
+		char *schema, *table;
+
+		*dot = '\0';
+		schema = quote_ident(copy);
+		table = quote_ident(dot + 1);
+		if (asprintf(&c.table_sql, "%s.%s", schema, table) < 0)
+			idem_die(IDEM_EXIT_ENV, "asprintf:");
+		free(schema);
+		free(table);
+	} else {
+		c.table_sql = quote_ident(copy);
+	}
+	free(copy);
+	if (!json_is_array(cols) || json_array_size(cols) == 0)
+		idem_die(IDEM_EXIT_USAGE, "seed row, field key_columns: expected a JSON array of names");
+	c.ncolumns = json_array_size(cols);
+	c.column_sql = idem_ereallocarray(NULL, c.ncolumns, sizeof(char *));
+	json_array_foreach(cols, i, col) {
+		if (!json_is_string(col))
+			idem_die(IDEM_EXIT_USAGE, "seed row, field key_columns: expected names");
+		c.column_sql[i] = quote_ident(json_string_value(col));
+	}
+	json_decref(cols);
+}
+
+/* The business key as SQL, in the stream's form: one column as text, several
+ * as a compact JSON array in key order. */
+static char *
+key_expression(void)
+{
+	char *out = NULL;
+	size_t len = 0, i;
+	FILE *f = open_memstream(&out, &len);
+
+	if (f == NULL)
+		idem_die(IDEM_EXIT_ENV, "open_memstream:");
+	if (c.ncolumns == 1) {
+		fprintf(f, "%s::text", c.column_sql[0]);
+	} else {
+		fputs("'[' || ", f);
+		for (i = 0; i < c.ncolumns; i++)
+			fprintf(f, "%sto_json(%s)::text", i ? " || ',' || " : "", c.column_sql[i]);
+		fputs(" || ']'", f);
+	}
+	fclose(f);
+	return out;
+}
+
+static void
+query_row(const char *name, const char *sql)
+{
+	const char *row[3] = { c.phase, name, sql };
+
+	write_row("query", row, 3);
+}
+
+static void
+count_row(const char *scope, const char *key, long long expected, long long observed)
+{
+	char e[32], o[32];
+	const char *row[5] = { c.phase, scope, key, e, o };
+
+	snprintf(e, sizeof(e), "%lld", expected);
+	snprintf(o, sizeof(o), "%lld", observed);
+	write_row("count", row, 5);
+	idem_tsv_write_row(c.digest, "count", row + 1, 4);
+	c.digest_rows++;
+}
+
+static struct key_count *
+find_key(const char *key)
+{
+	struct key_count want = { .key = (char *)key };
+
+	return bsearch(&want, c.keys, c.nkeys, sizeof(*c.keys), by_key);
+}
+
+/* Runs the printed count query and sets observed counts; keys no job seeded
+ * are kept apart as unexpected. */
+static void
+count(void)
+{
+	char *key_sql = key_expression(), *sql;
+	struct key_count *unseeded = NULL;
+	size_t nunseeded = 0, i;
+	PGresult *res;
+
+	if (asprintf(&sql, "SELECT %s AS business_key, count(*) AS effects FROM %s "
+	    "GROUP BY 1 ORDER BY 1", key_sql, c.table_sql) < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	query_row("count", sql);
+	res = PQexec(c.conn, sql);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		char msg[768];
+
+		idem_die(IDEM_EXIT_ENV, "counting %s: %s", c.effect_table,
+		    idem_pg_message(c.conn, res, msg, sizeof(msg)));
+	}
+	for (i = 0; i < (size_t)PQntuples(res); i++) {
+		const char *key = PQgetisnull(res, (int)i, 0) ? "" : PQgetvalue(res, (int)i, 0);
+		long long n = strtoll(PQgetvalue(res, (int)i, 1), NULL, 10);
+		struct key_count *k = find_key(key);
+
+		if (k != NULL) {
+			k->observed = n;
+			continue;
+		}
+		unseeded = idem_ereallocarray(unseeded, nunseeded + 1, sizeof(*unseeded));
+		unseeded[nunseeded].key = idem_estrdup(key);
+		unseeded[nunseeded].observed = n;
+		unseeded[nunseeded].expected = 0;
+		nunseeded++;
+	}
+	PQclear(res);
+	for (i = 0; i < c.nkeys; i++) {
+		struct key_count *k = &c.keys[i];
+
+		c.effects += k->observed;
+		if (k->observed > k->expected)
+			c.duplicates += k->observed - k->expected;
+		if (k->observed == 0)
+			c.missing++;
+		c.conflicts += k->conflict;
+		count_row("key", k->key, k->expected, k->observed);
+	}
+	qsort(unseeded, nunseeded, sizeof(*unseeded), by_key);
+	for (i = 0; i < nunseeded; i++) {
+		c.unexpected += unseeded[i].observed;
+		count_row("unexpected", unseeded[i].key, 0, unseeded[i].observed);
+		free(unseeded[i].key);
+	}
+	free(unseeded);
+	free(sql);
+	free(key_sql);
+}
+
+static void
+count_pending(void)
+{
+	char *ids = NULL, *sql = "SELECT count(*) FROM idem.message "
+	    "WHERE msg_id = ANY ($1::bigint[]) AND acked_at IS NULL";
+	size_t len = 0, i;
+	FILE *f = open_memstream(&ids, &len);
+	const char *params[1];
+	struct idem_error err;
+	PGresult *res;
+
+	if (f == NULL)
+		idem_die(IDEM_EXIT_ENV, "open_memstream:");
+	fputc('{', f);
+	for (i = 0; i < c.nmsgs; i++)
+		fprintf(f, "%s%s", i ? "," : "", c.msg_ids[i]);
+	fputc('}', f);
+	fclose(f);
+	params[0] = ids;
+	query_row("pending", sql);
+	if ((res = idem_pg_exec(c.conn, "counting pending messages", &err, sql, 1, params)) == NULL)
+		idem_die_error(&err);
+	c.pending = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	PQclear(res);
+	free(ids);
+}
+
+static void
+totals(void)
+{
+	long long expected_effects = 0;
+	size_t i;
+
+	for (i = 0; i < c.nkeys; i++)
+		expected_effects += c.keys[i].expected;
+	count_row("total", "effects", c.have_expect ? c.expect[0] : expected_effects, c.effects);
+	count_row("total", "duplicates", c.have_expect ? c.expect[1] : 0, c.duplicates);
+	count_row("total", "missing", c.have_expect ? c.expect[2] : 0, c.missing);
+	count_row("total", "unexpected", 0, c.unexpected);
+	count_row("total", "conflicts", 0, c.conflicts);
+	if (strcmp(c.phase, "after") == 0)
+		count_row("total", "pending", c.have_expect ? c.expect[3] : 0, c.pending);
+}
+
+/* The key columns of a unique constraint or index, from the catalog. */
+static const char guard_sql_template[] =
+	"SELECT con.conname AS name, 'constraint' AS kind, pg_get_constraintdef(con.oid) AS definition,"
+	" con.condeferrable AS deferrable, NOT con.convalidated AS not_valid, false AS partial,"
+	" (SELECT array_agg(a.attname::text ORDER BY a.attname) FROM pg_attribute a"
+	"  WHERE a.attrelid = con.conrelid AND a.attnum = ANY (con.conkey)) AS columns"
+	" FROM pg_constraint con WHERE con.conrelid = %s::regclass AND con.contype IN ('u', 'p')"
+	" UNION ALL "
+	"SELECT ic.relname, 'index', pg_get_indexdef(i.indexrelid), false, NOT i.indisvalid,"
+	" i.indpred IS NOT NULL,"
+	" CASE WHEN 0 = ANY (i.indkey::int2[]) THEN NULL ELSE"
+	" (SELECT array_agg(a.attname::text ORDER BY a.attname) FROM pg_attribute a"
+	"  WHERE a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey::int2[])) END"
+	" FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid"
+	" WHERE i.indrelid = %s::regclass AND i.indisunique"
+	" AND NOT EXISTS (SELECT FROM pg_constraint con WHERE con.conindid = i.indexrelid)"
+	" ORDER BY 1";
+
+static int
+subset_of_key(const char *pg_array)
+{
+	json_t *cols = json_loads(c.key_columns, 0, NULL), *col;
+	char *copy, *p, *save = NULL;
+	size_t i;
+	int ok = 1, any = 0;
+
+	if (pg_array == NULL || pg_array[0] != '{')
+		return 0;
+	copy = idem_estrdup(pg_array + 1);
+	copy[strcspn(copy, "}")] = '\0';
+	for (p = strtok_r(copy, ",", &save); p && ok; p = strtok_r(NULL, ",", &save)) {
+		int found = 0;
+
+		if (*p == '"') {
+			p++;
+			p[strlen(p) - 1] = '\0';
+		}
+		json_array_foreach(cols, i, col)
+			found |= strcmp(json_string_value(col), p) == 0;
+		ok = found;
+		any = 1;
+	}
+	free(copy);
+	json_decref(cols);
+	return ok && any;
+}
+
+/*
+ * The probe: inside a transaction that is always rolled back, insert a copy
+ * of one existing row's key columns and of every column the table requires
+ * (NOT NULL, no default, not generated). 23505 from a guard shows the
+ * database enforces it.
+ */
+static void
+probe(char **guard_names, size_t nguards)
+{
+	char *cols = NULL, *sql = NULL, *table_literal = quote_literal(c.effect_table), *catalog;
+	size_t len = 0, i;
+	FILE *f = open_memstream(&cols, &len);
+	const char *row[4], *state, *constraint, *result;
+	char msg[768];
+	PGresult *res;
+
+	if (f == NULL)
+		idem_die(IDEM_EXIT_ENV, "open_memstream:");
+	if (asprintf(&catalog, "SELECT a.attname FROM pg_attribute a"
+	    " WHERE a.attrelid = %s::regclass AND a.attnum > 0 AND NOT a.attisdropped"
+	    " AND a.attnotnull AND NOT a.atthasdef AND a.attidentity = '' AND a.attgenerated = ''"
+	    " ORDER BY a.attnum", table_literal) < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	res = PQexec(c.conn, catalog);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		idem_die(IDEM_EXIT_ENV, "reading the columns of %s: %s", c.effect_table,
+		    idem_pg_message(c.conn, res, msg, sizeof(msg)));
+	for (i = 0; i < c.ncolumns; i++)
+		fprintf(f, "%s%s", i ? ", " : "", c.column_sql[i]);
+	for (i = 0; i < (size_t)PQntuples(res); i++) {
+		char *name = quote_ident(PQgetvalue(res, (int)i, 0));
+		size_t k;
+		int dup = 0;
+
+		for (k = 0; k < c.ncolumns; k++)
+			dup |= strcmp(c.column_sql[k], name) == 0;
+		if (!dup)
+			fprintf(f, ", %s", name);
+		free(name);
+	}
+	fclose(f);
+	PQclear(res);
+	free(catalog);
+	if (asprintf(&sql, "INSERT INTO %s (%s) SELECT %s FROM %s LIMIT 1", c.table_sql, cols, cols,
+	    c.table_sql) < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	query_row("probe", sql);
+	row[3] = sql;
+	PQclear(PQexec(c.conn, "BEGIN"));
+	PQclear(PQexec(c.conn, "SET LOCAL lock_timeout = '5s'"));
+	res = PQexec(c.conn, sql);
+	state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+	constraint = PQresultErrorField(res, PG_DIAG_CONSTRAINT_NAME);
+	if (PQresultStatus(res) == PGRES_COMMAND_OK) {
+		int copied = strcmp(PQcmdTuples(res), "1") == 0;
+
+		result = copied ? "not-enforced" : "skipped";
+		row[1] = NULL;
+		row[2] = copied ? "the copy went in: the database does not enforce one row per key" :
+		    "no effect row to copy";
+		if (copied)
+			idem_warn("probe: a copy of an effect row went in: %s does not enforce one row "
+			    "per business key", c.effect_table);
+	} else {
+		int guard = 0;
+
+		for (i = 0; constraint && i < nguards; i++)
+			guard |= strcmp(guard_names[i], constraint) == 0;
+		row[1] = state;
+		row[2] = idem_pg_message(c.conn, res, msg, sizeof(msg));
+		if (state && strcmp(state, "23505") == 0 && guard)
+			result = "enforced";
+		else if (state && strcmp(state, "42501") == 0) {
+			result = "skipped";
+			row[2] = "probe skipped: permission denied";
+		} else
+			result = "inconclusive";
+	}
+	row[0] = result;
+	write_row("probe", row, 4);
+	PQclear(res);
+	res = PQexec(c.conn, "ROLLBACK");
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+		idem_die(IDEM_EXIT_ENV, "rolling the probe back: %s",
+		    idem_pg_message(c.conn, res, msg, sizeof(msg)));
+	PQclear(res);
+	free(table_literal);
+	free(cols);
+	free(sql);
+}
+
+static void
+guards(void)
+{
+	char *literal = quote_literal(c.effect_table), *sql, **names = NULL;
+	size_t nnames = 0, i;
+	PGresult *res;
+	char msg[768];
+
+	if (asprintf(&sql, guard_sql_template, literal, literal) < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	query_row("guard", sql);
+	res = PQexec(c.conn, sql);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		idem_die(IDEM_EXIT_ENV, "reading the guards of %s: %s", c.effect_table,
+		    idem_pg_message(c.conn, res, msg, sizeof(msg)));
+	for (i = 0; i < (size_t)PQntuples(res); i++) {
+		char flags[64] = "";
+		const char *row[4];
+
+		if (PQgetisnull(res, (int)i, 6) || !subset_of_key(PQgetvalue(res, (int)i, 6)))
+			continue;
+		if (PQgetvalue(res, (int)i, 5)[0] == 't')
+			strcat(flags, "partial");
+		if (PQgetvalue(res, (int)i, 3)[0] == 't')
+			strcat(strcat(flags, *flags ? "," : ""), "deferrable");
+		if (PQgetvalue(res, (int)i, 4)[0] == 't')
+			strcat(strcat(flags, *flags ? "," : ""), "not-valid");
+		row[0] = PQgetvalue(res, (int)i, 1);
+		row[1] = PQgetvalue(res, (int)i, 0);
+		row[2] = PQgetvalue(res, (int)i, 2);
+		row[3] = *flags ? flags : NULL;
+		write_row("guard", row, 4);
+		names = idem_ereallocarray(names, nnames + 1, sizeof(char *));
+		names[nnames++] = idem_estrdup(PQgetvalue(res, (int)i, 0));
+	}
+	PQclear(res);
+	if (nnames == 0) {
+		const char *row[4] = { "none", NULL, "none: best effort", NULL };
+
+		write_row("guard", row, 4);
+	}
+	probe(names, nnames);
+	for (i = 0; i < nnames; i++)
+		free(names[i]);
+	free(names);
+	free(sql);
+	free(literal);
+}
+
+static void
+measure_row(const char *name, const char *value, long long numerator, long long denominator,
+	    const char *unit, int have_numerator)
+{
+	char n[32], d[32];
+	const char *row[7];
+
+	snprintf(n, sizeof(n), "%lld", numerator);
+	snprintf(d, sizeof(d), "%lld", denominator);
+	row[0] = name;
+	row[1] = value;
+	row[2] = have_numerator ? n : NULL;
+	row[3] = d;
+	row[4] = unit;
+	row[5] = c.first_publish;
+	row[6] = c.last_ack;
+	write_row("measure", row, 7);
+}
+
+static int
+by_number(const void *a, const void *b)
+{
+	long long x = *(const long long *)a, y = *(const long long *)b;
+
+	return (x > y) - (x < y);
+}
+
+static void
+measures(void)
+{
+	char value[64];
+	long long reconciled = 0, *ms, n = 0;
+	size_t i;
+
+	if (c.njobs > 0) {
+		snprintf(value, sizeof(value), "%.3f", (double)c.duplicates * 1000.0 / (double)c.njobs);
+		measure_row("duplicate_effects_per_1000_jobs", value, c.duplicates, (long long)c.njobs,
+		    "per 1000 accepted jobs", 1);
+	}
+	for (i = 0; i < c.nrecover; i++) {
+		struct key_count *k = find_key(c.recover_keys[i]);
+
+		if (c.recovery_ms[i] >= 0 && k != NULL && k->observed == k->expected)
+			reconciled++;
+	}
+	if (c.nkills > 0)
+		snprintf(value, sizeof(value), "%.3f", (double)reconciled * 100.0 / (double)c.nkills);
+	measure_row("reconciled_jobs_per_100_failures", c.nkills > 0 ? value : NULL, reconciled,
+	    (long long)c.nkills, "per 100 failures (kills)", 1);
+	ms = idem_ereallocarray(NULL, c.nrecover + 1, sizeof(*ms));
+	for (i = 0; i < c.nrecover; i++)
+		if (c.recovery_ms[i] >= 0)
+			ms[n++] = c.recovery_ms[i];
+	qsort(ms, (size_t)n, sizeof(*ms), by_number);
+	if (n > 0)
+		snprintf(value, sizeof(value), "%lld", n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2);
+	measure_row("recovery_ms_median", n > 0 ? value : NULL, 0, n, "ms from kill to clean retry ack", 0);
+	if (n > 0)
+		snprintf(value, sizeof(value), "%lld", ms[n - 1]);
+	measure_row("recovery_ms_max", n > 0 ? value : NULL, 0, n, "ms from kill to clean retry ack", 0);
+	free(ms);
+}
+
+static void
+digest(void)
+{
+	char hex[65], rows[32];
+	const char *row[3];
+
+	if (fclose(c.digest) != 0)
+		idem_die(IDEM_EXIT_ENV, "open_memstream:");
+	idem_sha256_hex(c.digest_buf, c.digest_len, hex);
+	snprintf(rows, sizeof(rows), "%lld", c.digest_rows);
+	row[0] = c.phase;
+	row[1] = hex;
+	row[2] = rows;
+	write_row("digest", row, 3);
+	free(c.digest_buf);
+}
+
+/* Exit 1 naming every total that differs from the seed's expect, and the
+ * keys with more rows than expected. */
+static int
+verdict(void)
+{
+	static const char *const names[] = { "effects", "duplicates", "missing", "pending" };
+	long long observed[4] = { c.effects, c.duplicates, c.missing, c.pending };
+	size_t i, shown = 0;
+	int rc = 0;
+
+	if (!c.have_expect)
+		return 0;
+	for (i = 0; i < 4; i++) {
+		if (observed[i] == c.expect[i])
+			continue;
+		idem_warn("%s: expected %lld, observed %lld", names[i], c.expect[i], observed[i]);
+		rc = IDEM_EXIT_FINDING;
+	}
+	for (i = 0; i < c.nkeys && shown < 10; i++)
+		if (c.keys[i].observed > c.keys[i].expected) {
+			idem_warn("duplicate: business key %s has %lld effect rows, expected %lld",
+			    c.keys[i].key, c.keys[i].observed, c.keys[i].expected);
+			shown++;
+		}
+	return rc;
+}
+
+int
+main(int argc, char *argv[])
+{
+	static const struct option longopts[] = {
+		{ "dbname", required_argument, NULL, 'd' },
+		{ "before", no_argument, NULL, 'b' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *conninfo = NULL, *path = "-";
+	struct idem_error err;
+	FILE *in = stdin;
+	size_t i;
+	int ch, rc = 0;
+
+	argv0 = "count-effects";
+	while ((ch = getopt_long(argc, argv, "d:hV", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'd': conninfo = optarg; break;
+		case 'b': c.phase = "before"; break;
+		case 'h': idem_usage(synopsis, 0);
+		case 'V': puts("count-effects " IDEM_VERSION); idem_close_stdout(); return 0;
+		default: idem_usage(synopsis, IDEM_EXIT_USAGE);
+		}
+	}
+	if (argc - optind > 1)
+		idem_usage(synopsis, IDEM_EXIT_USAGE);
+	if (optind < argc && strcmp(argv[optind], "-") != 0) {
+		path = argv[optind];
+		if ((in = fopen(path, "r")) == NULL)
+			idem_die(IDEM_EXIT_USAGE, "%s:", path);
+	}
+	read_stream(in, in == stdin ? "stdin" : path);
+	if (in != stdin)
+		fclose(in);
+	if ((c.conn = idem_pg_connect(conninfo, &err)) == NULL ||
+	    idem_pg_require_sandbox(c.conn, &err) < 0)
+		idem_die_error(&err);
+	if ((c.digest = open_memstream(&c.digest_buf, &c.digest_len)) == NULL)
+		idem_die(IDEM_EXIT_ENV, "open_memstream:");
+	merge_seeded();
+	prepare_identifiers();
+	count();
+	if (strcmp(c.phase, "after") == 0) {
+		count_pending();
+		totals();
+		guards();
+		measures();
+		rc = verdict();
+	} else {
+		totals();
+	}
+	digest();
+	PQfinish(c.conn);
+	for (i = 0; i < c.nkeys; i++) {
+		free(c.keys[i].key);
+		free(c.keys[i].first_hash);
+	}
+	free(c.keys);
+	for (i = 0; i < c.njobs; i++) {
+		free(c.job_ids[i]);
+		free(c.job_keys[i]);
+	}
+	free(c.job_ids);
+	free(c.job_keys);
+	for (i = 0; i < c.nmsgs; i++)
+		free(c.msg_ids[i]);
+	free(c.msg_ids);
+	for (i = 0; i < c.nrecover; i++)
+		free(c.recover_keys[i]);
+	free(c.recover_keys);
+	free(c.recovery_ms);
+	for (i = 0; i < c.ncolumns; i++)
+		free(c.column_sql[i]);
+	free(c.column_sql);
+	free(c.table_sql);
+	free(c.effect_table);
+	free(c.key_columns);
+	free(c.key_scope);
+	free(c.first_publish);
+	free(c.last_ack);
+	idem_close_stdout();
+	return rc;
+}
