@@ -525,6 +525,8 @@ probe(char **guard_names, size_t nguards)
 	row[3] = sql;
 	PQclear(PQexec(c.conn, "BEGIN"));
 	PQclear(PQexec(c.conn, "SET LOCAL lock_timeout = '5s'"));
+	/* a deferred guard answers at the insert, not at a commit that never comes */
+	PQclear(PQexec(c.conn, "SET CONSTRAINTS ALL IMMEDIATE"));
 	res = PQexec(c.conn, sql);
 	state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
 	constraint = PQresultErrorField(res, PG_DIAG_CONSTRAINT_NAME);

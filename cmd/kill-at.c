@@ -1185,6 +1185,65 @@ write_attempts(void)
 }
 
 static void
+free_list(char **list, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		free(list[i]);
+	free(list);
+}
+
+static void
+free_all(void)
+{
+	size_t i;
+
+	free(k.queue);
+	free(k.owner);
+	free(k.effect_table);
+	free(k.key_columns);
+	free(k.worker_command);
+	free_list(k.scenario_names, k.nscenarios);
+	free_list(k.scenario_faults, k.nscenarios);
+	free_list(k.scenario_steps, k.nscenarios);
+	free(k.scenario_attempts);
+	for (i = 0; i < k.njobs; i++) {
+		free(k.jobs[i].id);
+		free(k.jobs[i].business_key);
+	}
+	free(k.jobs);
+	free_list(k.msg_ids, k.nmsgs);
+	for (i = 0; i < k.nkills; i++) {
+		free(k.kills[i].scenario);
+		free(k.kills[i].step);
+		free(k.kills[i].job_id);
+	}
+	free(k.kills);
+	for (i = 0; i < k.nraces; i++) {
+		free(k.races[i].business_key);
+		free(k.races[i].step);
+	}
+	free(k.races);
+	for (i = 0; i < k.nclients; i++) {
+		if (k.clients[i].fd >= 0)
+			close(k.clients[i].fd);
+		free(k.clients[i].held_job);
+	}
+	free(k.clients);
+	for (i = 0; i < k.nsteps; i++) {
+		free(k.steps[i].name);
+		free(k.steps[i].job_id);
+	}
+	free(k.steps);
+	for (i = 0; i < k.nlogs; i++)
+		free(k.logs[i].text);
+	free(k.logs);
+	for (i = 0; i < MAX_WORKERS; i++)
+		free(k.workers[i].partial);
+}
+
+static void
 measure_skew(void)
 {
 	long long before = idem_now_us(), after;
@@ -1307,14 +1366,18 @@ main(int argc, char *argv[])
 	rc = run(deadline_ms * 1000);
 	if (rc > 128) {
 		idem_warn("stopped by signal %d; workers stopped", rc - 128);
-		exit(rc);
+	} else {
+		if (fwrite(held, 1, held_len, stdout) != held_len)
+			idem_die(IDEM_EXIT_ENV, "write error on standard output:");
+		write_steps_kills_logs();
+		write_attempts();
 	}
-	if (fwrite(held, 1, held_len, stdout) != held_len)
-		idem_die(IDEM_EXIT_ENV, "write error on standard output:");
 	free(held);
-	write_steps_kills_logs();
-	write_attempts();
+	if (k.command == shell)
+		free(shell[2]);
+	free(kill_options);
 	PQfinish(k.conn);
+	free_all();
 	idem_close_stdout();
 	return rc;
 }

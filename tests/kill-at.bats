@@ -202,7 +202,10 @@ check() {
 	run --separate-stderr kill-at -D 500ms -- sh -c 'trap "" TERM; while :; do sleep 0.05; done # marker-stubborn' <"$BATS_TEST_TMPDIR/published"
 	[ "$status" -eq 1 ]
 	[[ "$stderr" == *"kill-at: deadline: message "*" (job a, copy 0) never acked after 0 deliveries"* ]]
-	sleep 0.2
+	for i in $(seq 40); do
+		[ -z "$(pgrep -f marker-stubborn)" ] && break
+		sleep 0.05
+	done
 	assert_equal "$(pgrep -f marker-stubborn || true)" ""
 }
 
@@ -228,7 +231,7 @@ check() {
 	seed-gen "$BATS_TEST_TMPDIR/seed.yaml" | dup-publish >"$BATS_TEST_TMPDIR/published"
 	kill-at -D 60s -- sh -c 'trap "echo got-term; exit 0" TERM; while :; do sleep 0.05; done # marker-int' <"$BATS_TEST_TMPDIR/published" >"$out" 2>"$err" &
 	controller=$!
-	until pgrep -f marker-int >/dev/null; do sleep 0.05; done
+	until pgrep -f '^sh -c trap.*marker-int' >/dev/null; do sleep 0.05; done
 	kill -INT "$controller"
 	rc=0
 	wait "$controller" || rc=$?

@@ -1,0 +1,178 @@
+#!/usr/bin/env bats
+# count-effects against the real sandbox: totals on a fixture with known
+# duplicates, missing and unexpected keys; every kind of guard; the probe
+# that leaves the table as it was; the printed query as psql runs it.
+
+load helper
+
+setup_file() {
+	sandbox_up
+}
+
+teardown_file() {
+	sandbox_down
+}
+
+setup() {
+	cd "$BATS_TEST_DIRNAME/.."
+	queue_reset
+	out="$BATS_TEST_TMPDIR/out"
+	err="$BATS_TEST_TMPDIR/err"
+	psql -X -q -v ON_ERROR_STOP=1 <<-SQL
+		SET client_min_messages = warning;
+		DROP SCHEMA IF EXISTS fx CASCADE;
+		CREATE SCHEMA fx;
+		CREATE TABLE fx.effects (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+			order_id text NOT NULL, line_no integer NOT NULL, note text NOT NULL, extra text);
+		GRANT USAGE ON SCHEMA fx TO idem_reviewer;
+		GRANT SELECT ON fx.effects TO idem_reviewer;
+	SQL
+	# keys: o-1 once, o-2 three times, o-3 missing, o-9 unseeded twice
+	sql "INSERT INTO fx.effects (order_id, line_no, note) VALUES
+		('o-1', 1, 'a'), ('o-2', 1, 'b'), ('o-2', 1, 'c'), ('o-2', 1, 'd'),
+		('o-9', 1, 'e'), ('o-9', 1, 'f')" >/dev/null
+	cat >"$BATS_TEST_TMPDIR/seed.yaml" <<-YAML
+		rehearsal: fixture
+		job_type: test.fixture
+		queue: rehearsal_fixture
+		effect: { table: fx.effects, key: [order_id, line_no] }
+		payload_schema: { order_id: string, line_no: integer, amount: integer }
+		jobs:
+		  - { id: j1, payload: { order_id: o-1, line_no: 1, amount: 1 } }
+		  - { id: j2, payload: { order_id: o-2, line_no: 1, amount: 1 } }
+		  - { id: j3, payload: { order_id: o-3, line_no: 1, amount: 1 } }
+		  - { id: j4, payload: { order_id: o-4, line_no: 1, amount: 1 } }
+		  - { id: j5, payload: { order_id: o-4, line_no: 1, amount: 2 } }
+		scenarios: [ { name: two-payloads, jobs: [j4, j5], conflicting_payloads: true } ]
+		expect: { effects: 4, duplicates: 0, missing: 0, pending: 0 }
+	YAML
+	seed-gen "$BATS_TEST_TMPDIR/seed.yaml" >"$BATS_TEST_TMPDIR/stream"
+}
+
+# The value of a count row: count_of SCOPE KEY (observed) in $out.
+count_of() {
+	awk -F '\t' -v s="$1" -v k="$2" '$1 == "count" && $3 == s && $4 == k { print $6 }' "$out"
+}
+
+@test "every total on a fixture with known duplicates, missing, unexpected keys and a conflict" {
+	run --separate-stderr count-effects "$BATS_TEST_TMPDIR/stream"
+	[ "$status" -eq 1 ]
+	printf '%s\n' "$output" >"$out"
+	assert_equal "$(count_of key '["o-1",1]')" 1
+	assert_equal "$(count_of key '["o-2",1]')" 3
+	assert_equal "$(count_of key '["o-3",1]')" 0
+	assert_equal "$(count_of unexpected '["o-9",1]')" 2
+	assert_equal "$(count_of total effects)" 4
+	assert_equal "$(count_of total duplicates)" 2
+	assert_equal "$(count_of total missing)" 2
+	assert_equal "$(count_of total unexpected)" 2
+	assert_equal "$(count_of total conflicts)" 1
+	assert_equal "$(count_of total pending)" 0
+	[[ "$stderr" == *'count-effects: duplicates: expected 0, observed 2'* ]]
+	[[ "$stderr" == *'count-effects: missing: expected 0, observed 2'* ]]
+	[[ "$stderr" == *'count-effects: duplicate: business key ["o-2",1] has 3 effect rows, expected 1'* ]]
+	# measures carry their denominators
+	awk -F '\t' '$1 == "measure" && $2 == "duplicate_effects_per_1000_jobs" && $3 == "400.000" && $4 == 2 && $5 == 5 { ok = 1 } END { exit !ok }' "$out"
+}
+
+@test "counts that match the seed's expect exit 0" {
+	sql "DELETE FROM fx.effects WHERE note IN ('c', 'd', 'e', 'f')" >/dev/null
+	sql "INSERT INTO fx.effects (order_id, line_no, note) VALUES ('o-3', 1, 'g'), ('o-4', 1, 'h')" >/dev/null
+	run --separate-stderr count-effects "$BATS_TEST_TMPDIR/stream"
+	[ "$status" -eq 0 ]
+	assert_equal "$stderr" "count-effects: probe: a copy of an effect row went in: fx.effects does not enforce one row per business key"
+}
+
+@test "the printed query, fed to psql, returns the same numbers" {
+	count-effects "$BATS_TEST_TMPDIR/stream" >"$out" || true
+	query=$(awk -F '\t' '$1 == "query" && $3 == "count" { print $4 }' "$out")
+	psql -X -A -t -F '	' -c "$query" | sort >"$BATS_TEST_TMPDIR/psql"
+	awk -F '\t' -v OFS='\t' '$1 == "count" && ($3 == "key" || $3 == "unexpected") && $6 > 0 { print $4, $6 }' "$out" | sort >"$BATS_TEST_TMPDIR/ours"
+	diff -u "$BATS_TEST_TMPDIR/psql" "$BATS_TEST_TMPDIR/ours"
+}
+
+@test "no guard: none, best effort; the probe's copy goes in, loudly, and is rolled back" {
+	before=$(sql "SELECT string_agg(xmin::text || ':' || id || ':' || note, ',' ORDER BY id) FROM fx.effects")
+	run --separate-stderr count-effects "$BATS_TEST_TMPDIR/stream"
+	printf '%s\n' "$output" >"$out"
+	grep -q "^guard	none	\\\\N	none: best effort	\\\\N$" "$out"
+	grep -q "^probe	not-enforced	\\\\N	" "$out"
+	[[ "$stderr" == *"probe: a copy of an effect row went in"* ]]
+	assert_equal "$(sql "SELECT string_agg(xmin::text || ':' || id || ':' || note, ',' ORDER BY id) FROM fx.effects")" "$before"
+}
+
+@test "a unique constraint is the guard; the probe gets 23505 and leaves the table as it was" {
+	sql "DELETE FROM fx.effects WHERE note IN ('c', 'd', 'f')" >/dev/null
+	sql "ALTER TABLE fx.effects ADD CONSTRAINT effects_once UNIQUE (order_id, line_no)" >/dev/null
+	before=$(sql "SELECT count(*), string_agg(xmin::text || ':' || id, ',' ORDER BY id) FROM fx.effects")
+	count-effects "$BATS_TEST_TMPDIR/stream" >"$out" || true
+	grep -q "^guard	constraint	effects_once	UNIQUE (order_id, line_no)	\\\\N$" "$out"
+	grep -q "^probe	enforced	23505	ERROR:  duplicate key value violates unique constraint \"effects_once\"" "$out"
+	assert_equal "$(sql "SELECT count(*), string_agg(xmin::text || ':' || id, ',' ORDER BY id) FROM fx.effects")" "$before"
+}
+
+@test "a unique index is the guard; a partial one is flagged" {
+	sql "DELETE FROM fx.effects WHERE note IN ('c', 'd', 'f')" >/dev/null
+	sql "CREATE UNIQUE INDEX effects_key ON fx.effects (line_no, order_id)" >/dev/null
+	sql "CREATE UNIQUE INDEX effects_recent ON fx.effects (order_id) WHERE note > 'x'" >/dev/null
+	sql "CREATE UNIQUE INDEX effects_other ON fx.effects (note)" >/dev/null
+	count-effects "$BATS_TEST_TMPDIR/stream" >"$out" || true
+	grep -q "^guard	index	effects_key	CREATE UNIQUE INDEX effects_key ON fx.effects USING btree (line_no, order_id)	\\\\N$" "$out"
+	grep -q "^guard	index	effects_recent	CREATE UNIQUE INDEX effects_recent ON fx.effects USING btree (order_id) WHERE (note > 'x'::text)	partial$" "$out"
+	# a unique index on other columns is no guard of the business key
+	! grep -q "effects_other" <(grep '^guard' "$out")
+	grep -q "^probe	enforced	23505	" "$out"
+}
+
+@test "a deferrable constraint is flagged" {
+	sql "DELETE FROM fx.effects WHERE note IN ('c', 'd', 'f')" >/dev/null
+	sql "ALTER TABLE fx.effects ADD CONSTRAINT effects_later UNIQUE (order_id, line_no) DEFERRABLE INITIALLY DEFERRED" >/dev/null
+	count-effects "$BATS_TEST_TMPDIR/stream" >"$out" || true
+	grep -q "^guard	constraint	effects_later	UNIQUE (order_id, line_no) DEFERRABLE INITIALLY DEFERRED	deferrable$" "$out"
+	# checked at once inside the probe, not at a commit that never comes
+	grep -q "^probe	enforced	23505	" "$out"
+}
+
+@test "the reviewer role, which cannot insert, gets probe skipped: permission denied" {
+	sql "ALTER TABLE fx.effects ADD CONSTRAINT effects_pk2 UNIQUE (id, order_id)" >/dev/null
+	run --separate-stderr count-effects -d user=idem_reviewer "$BATS_TEST_TMPDIR/stream"
+	[ "$status" -eq 1 ]
+	printf '%s\n' "$output" >"$out"
+	grep -q "^probe	skipped	42501	probe skipped: permission denied	" "$out"
+	assert_equal "$(count_of total duplicates)" 2
+}
+
+@test "--before records the counts before the run, with their own digest" {
+	count-effects --before "$BATS_TEST_TMPDIR/stream" >"$out"
+	assert_equal "$(awk -F '\t' '$1 == "count" && $2 != "before"' "$out")" ""
+	assert_equal "$(awk -F '\t' '$1 == "digest" { print $2 }' "$out")" before
+	! grep -q '^probe' "$out"
+}
+
+@test "the digest is a pure function of the count rows" {
+	count-effects "$BATS_TEST_TMPDIR/stream" >"$out.1" || true
+	count-effects "$BATS_TEST_TMPDIR/stream" >"$out.2" || true
+	d1=$(awk -F '\t' '$1 == "digest" { print $3 }' "$out.1")
+	assert_equal "$d1" "$(awk -F '\t' '$1 == "digest" { print $3 }' "$out.2")"
+	want=$(awk -F '\t' -v OFS='\t' '$1 == "count" && $2 == "after" { print "count", $3, $4, $5, $6 }' "$out.1" | sha256sum | cut -d ' ' -f 1)
+	assert_equal "$d1" "$want"
+	sql "DELETE FROM fx.effects WHERE note = 'd'" >/dev/null
+	count-effects "$BATS_TEST_TMPDIR/stream" >"$out.3" || true
+	[ "$(awk -F '\t' '$1 == "digest" { print $3 }' "$out.3")" != "$d1" ]
+}
+
+@test "identifiers from the seed are quoted, never pasted" {
+	psql -X -q -c 'CREATE TABLE fx."odd ""name""" ("key; DROP TABLE fx.effects; --" text)'
+	psql -X -q -c "INSERT INTO fx.\"odd \"\"name\"\"\" VALUES ('o-1')"
+	sed 's/table: fx.effects, key: \[order_id, line_no\]/table: "fx.odd \\"name\\"", key: ["key; DROP TABLE fx.effects; --"]/; s/{ order_id: string, line_no: integer, amount: integer }/{ "key; DROP TABLE fx.effects; --": string }/; s/payload: { order_id: \(o-[0-9]\), line_no: 1, amount: [0-9] }/payload: { "key; DROP TABLE fx.effects; --": \1 }/' \
+		"$BATS_TEST_TMPDIR/seed.yaml" | grep -v conflicting >"$BATS_TEST_TMPDIR/odd.yaml"
+	sed -i 's/^  - { id: j5.*$//' "$BATS_TEST_TMPDIR/odd.yaml"
+	seed-gen "$BATS_TEST_TMPDIR/odd.yaml" | count-effects >"$out" || true
+	assert_equal "$(sql 'SELECT count(*) FROM fx.effects')" 6
+	assert_equal "$(count_of key o-1)" 1
+}
+
+@test "an unreachable database is exit 3" {
+	run count-effects -d "host=$BATS_TEST_TMPDIR port=1" "$BATS_TEST_TMPDIR/stream"
+	[ "$status" -eq 3 ]
+}
