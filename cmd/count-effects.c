@@ -741,6 +741,7 @@ main(int argc, char *argv[])
 	int ch, rc = 0;
 
 	argv0 = "count-effects";
+	argv[0] = (char *)argv0;
 	while ((ch = getopt_long(argc, argv, "d:hV", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'd': conninfo = optarg; break;

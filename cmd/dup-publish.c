@@ -94,12 +94,18 @@ progress(int last)
 		fputs("\n", stderr);
 }
 
+/* A payload the database refuses as JSON, or a message already published
+ * with another payload, is bad input; anything else is the environment. */
 static void
 die_pg(PGresult *res)
 {
+	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
 	char msg[768];
+	int status = IDEM_EXIT_ENV;
 
-	idem_die(IDEM_EXIT_ENV, "publishing: %s", idem_pg_message(pub.conn, res, msg, sizeof(msg)));
+	if (state != NULL && (strncmp(state, "22", 2) == 0 || strcmp(state, "23505") == 0))
+		status = IDEM_EXIT_USAGE;
+	idem_die(status, "publishing: %s", idem_pg_message(pub.conn, res, msg, sizeof(msg)));
 }
 
 static void
@@ -683,7 +689,6 @@ read_and_publish(FILE *in, const char *name, const char *conninfo)
 	if (fflush(stdout) != 0)
 		idem_die(IDEM_EXIT_ENV, "write error on standard output:");
 	pub.done = pub.njobs;
-	progress(0);
 	free(originals);
 	free(fresh);
 	free(known);
@@ -823,6 +828,7 @@ main(int argc, char *argv[])
 	int c;
 
 	argv0 = "dup-publish";
+	argv[0] = (char *)argv0;
 	while ((c = getopt_long(argc, argv, "d:b:s:hV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'd':

@@ -34,7 +34,7 @@ static const char synopsis[] =
 	"usage: idem-sandbox [-D dir] [-u user] start\n"
 	"       idem-sandbox [-D dir] env\n"
 	"       idem-sandbox [-D dir] status\n"
-	"       idem-sandbox [-D dir] [--purge] stop\n";
+	"       idem-sandbox [-D dir] [-u user] [--purge] stop\n";
 
 static char dir[PATH_MAX], data_dir[PATH_MAX], run_dir[PATH_MAX], log_path[PATH_MAX];
 static char marker_path[PATH_MAX], bindir[PATH_MAX];
@@ -436,6 +436,7 @@ main(int argc, char *argv[])
 	int c, purge = 0, rc = 0;
 
 	argv0 = "idem-sandbox";
+	argv[0] = (char *)argv0;
 	while ((c = getopt_long(argc, argv, "+D:u:hV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'D': d = optarg; break;
@@ -462,6 +463,13 @@ main(int argc, char *argv[])
 		find_bindir();
 		start();
 	} else if (strcmp(cmd, "stop") == 0) {
+		struct stat st;
+		struct passwd *owner;
+
+		/* as root, stop it as whoever owns it, whatever -u says */
+		if (user == NULL && geteuid() == 0 && stat(data_dir, &st) == 0 && st.st_uid != 0 &&
+		    (owner = getpwuid(st.st_uid)) != NULL)
+			user = owner->pw_name;
 		set_server_user(user);
 		find_bindir();
 		stop(purge);

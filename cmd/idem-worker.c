@@ -383,6 +383,7 @@ main(int argc, char *argv[])
 	size_t k;
 
 	argv0 = "idem-worker";
+	argv[0] = (char *)argv0;
 	w.guard = GUARD_UNIQUE;
 	w.queue = getenv("IDEM_QUEUE");
 	w.owner = getenv("IDEM_RECONCILIATION_OWNER");

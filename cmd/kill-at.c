@@ -1309,6 +1309,7 @@ main(int argc, char *argv[])
 	int c, rc;
 
 	argv0 = "kill-at";
+	argv[0] = (char *)argv0;
 	while ((c = getopt_long(argc, argv, "+d:n:k:r:D:hV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'd': conninfo = optarg; break;

@@ -185,6 +185,7 @@ main(int argc, char *argv[])
 	int c, ticket = 0;
 
 	argv0 = "seed-gen";
+	argv[0] = (char *)argv0;
 	while ((c = getopt_long(argc, argv, "hV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'i': init = optarg; break;

@@ -64,34 +64,44 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-	inserted bigint;
+	fresh record;
 	clash record;
+	inserted bigint[] := '{}';
 BEGIN
-	RETURN QUERY
-	WITH input AS (
-		SELECT u.job_id, u.business_key, u.payload, u.copy, u.ord
-		FROM unnest(send_batch.job_ids, send_batch.business_keys, send_batch.payloads,
-			    send_batch.copies) WITH ORDINALITY AS u(job_id, business_key, payload, copy, ord)
-	), fresh AS (
-		INSERT INTO idem.message AS m (queue, job_id, copy, business_key, payload)
-		SELECT send_batch.queue, i.job_id, i.copy, i.business_key, i.payload
-		FROM input i ORDER BY i.ord
-		ON CONFLICT ON CONSTRAINT message_publication DO NOTHING
-		RETURNING m.job_id, m.copy, m.msg_id, m.enqueued_at
-	)
-	SELECT i.ord, f.msg_id, f.enqueued_at, true
-	FROM input i JOIN fresh f ON f.job_id = i.job_id AND f.copy = i.copy;
-	GET DIAGNOSTICS inserted = ROW_COUNT;
-	IF inserted = cardinality(send_batch.job_ids) THEN
+	FOR fresh IN
+		WITH input AS (
+			SELECT u.job_id, u.business_key, u.payload, u.copy, u.ord
+			FROM unnest(send_batch.job_ids, send_batch.business_keys, send_batch.payloads,
+				    send_batch.copies) WITH ORDINALITY AS u(job_id, business_key, payload, copy, ord)
+		), added AS (
+			INSERT INTO idem.message AS m (queue, job_id, copy, business_key, payload)
+			SELECT send_batch.queue, i.job_id, i.copy, i.business_key, i.payload
+			FROM input i ORDER BY i.ord
+			ON CONFLICT ON CONSTRAINT message_publication DO NOTHING
+			RETURNING m.job_id, m.copy, m.msg_id, m.enqueued_at
+		)
+		SELECT DISTINCT ON (a.msg_id) i.ord, a.msg_id, a.enqueued_at
+		FROM input i JOIN added a ON a.job_id = i.job_id AND a.copy = i.copy
+		ORDER BY a.msg_id, i.ord
+	LOOP
+		ord := fresh.ord;
+		msg_id := fresh.msg_id;
+		enqueued_at := fresh.enqueued_at;
+		published := true;
+		inserted := inserted || fresh.ord;
+		RETURN NEXT;
+	END LOOP;
+	IF cardinality(inserted) = cardinality(send_batch.job_ids) THEN
 		RETURN;
 	END IF;
-	-- the rest were published before this transaction: same message or an error
+	-- the rest are in the queue already, from before or from earlier in this
+	-- call: the same message, or an error
 	SELECT i.job_id, i.copy INTO clash
 	FROM unnest(send_batch.job_ids, send_batch.business_keys, send_batch.payloads,
-		    send_batch.copies) AS i(job_id, business_key, payload, copy)
+		    send_batch.copies) WITH ORDINALITY AS i(job_id, business_key, payload, copy, ord)
 	JOIN idem.message o ON o.queue = send_batch.queue AND o.job_id = i.job_id
 			   AND o.copy = i.copy
-	WHERE o.xmin <> xid(pg_current_xact_id())
+	WHERE NOT i.ord = ANY (inserted)
 	  AND (o.payload <> i.payload OR o.business_key <> i.business_key)
 	LIMIT 1;
 	IF FOUND THEN
@@ -104,7 +114,7 @@ BEGIN
 	FROM unnest(send_batch.job_ids, send_batch.copies) WITH ORDINALITY AS i(job_id, copy, ord)
 	JOIN idem.message o ON o.queue = send_batch.queue AND o.job_id = i.job_id
 			   AND o.copy = i.copy
-	WHERE o.xmin <> xid(pg_current_xact_id());
+	WHERE NOT i.ord = ANY (inserted);
 END
 $$;
 

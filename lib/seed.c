@@ -186,6 +186,8 @@ get_text(struct loader *l, const yaml_node_t *map, const char *parent, const cha
 		return fail_at(l, n, field, "expected text, got a %s", node_kind_name(n));
 	if (scalar_has_nul(n))
 		return fail_at(l, n, field, "contains a NUL character");
+	if (*scalar(n) == '\0')
+		return fail_at(l, n, field, "empty");
 	*out = idem_estrdup(scalar(n));
 	return 0;
 }
@@ -705,6 +707,8 @@ load_scenarios(struct loader *l, const yaml_node_t *root)
 		s->nscenarios++;
 		if (get_text(l, n, field, "name", 1, &sc->name) < 0 ||
 		    get_int(l, n, field, "duplicates", 0, 0, &sc->duplicates, &has_dups) < 0 ||
+		    (sc->duplicates > 100 && fail_at(l, lookup(l, n, "duplicates"), field,
+			"duplicates: at most 100 extra copies of a job") < 0) ||
 		    get_duration(l, n, field, "within", 0, &sc->within_ms) < 0 ||
 		    get_int(l, n, field, "attempt", 1, 1, &attempt, &has_attempt) < 0 ||
 		    get_int(l, n, field, "every", 1, 0, &every[s->nscenarios - 1], &has_every) < 0 ||
@@ -826,6 +830,9 @@ fail_job(struct loader *l, const struct idem_seed_job *job, size_t index, const 
 	char msg[768];
 
 	snprintf(msg, sizeof(msg), fmt, a, b);
+	if (job->line == 0)
+		return idem_error_set(l->err, IDEM_EXIT_USAGE, "%s: generate: generated job %s: %s",
+		    l->path, job->id, msg);
 	return idem_error_set(l->err, IDEM_EXIT_USAGE, "%s:%ld:%ld: jobs[%zu].%s", l->path,
 	    job->line, job->column, index, msg);
 }
@@ -843,7 +850,7 @@ check_jobs(struct loader *l)
 {
 	struct idem_seed *s = l->seed;
 	struct job_ref *refs;
-	size_t i;
+	size_t i, end;
 	int rc = -1;
 
 	refs = idem_ereallocarray(NULL, s->njobs + 1, sizeof(*refs));
@@ -858,19 +865,35 @@ check_jobs(struct loader *l)
 			    refs[i].job->id, "");
 			goto out;
 		}
+	/* within one business key, any two payloads that differ must both be
+	 * in a conflicting_payloads scenario */
 	qsort(refs, s->njobs, sizeof(*refs), by_key);
-	for (i = 1; i < s->njobs; i++) {
-		const struct idem_seed_job *a = refs[i - 1].job, *b = refs[i].job;
+	for (i = 0; i < s->njobs; i = end) {
+		size_t first, other;
 
-		if (strcmp(a->business_key, b->business_key) != 0 ||
-		    strcmp(a->payload_sha256, b->payload_sha256) == 0)
-			continue;
-		if (allows_conflict(s, a) && allows_conflict(s, b))
-			continue;
-		fail_job(l, b, refs[i].index, "payload: business key %s is already seeded by "
-		    "job %s with another payload; put both jobs in a scenario with "
-		    "conflicting_payloads: true if that is the point", b->business_key, a->id);
-		goto out;
+		for (end = i + 1; end < s->njobs &&
+		    strcmp(refs[end].job->business_key, refs[i].job->business_key) == 0; end++)
+			;
+		/* the payload every job outside such a scenario must have */
+		for (first = i; first < end && allows_conflict(s, refs[first].job); first++)
+			;
+		for (other = i; first < end && other < end; other++) {
+			const struct job_ref *a = &refs[first], *b = &refs[other];
+
+			if (strcmp(a->job->payload_sha256, b->job->payload_sha256) == 0)
+				continue;
+			if (b->job->line == 0 || (a->job->line != 0 && a->index > b->index)) {
+				const struct job_ref *t = a;
+
+				a = b;
+				b = t;
+			}
+			fail_job(l, b->job, b->index, "payload: business key %s is already seeded "
+			    "by job %s with another payload; put both jobs in a scenario with "
+			    "conflicting_payloads: true if that is the point", b->job->business_key,
+			    a->job->id);
+			goto out;
+		}
 	}
 	rc = 0;
 out:
@@ -889,6 +912,8 @@ check_database(struct loader *l, const yaml_node_t *root)
 		return 0;
 	opts = PQconninfoParse(l->seed->database, &msg);
 	if (opts == NULL) {
+		if (msg != NULL && *msg && msg[strlen(msg) - 1] == '\n')
+			msg[strlen(msg) - 1] = '\0';
 		rc = fail_at(l, lookup(l, root, "database"), "database",
 		    "not a libpq connection string: %s", msg ? msg : "out of memory");
 		PQfreemem(msg);
@@ -922,6 +947,9 @@ load_root(struct loader *l, const yaml_node_t *root)
 	size_t i;
 	int rc = -1;
 
+	if (root->type != YAML_MAPPING_NODE)
+		return fail_at(l, root, "(top level)", "expected a mapping of keys, got a %s",
+		    node_kind_name(root));
 	if (check_mapping(l, root, "", top) < 0)
 		return -1;
 	if (get_text(l, root, "", "rehearsal", 1, &s->rehearsal) < 0 ||

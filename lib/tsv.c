@@ -126,10 +126,17 @@ idem_tsv_unescape(char *field, size_t *len)
 static int
 decode_fields(struct idem_tsv_reader *r, struct idem_error *err)
 {
-	size_t want = idem_kind_nfields(r->kind) + 1, n = 0, len;
+	size_t want = idem_kind_nfields(r->kind) + 1, n = 0, len, tabs = 0;
 	char *p, *tab, *end;
+	const char *t;
 	int rc;
 
+	for (t = r->line; (t = memchr(t, '\t', r->line_len - (size_t)(t - r->line))) != NULL; t++)
+		tabs++;
+	if (tabs + 1 != want)
+		return idem_error_set(err, IDEM_EXIT_USAGE,
+		    "%s:%ld: %s row has %zu fields, expected %zu", r->name, r->line_no,
+		    kinds[r->kind].name, tabs, want - 1);
 	if (r->decoded_cap < r->line_len + 1) {
 		r->decoded_cap = r->line_len + 1;
 		r->decoded = idem_erealloc(r->decoded, r->decoded_cap);
@@ -158,13 +165,6 @@ decode_fields(struct idem_tsv_reader *r, struct idem_error *err)
 			break;
 		p = tab + 1;
 	}
-	if (n != want)
-		return idem_error_set(err, IDEM_EXIT_USAGE,
-		    "%s:%ld: %s row has %zu fields, expected %zu", r->name, r->line_no,
-		    kinds[r->kind].name, n - 1, want - 1);
-	if (r->fields[0] == NULL)
-		return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%ld: kind is \\N",
-		    r->name, r->line_no);
 	r->nfields = n;
 	return 0;
 }
@@ -192,16 +192,22 @@ idem_tsv_next(struct idem_tsv_reader *r, struct idem_error *err)
 	else
 		return idem_error_set(err, IDEM_EXIT_USAGE,
 		    "%s:%ld: last line has no newline (truncated stream?)", r->name, r->line_no);
+	if (memchr(r->line, '\0', r->line_len) != NULL)
+		return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%ld: a NUL byte", r->name, r->line_no);
 	if (!idem_utf8_valid(r->line, r->line_len))
 		return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%ld: invalid UTF-8",
 		    r->name, r->line_no);
+	if (memchr(r->line, '\r', r->line_len) != NULL)
+		return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%ld: a raw carriage return (CRLF line "
+		    "ends?); write it as \\r", r->name, r->line_no);
 	r->kind = IDEM_KIND_UNKNOWN;
 	r->nfields = 0;
 	if (!r->header_seen) {
 		if (strncmp(r->line, "#idem-tsv\t", 10) != 0)
 			return idem_error_set(err, IDEM_EXIT_USAGE,
 			    "%s:1: not an idem-tsv stream: expected \"#idem-tsv<TAB>1\"", r->name);
-		if (strcmp(r->line + 10, "1") != 0 && strncmp(r->line + 10, "1.", 2) != 0)
+		if (strcmp(r->line + 10, "1") != 0 && (strncmp(r->line + 10, "1.", 2) != 0 ||
+		    r->line[12] == '\0' || strspn(r->line + 12, "0123456789") != strlen(r->line + 12)))
 			return idem_error_set(err, IDEM_EXIT_USAGE,
 			    "%s:1: idem-tsv version %s is not supported (this is version 1)",
 			    r->name, r->line + 10);

@@ -137,7 +137,7 @@ copies_in() {
 	dup-publish -s 0 <"$BATS_TEST_TMPDIR/stream" >/dev/null
 	sed 's/{"id":1}/{"id":2}/' "$BATS_TEST_TMPDIR/stream" >"$BATS_TEST_TMPDIR/changed"
 	run dup-publish -s 0 "$BATS_TEST_TMPDIR/changed"
-	[ "$status" -eq 3 ]
+	[ "$status" -eq 2 ]
 	[[ "$output" == *"job a copy 0 is already in queue rehearsal_minimal with another business key or payload"* ]]
 }
 

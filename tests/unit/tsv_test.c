@@ -102,6 +102,26 @@ main(void)
 	rc = read_all("#idem-tsv\t1\nfuture\t\\q\n", &err, &rows, &comments, &kinds);
 	CHECK(rc == IDEM_TSV_EOF, "unknown kinds are not decoded");
 
+	rc = read_all("#idem-tsv\t1.x\n", &err, &rows, &comments, &kinds);
+	CHECK(rc == -1 && strstr(err.text, "version 1.x is not supported"), "version 1.x refused");
+	rc = read_all("#idem-tsv\t1\nexpect\t1\t0\t0\t0\r\n", &err, &rows, &comments, &kinds);
+	CHECK(rc == -1 && strstr(err.text, "t:2: a raw carriage return"), "CRLF refused with a hint");
+	rc = read_all("#idem-tsv\t1\nexpect\t1\t0\t0\t0\t\\q\n", &err, &rows, &comments, &kinds);
+	CHECK_STR(rc == -1 ? err.text : "", "t:2: expect row has 5 fields, expected 4",
+	    "the field count is checked before the escapes");
+	{
+		static const char nul[] = "#idem-tsv\t1\nexpect\t1\0\t0\t0\t0\n";
+		FILE *f = fmemopen((void *)nul, sizeof(nul) - 1, "r");
+		struct idem_tsv_reader r;
+
+		idem_tsv_reader_init(&r, f, "t");
+		idem_tsv_next(&r, &err);
+		rc = idem_tsv_next(&r, &err);
+		CHECK(rc == -1 && strstr(err.text, "t:2: a NUL byte"), "NUL refused by name");
+		idem_tsv_reader_free(&r);
+		fclose(f);
+	}
+
 	CHECK(idem_kind_nfields(IDEM_KIND_SEED) == 20, "seed has 20 fields");
 	CHECK_STR(idem_kind_field_name(IDEM_KIND_JOB, JOB_PAYLOAD_SHA256), "payload_sha256",
 	    "field names by position");
