@@ -27,12 +27,13 @@ PROGS = idem-sandbox seed-gen dup-publish idem-worker kill-at count-effects
 LIBOBJ = $(BUILD)/lib/util.o $(BUILD)/lib/tsv.o $(BUILD)/lib/seed.o \
 	$(BUILD)/lib/template.o $(BUILD)/lib/pg.o $(BUILD)/lib/embed.o $(BUILD)/lib/step.o
 UNIT = tsv util seed template
-MAN1 = idem-sandbox.1 seed-gen.1 dup-publish.1
+MAN1 = $(addsuffix .1,$(PROGS))
 MAN5 = idem-tsv.5 idem-seed.5
+MAN7 = idem-step.7
 
 # Debian packages that building, the tests and the demo need.
 DEBS = make gcc libc6-dev pkg-config libpq-dev libyaml-dev libgit2-dev libsodium-dev \
-	libjansson-dev postgresql postgresql-client bats python3
+	libjansson-dev postgresql postgresql-client bats python3 man-db groff-base
 BENCH_DEBS = hyperfine
 
 all: $(addprefix $(BIN)/,$(PROGS))
@@ -88,15 +89,18 @@ bench: deps
 	@BIN="$(CURDIR)/$(BIN)" tests/bench
 
 install: all
-	mkdir -p $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANPREFIX)/man1 $(DESTDIR)$(MANPREFIX)/man5
+	mkdir -p $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANPREFIX)/man1 $(DESTDIR)$(MANPREFIX)/man5 \
+		$(DESTDIR)$(MANPREFIX)/man7
 	for p in $(PROGS); do cp -f $(BIN)/$$p $(DESTDIR)$(BINDIR)/$$p; chmod 755 $(DESTDIR)$(BINDIR)/$$p; done
 	for m in $(MAN1); do cp -f man/$$m $(DESTDIR)$(MANPREFIX)/man1/$$m; chmod 644 $(DESTDIR)$(MANPREFIX)/man1/$$m; done
 	for m in $(MAN5); do cp -f man/$$m $(DESTDIR)$(MANPREFIX)/man5/$$m; chmod 644 $(DESTDIR)$(MANPREFIX)/man5/$$m; done
+	for m in $(MAN7); do cp -f man/$$m $(DESTDIR)$(MANPREFIX)/man7/$$m; chmod 644 $(DESTDIR)$(MANPREFIX)/man7/$$m; done
 
 uninstall:
 	for p in $(PROGS); do rm -f $(DESTDIR)$(BINDIR)/$$p; done
 	for m in $(MAN1); do rm -f $(DESTDIR)$(MANPREFIX)/man1/$$m; done
 	for m in $(MAN5); do rm -f $(DESTDIR)$(MANPREFIX)/man5/$$m; done
+	for m in $(MAN7); do rm -f $(DESTDIR)$(MANPREFIX)/man7/$$m; done
 
 clean:
 	rm -rf build

@@ -155,7 +155,8 @@ be32(const char *p)
 	return (int32_t)ntohl(v);
 }
 
-/* Runs idem.published with binary results: job_id, copy, msg_id, enqueued_at. */
+/* The queue's messages above a msg_id, oldest first, in binary: job_id,
+ * copy, msg_id, enqueued_at. */
 static PGresult *
 published(int64_t after)
 {
@@ -167,7 +168,8 @@ published(int64_t after)
 	params[0] = pub.queue;
 	params[1] = after_text;
 	res = PQexecParams(pub.conn, "SELECT job_id, copy, msg_id, enqueued_at "
-	    "FROM idem.published($1, $2)", 2, NULL, params, NULL, NULL, 1);
+	    "FROM idem.publication WHERE queue = $1 AND msg_id > $2 ORDER BY msg_id",
+	    2, NULL, params, NULL, NULL, 1);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		die_pg(res);
 	return res;

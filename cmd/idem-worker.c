@@ -35,7 +35,7 @@ static struct {
 	int job_scope;			/* the guard's key: job id, else business key */
 	const char *queue;
 	const char *owner;
-	char vt[32];			/* visibility timeout, as an interval */
+	char vt[48];			/* visibility timeout, as an interval */
 	long poll_ms;
 	int once;
 	PGconn *conn;			/* the worker's own transactions */
@@ -388,8 +388,15 @@ main(int argc, char *argv[])
 	w.queue = getenv("IDEM_QUEUE");
 	w.owner = getenv("IDEM_RECONCILIATION_OWNER");
 	w.poll_ms = 20;
-	if (vt && *vt)
-		vt_ms = strtoll(vt, NULL, 10);
+	if (vt && *vt) {
+		char *end;
+
+		vt_ms = strtoll(vt, &end, 10);
+		if (*end || vt_ms < 1)
+			idem_die(IDEM_EXIT_USAGE, "IDEM_VISIBILITY_TIMEOUT_MS=%s: expected milliseconds, "
+			    "at least 1", vt);
+	}
+	conninfo = getenv("IDEM_DATABASE");
 	while ((c = getopt_long(argc, argv, "d:g:k:q:t:p:o:hV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'd': conninfo = optarg; break;
@@ -408,7 +415,7 @@ main(int argc, char *argv[])
 			break;
 		case 'q': w.queue = optarg; break;
 		case 't':
-			if ((vt_ms = idem_parse_duration_ms(optarg)) < 0)
+			if ((vt_ms = idem_parse_duration_ms(optarg)) < 1)
 				idem_die(IDEM_EXIT_USAGE, "-t %s: expected a duration such as 500ms or 2s",
 				    optarg);
 			break;

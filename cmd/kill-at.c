@@ -29,7 +29,7 @@
 #include "util.h"
 
 #define MAX_WORKERS 16
-#define MAX_RESTARTS 100
+#define MAX_RESTARTS 20
 #define CHECK_EVERY_US 20000
 #define GRACE_US 2000000
 
@@ -40,6 +40,7 @@ static const char synopsis[] =
 struct job {
 	char *id, *business_key;
 	long scenario;
+	long long copies;		/* messages published for it */
 };
 
 struct kill_point {
@@ -110,6 +111,7 @@ static struct {
 	struct race *races;
 	size_t nraces;
 	/* the run */
+	const char *conninfo;
 	PGconn *conn;
 	long long skew_us;
 	char dir[64], sock_path[128];
@@ -200,6 +202,7 @@ read_stream(FILE *hold)
 	struct idem_tsv_reader r;
 	struct idem_error err;
 	int rc, seen_seed = 0;
+	size_t i;
 
 	idem_tsv_reader_init(&r, stdin, "stdin");
 	while ((rc = idem_tsv_next(&r, &err)) != IDEM_TSV_EOF) {
@@ -241,6 +244,7 @@ read_stream(FILE *hold)
 			k.jobs[k.njobs].business_key = idem_estrdup(field_or(r.fields[JOB_BUSINESS_KEY], ""));
 			k.jobs[k.njobs].scenario = r.fields[JOB_SCENARIO] ?
 			    find_scenario(r.fields[JOB_SCENARIO]) : -1;
+			k.jobs[k.njobs].copies = 0;
 			k.njobs++;
 			break;
 		case IDEM_KIND_PUBLISH:
@@ -249,6 +253,9 @@ read_stream(FILE *hold)
 				    r.line_no);
 			k.msg_ids = idem_ereallocarray(k.msg_ids, k.nmsgs + 1, sizeof(char *));
 			k.msg_ids[k.nmsgs++] = idem_estrdup(r.fields[PUBLISH_MSG_ID]);
+			for (i = 0; r.fields[PUBLISH_JOB_ID] && i < k.njobs; i++)
+				if (strcmp(k.jobs[i].id, r.fields[PUBLISH_JOB_ID]) == 0)
+					k.jobs[i].copies++;
 			break;
 		default:
 			break;
@@ -292,6 +299,17 @@ add_race(const char *business_key, const char *step)
 	k.nraces++;
 }
 
+static int
+key_published_twice(const char *business_key)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < k.njobs; i++)
+		if (strcmp(k.jobs[i].business_key, business_key) == 0)
+			n += (size_t)k.jobs[i].copies;
+	return n > 1;
+}
+
 /* Kill points and races: the stream's scenarios, then the options. */
 static void
 plan(char **kill_options, size_t nkill_options, const char *race_step)
@@ -309,6 +327,10 @@ plan(char **kill_options, size_t nkill_options, const char *race_step)
 		else if (strcmp(k.scenario_faults[s], "race") == 0)
 			add_race(k.jobs[i].business_key, race_step ? race_step : k.scenario_steps[s]);
 	}
+	/* -r with no race scenario: race every key that has two deliveries */
+	for (i = 0; race_step != NULL && k.nraces == 0 && i < k.njobs; i++)
+		if (k.jobs[i].copies > 1 || key_published_twice(k.jobs[i].business_key))
+			add_race(k.jobs[i].business_key, race_step);
 	for (i = 0; i < nkill_options; i++) {
 		char *spec = idem_estrdup(kill_options[i]), *first = strchr(spec, ':'),
 		    *last = strrchr(spec, ':'), *end;
@@ -401,6 +423,8 @@ spawn(int index)
 		snprintf(value, sizeof(value), "%lld", k.visibility_timeout_ms);
 		setenv("IDEM_VISIBILITY_TIMEOUT_MS", value, 1);
 		setenv("IDEM_RECONCILIATION_OWNER", k.owner, 1);
+		if (k.conninfo != NULL)
+			setenv("IDEM_DATABASE", k.conninfo, 1);
 		snprintf(value, sizeof(value), "%d", index);
 		setenv("IDEM_WORKER", value, 1);
 		execvp(k.command[0], k.command);
@@ -597,6 +621,18 @@ accept_client(void)
 	c->worker = worker_of(cred.pid);
 }
 
+/* A worker held for a race that hangs up or dies holds nothing any more. */
+static void
+forget_holder(size_t ci)
+{
+	size_t i;
+
+	for (i = 0; i < k.nraces; i++)
+		if (k.races[i].held == (int)ci)
+			k.races[i].held = -1;
+	k.clients[ci].held = 0;
+}
+
 static void
 read_client(size_t ci)
 {
@@ -609,6 +645,7 @@ read_client(size_t ci)
 			return;
 		close(c->fd);
 		c->fd = -1;
+		forget_holder(ci);
 		return;
 	}
 	c->len += (size_t)got;
@@ -695,8 +732,17 @@ reap(void)
 			idem_warn("the watchdog is gone: workers may outlive a killed kill-at");
 		if (k.stopping)
 			continue;
-		if (++k.workers[i].restarts > MAX_RESTARTS)
-			idem_die(IDEM_EXIT_ENV, "worker %d was started %d times; giving up", i,
+		if (!k.workers[i].killed && WIFEXITED(status) && WEXITSTATUS(status) == 127) {
+			size_t l;
+
+			for (l = 0; l < k.nlogs; l++)
+				if (k.logs[l].pid == -pid)
+					fprintf(stderr, "%s\n", k.logs[l].text);
+			idem_die(IDEM_EXIT_ENV, "worker %d could not be started (status 127): %s", i,
+			    k.command[0]);
+		}
+		if (!k.workers[i].killed && ++k.workers[i].restarts > MAX_RESTARTS)
+			idem_die(IDEM_EXIT_ENV, "worker %d stopped on its own %d times; giving up", i,
 			    MAX_RESTARTS);
 		spawn(i);
 	}
@@ -1060,6 +1106,7 @@ write_attempts(void)
 	const char *params[1] = { ids };
 	struct idem_error err;
 	PGresult *res, *effects = NULL;
+	pid_t *kill_pid_of_row;
 	int several, i, e;
 
 	res = idem_pg_exec(k.conn, "reading the delivery log", &err,
@@ -1072,6 +1119,7 @@ write_attempts(void)
 	    "WHERE d.msg_id = ANY ($1::bigint[]) ORDER BY d.delivered_at, d.msg_id", 1, params);
 	if (res == NULL)
 		idem_die_error(&err);
+	kill_pid_of_row = idem_ereallocarray(NULL, (size_t)PQntuples(res) + 1, sizeof(pid_t));
 	key_sql = effect_key_sql(&several);
 	table = quoted_table();
 	if (asprintf(&query, "SELECT %s, (extract(epoch FROM pg_xact_commit_timestamp(e.xmin)) "
@@ -1094,7 +1142,7 @@ write_attempts(void)
 		long long acked = PQgetisnull(res, i, 5) ? 0 : strtoll(PQgetvalue(res, i, 5), NULL, 10);
 		long long next = PQgetisnull(res, i, 6) ? 0 : strtoll(PQgetvalue(res, i, 6), NULL, 10);
 		const struct kill_point *kp = kill_of(job_id, attempt);
-		long long window_end = acked ? acked : kp ? kp->killed_at : next ? next : db_now();
+		long long window_end;
 		long long committed = 0, rows = 0;
 		char consumed_at[32], committed_at[32], acked_at[32], rows_text[32], pid_text[16];
 		char *branch = branches_of(job_id, attempt_text, msg_id);
@@ -1106,6 +1154,10 @@ write_attempts(void)
 			nth += strcmp(PQgetvalue(res, j, 1), job_id) == 0 &&
 			    strcmp(PQgetvalue(res, j, 3), attempt_text) == 0;
 		pid = consumer(job_id, attempt, nth);
+		kill_pid_of_row[i] = pid;
+		if (kp != NULL && kp->pid != pid)
+			kp = NULL;
+		window_end = acked ? acked : kp ? kp->killed_at : next ? next : db_now();
 		for (e = 0; effects && e < PQntuples(effects); e++) {
 			long long ts;
 			int same;
@@ -1153,12 +1205,13 @@ write_attempts(void)
 		const char *row[5];
 		int j;
 
-		if (kp == NULL)
+		if (kp == NULL || kill_pid_of_row[i] != kp->pid)
 			continue;
 		/* the ack of the same message, by a later delivery */
 		for (j = 0; j < PQntuples(res); j++)
 			if (strcmp(PQgetvalue(res, j, 0), PQgetvalue(res, i, 0)) == 0 &&
-			    !PQgetisnull(res, j, 5))
+			    !PQgetisnull(res, j, 5) &&
+			    strtoll(PQgetvalue(res, j, 3), NULL, 10) > attempt)
 				break;
 		format_db_time(kp->killed_at, killed_at);
 		row[0] = job_id;
@@ -1178,6 +1231,7 @@ write_attempts(void)
 	}
 	PQclear(effects);
 	PQclear(res);
+	free(kill_pid_of_row);
 	free(query);
 	free(key_sql);
 	free(table);
@@ -1357,6 +1411,7 @@ main(int argc, char *argv[])
 	if (deadline_ms < 0)
 		deadline_ms = 30000 + 3 * k.visibility_timeout_ms * (k.max_attempts ? k.max_attempts : 5);
 
+	k.conninfo = conninfo;
 	if ((k.conn = idem_pg_connect(conninfo, &err)) == NULL ||
 	    idem_pg_require_sandbox(k.conn, &err) < 0)
 		idem_die_error(&err);

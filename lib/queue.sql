@@ -118,21 +118,11 @@ BEGIN
 END
 $$;
 
--- What a queue holds, for a publisher that may not read it: its messages
--- with msg_id above after_msg_id, oldest first.
-CREATE FUNCTION idem.published(queue text, after_msg_id bigint DEFAULT 0)
-RETURNS TABLE (job_id text, copy integer, msg_id bigint, enqueued_at timestamptz)
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-	-- planned for the values at hand: a range of the primary key after a
-	-- bulk publish, the whole queue when after_msg_id is 0
-	RETURN QUERY EXECUTE
-		'SELECT m.job_id, m.copy, m.msg_id, m.enqueued_at FROM idem.message m
-		 WHERE m.queue = $1 AND m.msg_id > $2 ORDER BY m.msg_id'
-		USING published.queue, coalesce(published.after_msg_id, 0);
-END
-$$;
+-- What a queue holds, for a publisher that may not read messages: which
+-- job and copy each msg_id is, and when it was published; no business key,
+-- no payload, no delivery state.
+CREATE VIEW idem.publication AS
+	SELECT msg_id, queue, job_id, copy, enqueued_at FROM idem.message;
 
 CREATE FUNCTION idem.send(queue text, job_id text, business_key text, payload jsonb,
 			  copy integer DEFAULT 0)
@@ -217,8 +207,8 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA idem FROM PUBLIC;
 GRANT USAGE ON SCHEMA idem TO idem_publisher, idem_worker, idem_reviewer;
 GRANT SELECT ON idem.sandbox TO idem_publisher, idem_worker, idem_reviewer;
 GRANT EXECUTE ON FUNCTION idem.send(text, text, text, jsonb, integer),
-	idem.send_batch(text, text[], text[], jsonb[], integer[]),
-	idem.published(text, bigint) TO idem_publisher;
+	idem.send_batch(text, text[], text[], jsonb[], integer[]) TO idem_publisher;
+GRANT SELECT ON idem.publication TO idem_publisher;
 -- Bulk publishing with COPY; the unique (queue, job_id, copy) still holds.
 GRANT INSERT (queue, job_id, copy, business_key, payload) ON idem.message TO idem_publisher;
 GRANT EXECUTE ON FUNCTION idem.read(text, interval, integer), idem.ack(bigint) TO idem_worker;

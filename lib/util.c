@@ -239,14 +239,29 @@ idem_now_us(void)
 void
 idem_format_time(long long us, char out[32])
 {
+	static time_t cached_secs = -1;
+	static char cached[20];
 	time_t secs = (time_t)(us / 1000000);
+	int micros = (int)(us % 1000000), i;
 	struct tm tm;
 
-	if (gmtime_r(&secs, &tm) == NULL || strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm) != 19) {
-		snprintf(out, 32, "out-of-range");
-		return;
+	/* rows come in bursts within one second: format the second once */
+	if (secs != cached_secs) {
+		if (us < 0 || gmtime_r(&secs, &tm) == NULL ||
+		    strftime(cached, sizeof(cached), "%Y-%m-%dT%H:%M:%S", &tm) != 19) {
+			snprintf(out, 32, "out-of-range");
+			return;
+		}
+		cached_secs = secs;
 	}
-	snprintf(out + 19, 13, ".%06dZ", (int)(us % 1000000));
+	memcpy(out, cached, 19);
+	out[19] = '.';
+	for (i = 25; i >= 20; i--) {
+		out[i] = (char)('0' + micros % 10);
+		micros /= 10;
+	}
+	out[26] = 'Z';
+	out[27] = '\0';
 }
 
 void

@@ -265,3 +265,20 @@ check() {
 	assert_equal "$(sql "SELECT count(*) FROM idem.queue")" 0
 	assert_equal "$(grep -o 'branch=[a-z-]*' "$err" | tr '\n' ' ')" "branch=inserted branch=called branch=conflict-noop branch=already-called "
 }
+
+@test "--race holds two deliveries of one key even without a race scenario" {
+	seed_for duplicate-publish | sed 's/within: 50ms/within: 0ms/' >"$BATS_TEST_TMPDIR/seed.yaml"
+	idem-worker --setup -g check-then-insert
+	seed-gen "$BATS_TEST_TMPDIR/seed.yaml" | dup-publish | kill-at -D 20s -n 2 -r before-write -- idem-worker -g check-then-insert >"$out"
+	assert_equal "$(awk -F '\t' '$1 == "step" && $5 == "before-write" { print $8 }' "$out" | tr '\n' ' ')" "hold hold release release "
+	assert_equal "$(sql "SELECT count(*) FROM demo.invoice_lines")" 2
+}
+
+@test "a worker command that cannot be started is exit 3, with the reason" {
+	seed_for none >"$BATS_TEST_TMPDIR/seed.yaml"
+	seed-gen "$BATS_TEST_TMPDIR/seed.yaml" | dup-publish >"$BATS_TEST_TMPDIR/published"
+	run kill-at -D 20s -- /no/such/worker <"$BATS_TEST_TMPDIR/published"
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"/no/such/worker: No such file or directory"* ]]
+	[[ "$output" == *"kill-at: worker 0 could not be started (status 127): /no/such/worker" ]]
+}

@@ -28,6 +28,17 @@ main(void)
 	CHECK(!idem_utf8_valid("a\0b", 3), "utf8 NUL refused");
 	CHECK(!idem_utf8_valid("\xff", 1), "utf8 invalid byte");
 
+	{
+		char t[32];
+
+		idem_format_time(1796000000123456LL, t);
+		CHECK_STR(t, "2026-11-30T00:53:20.123456Z", "RFC 3339 with microseconds");
+		idem_format_time(1796000000000007LL, t);
+		CHECK_STR(t, "2026-11-30T00:53:20.000007Z", "the same second again, from the cache");
+		idem_format_time(0, t);
+		CHECK_STR(t, "1970-01-01T00:00:00.000000Z", "the epoch");
+	}
+
 	idem_sha256_hex("abc", 3, hex);
 	CHECK_STR(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
 	    "sha256 of abc (FIPS 180-2 vector)");
