@@ -33,7 +33,8 @@ MAN7 = idem-step.7
 
 # Debian packages that building, the tests and the demo need.
 DEBS = make gcc libc6-dev pkg-config libpq-dev libyaml-dev libgit2-dev libsodium-dev \
-	libjansson-dev postgresql postgresql-client bats python3 man-db groff-base
+	libjansson-dev postgresql postgresql-client bats python3 man-db groff-base \
+	openssh-client git
 BENCH_DEBS = hyperfine
 
 all: $(addprefix $(BIN)/,$(PROGS))

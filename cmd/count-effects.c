@@ -432,47 +432,42 @@ totals(void)
 static const char guard_sql_template[] =
 	"SELECT con.conname AS name, 'constraint' AS kind, pg_get_constraintdef(con.oid) AS definition,"
 	" con.condeferrable AS deferrable, NOT con.convalidated AS not_valid, false AS partial,"
-	" (SELECT array_agg(a.attname::text ORDER BY a.attname) FROM pg_attribute a"
+	" (SELECT json_agg(a.attname::text) FROM pg_attribute a"
 	"  WHERE a.attrelid = con.conrelid AND a.attnum = ANY (con.conkey)) AS columns"
 	" FROM pg_constraint con WHERE con.conrelid = %s::regclass AND con.contype IN ('u', 'p')"
 	" UNION ALL "
 	"SELECT ic.relname, 'index', pg_get_indexdef(i.indexrelid), false, NOT i.indisvalid,"
 	" i.indpred IS NOT NULL,"
-	" CASE WHEN 0 = ANY (i.indkey::int2[]) THEN NULL ELSE"
-	" (SELECT array_agg(a.attname::text ORDER BY a.attname) FROM pg_attribute a"
-	"  WHERE a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey::int2[])) END"
+	" CASE WHEN 0 = ANY ((i.indkey::int2[])[0:i.indnkeyatts - 1]) THEN NULL ELSE"
+	" (SELECT json_agg(a.attname::text) FROM pg_attribute a"
+	"  WHERE a.attrelid = i.indrelid"
+	"  AND a.attnum = ANY ((i.indkey::int2[])[0:i.indnkeyatts - 1])) END"
 	" FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid"
 	" WHERE i.indrelid = %s::regclass AND i.indisunique"
-	" AND NOT EXISTS (SELECT FROM pg_constraint con WHERE con.conindid = i.indexrelid)"
+	" AND NOT EXISTS (SELECT FROM pg_constraint con WHERE con.conindid = i.indexrelid"
+	"  AND con.conrelid = i.indrelid AND con.contype IN ('p', 'u', 'x'))"
 	" ORDER BY 1";
 
+/* Whether a guard's columns (a JSON array from the catalog) are all key
+ * columns. */
 static int
-subset_of_key(const char *pg_array)
+subset_of_key(const char *json_columns)
 {
-	json_t *cols = json_loads(c.key_columns, 0, NULL), *col;
-	char *copy, *p, *save = NULL;
-	size_t i;
-	int ok = 1, any = 0;
+	json_t *cols = json_loads(c.key_columns, 0, NULL), *found = json_loads(json_columns, 0, NULL);
+	json_t *col, *key;
+	size_t i, j;
+	int ok = json_array_size(found) > 0;
 
-	if (pg_array == NULL || pg_array[0] != '{')
-		return 0;
-	copy = idem_estrdup(pg_array + 1);
-	copy[strcspn(copy, "}")] = '\0';
-	for (p = strtok_r(copy, ",", &save); p && ok; p = strtok_r(NULL, ",", &save)) {
-		int found = 0;
+	json_array_foreach(found, i, col) {
+		int in_key = 0;
 
-		if (*p == '"') {
-			p++;
-			p[strlen(p) - 1] = '\0';
-		}
-		json_array_foreach(cols, i, col)
-			found |= strcmp(json_string_value(col), p) == 0;
-		ok = found;
-		any = 1;
+		json_array_foreach(cols, j, key)
+			in_key |= json_equal(col, key);
+		ok &= in_key;
 	}
-	free(copy);
 	json_decref(cols);
-	return ok && any;
+	json_decref(found);
+	return ok;
 }
 
 /*
@@ -484,7 +479,7 @@ subset_of_key(const char *pg_array)
 static void
 probe(char **guard_names, size_t nguards)
 {
-	char *cols = NULL, *sql = NULL, *table_literal = quote_literal(c.effect_table), *catalog;
+	char *cols = NULL, *sql = NULL, *table_literal = quote_literal(c.table_sql), *catalog;
 	size_t len = 0, i;
 	FILE *f = open_memstream(&cols, &len);
 	const char *row[4], *state, *constraint, *result;
@@ -571,7 +566,7 @@ probe(char **guard_names, size_t nguards)
 static void
 guards(void)
 {
-	char *literal = quote_literal(c.effect_table), *sql, **names = NULL;
+	char *literal = quote_literal(c.table_sql), *sql, **names = NULL;
 	size_t nnames = 0, i;
 	PGresult *res;
 	char msg[768];

@@ -176,3 +176,17 @@ count_of() {
 	run count-effects -d "host=$BATS_TEST_TMPDIR port=1" "$BATS_TEST_TMPDIR/stream"
 	[ "$status" -eq 3 ]
 }
+
+@test "guards on a mixed-case table, with INCLUDE columns, referenced by a foreign key, are found" {
+	psql -X -q -v ON_ERROR_STOP=1 <<-SQL
+		CREATE TABLE fx."Effects" ("order_id" text NOT NULL, line_no integer NOT NULL, note text);
+		INSERT INTO fx."Effects" VALUES ('o-1', 1, 'a');
+		CREATE UNIQUE INDEX effects_with_note ON fx."Effects" (order_id, line_no) INCLUDE (note);
+		CREATE TABLE fx.refs (order_id text, line_no integer,
+			FOREIGN KEY (order_id, line_no) REFERENCES fx."Effects" (order_id, line_no));
+	SQL
+	sed 's/table: fx.effects/table: fx.Effects/' "$BATS_TEST_TMPDIR/seed.yaml" >"$BATS_TEST_TMPDIR/mixed.yaml"
+	seed-gen "$BATS_TEST_TMPDIR/mixed.yaml" | count-effects >"$out" || true
+	grep -q '^guard	index	effects_with_note	CREATE UNIQUE INDEX effects_with_note ON fx."Effects" USING btree (order_id, line_no) INCLUDE (note)	' "$out"
+	grep -q "^probe	enforced	23505	" "$out"
+}
