@@ -23,9 +23,10 @@ CFLAGS = -std=c11 -O2 -g -Wall -Wextra -Werror $(SANFLAGS) $(shell pkg-config --
 LDFLAGS = $(SANFLAGS)
 LDLIBS = $(shell pkg-config --libs $(PKGS)) -lm
 
-PROGS = idem-sandbox seed-gen dup-publish idem-worker kill-at count-effects
+PROGS = idem-sandbox seed-gen dup-publish idem-worker kill-at count-effects mkrecord verify-record
 LIBOBJ = $(BUILD)/lib/util.o $(BUILD)/lib/tsv.o $(BUILD)/lib/seed.o \
-	$(BUILD)/lib/template.o $(BUILD)/lib/pg.o $(BUILD)/lib/embed.o $(BUILD)/lib/step.o
+	$(BUILD)/lib/template.o $(BUILD)/lib/pg.o $(BUILD)/lib/embed.o $(BUILD)/lib/step.o \
+	$(BUILD)/lib/sig.o $(BUILD)/lib/yamljson.o $(BUILD)/lib/git.o
 UNIT = tsv util seed template
 MAN1 = $(addsuffix .1,$(PROGS))
 MAN5 = idem-tsv.5 idem-seed.5
@@ -46,7 +47,7 @@ $(BUILD)/lib/%.o: lib/%.c lib/*.h
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
-$(BUILD)/lib/embed.o: lib/embed.c templates/seed.yaml templates/ticket.md lib/queue.sql
+$(BUILD)/lib/embed.o: lib/embed.c templates/seed.yaml templates/ticket.md templates/handoff.md lib/queue.sql
 
 $(BIN)/%: cmd/%.c lib/*.h $(BUILD)/lib/libidem.a
 	@mkdir -p $(@D)

@@ -11,3 +11,4 @@
 EMBED(idem_tpl_seed, "templates/seed.yaml");
 EMBED(idem_tpl_ticket, "templates/ticket.md");
 EMBED(idem_sql_queue, "lib/queue.sql");
+EMBED(idem_tpl_handoff, "templates/handoff.md");

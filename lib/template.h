@@ -18,6 +18,6 @@ char *idem_template_render(const char *name, const char *tpl, json_t *context,
 			   enum idem_template_escape escape, struct idem_error *err);
 
 /* Templates and SQL built into the programs (templates/, lib/queue.sql). */
-extern const char idem_tpl_seed[], idem_tpl_ticket[], idem_sql_queue[];
+extern const char idem_tpl_seed[], idem_tpl_ticket[], idem_tpl_handoff[], idem_sql_queue[];
 
 #endif

@@ -1,0 +1,678 @@
+/* mkrecord: turn a whole rehearsal stream into the record (YAML, see
+ * idem-record(5)) and its handoff (Markdown), sign the record with an
+ * OpenSSH ed25519 key, and commit both with a signed commit. */
+#include <sys/stat.h>
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "git.h"
+#include "seed.h"
+#include "sig.h"
+#include "template.h"
+#include "tsv.h"
+#include "util.h"
+#include "yamljson.h"
+
+static const char synopsis[] =
+	"usage: mkrecord [-o dir] [-k key] [-c] [-r reproduce] [-n next-review]\n"
+	"                [-w cause=duration] [-f format] [--allow-dirty] [file]\n";
+
+static const char *const wait_causes[] = {
+	"reviewer-queue", "sandbox-availability", "vendor-limit", "owner-approval", NULL
+};
+
+struct log_entry {
+	char *job, *attempt, *msg_id, *line;
+};
+
+static struct {
+	json_t *seed, *expect, *scenarios, *published_at, *kills, *attempts, *recovers;
+	json_t *counts_before, *counts_after, *guards, *probe, *measures, *queries, *digests;
+	struct log_entry *logs;
+	size_t nlogs;
+	long long jobs, copies;
+} s;
+
+static json_t *
+text(const char *v)
+{
+	return v ? json_string(v) : json_null();
+}
+
+static json_t *
+number_or_text(const char *v)
+{
+	char *end;
+	long long n;
+
+	if (v == NULL)
+		return json_null();
+	errno = 0;
+	n = strtoll(v, &end, 10);
+	if (*v && *end == '\0' && errno == 0)
+		return json_integer(n);
+	return json_string(v);
+}
+
+static char *
+log_value(const char *line, const char *name)
+{
+	size_t n = strlen(name);
+	const char *p = line;
+
+	while ((p = strstr(p, name)) != NULL) {
+		if ((p == line || p[-1] == ' ') && p[n] == '=') {
+			p += n + 1;
+			return strndup(p, strcspn(p, " "));
+		}
+		p += n;
+	}
+	return NULL;
+}
+
+static void
+read_stream(FILE *in, const char *name)
+{
+	struct idem_tsv_reader r;
+	struct idem_error err;
+	int rc;
+
+	s.scenarios = json_array();
+	s.published_at = json_object();
+	s.kills = json_array();
+	s.attempts = json_array();
+	s.recovers = json_array();
+	s.counts_before = json_array();
+	s.counts_after = json_array();
+	s.guards = json_array();
+	s.measures = json_array();
+	s.queries = json_object();
+	s.digests = json_object();
+	idem_tsv_reader_init(&r, in, name);
+	while ((rc = idem_tsv_next(&r, &err)) != IDEM_TSV_EOF) {
+		char **f = r.fields;
+
+		if (rc < 0)
+			idem_die_error(&err);
+		if (rc != IDEM_TSV_ROW)
+			continue;
+		switch (r.kind) {
+		case IDEM_KIND_SEED: {
+			json_t *o = json_object();
+			size_t i;
+
+			if (s.seed != NULL)
+				idem_die(IDEM_EXIT_USAGE, "%s:%ld: a second seed row", name, r.line_no);
+			for (i = 1; i <= idem_kind_nfields(IDEM_KIND_SEED); i++)
+				json_object_set_new(o, idem_kind_field_name(IDEM_KIND_SEED, i), text(f[i]));
+			s.seed = o;
+			break;
+		}
+		case IDEM_KIND_EXPECT:
+			s.expect = json_pack("{s:o,s:o,s:o,s:o}", "effects", number_or_text(f[1]),
+			    "duplicates", number_or_text(f[2]), "missing", number_or_text(f[3]),
+			    "pending", number_or_text(f[4]));
+			break;
+		case IDEM_KIND_SCENARIO:
+			json_array_append_new(s.scenarios, json_pack("{s:o,s:o,s:o,s:o,s:o,s:o}",
+			    "name", text(f[1]), "fault", text(f[2]), "step", text(f[3]),
+			    "attempt", number_or_text(f[4]), "duplicates", number_or_text(f[5]),
+			    "within_ms", number_or_text(f[6])));
+			break;
+		case IDEM_KIND_JOB:
+			s.jobs++;
+			break;
+		case IDEM_KIND_PUBLISH:
+			if (f[PUBLISH_MSG_ID] && f[PUBLISH_PUBLISHED_AT])
+				json_object_set_new(s.published_at, f[PUBLISH_MSG_ID],
+				    json_string(f[PUBLISH_PUBLISHED_AT]));
+			if (f[PUBLISH_COPY] && strcmp(f[PUBLISH_COPY], "0") != 0)
+				s.copies++;
+			break;
+		case IDEM_KIND_KILL:
+			json_array_append_new(s.kills, json_pack("{s:o,s:o,s:o,s:o,s:o,s:o}",
+			    "scenario", text(f[1]), "job", text(f[2]), "attempt", number_or_text(f[3]),
+			    "step", text(f[4]), "pid", number_or_text(f[5]), "killed_at", text(f[6])));
+			break;
+		case IDEM_KIND_ATTEMPT:
+			json_array_append_new(s.attempts, json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+			    "job", text(f[1]), "msg_id", number_or_text(f[2]), "attempt", number_or_text(f[3]),
+			    "pid", number_or_text(f[4]), "consumed_at", text(f[5]), "committed_at", text(f[6]),
+			    "acked_at", text(f[7]), "rows_written", number_or_text(f[8]), "branch", text(f[9])));
+			break;
+		case IDEM_KIND_RECOVER:
+			json_array_append_new(s.recovers, json_pack("{s:o,s:o,s:o,s:o,s:o}",
+			    "job", text(f[1]), "msg_id", number_or_text(f[2]), "killed_at", text(f[3]),
+			    "acked_at", text(f[4]), "recovery_ms", number_or_text(f[5])));
+			break;
+		case IDEM_KIND_LOG:
+			if (f[LOG_LINE] && strstr(f[LOG_LINE], "branch=")) {
+				struct log_entry *l;
+
+				s.logs = idem_ereallocarray(s.logs, s.nlogs + 1, sizeof(*s.logs));
+				l = &s.logs[s.nlogs++];
+				l->job = log_value(f[LOG_LINE], "job");
+				l->attempt = log_value(f[LOG_LINE], "attempt");
+				l->msg_id = log_value(f[LOG_LINE], "msg_id");
+				l->line = idem_estrdup(f[LOG_LINE]);
+			}
+			break;
+		case IDEM_KIND_QUERY:
+			if (f[1] && strcmp(f[1], "after") == 0 && f[2])
+				json_object_set_new(s.queries, f[2], text(f[3]));
+			break;
+		case IDEM_KIND_COUNT_ROW:
+			json_array_append_new(f[1] && strcmp(f[1], "before") == 0 ? s.counts_before :
+			    s.counts_after, json_pack("{s:o,s:o,s:o,s:o}", "scope", text(f[2]),
+			    "key", text(f[3]), "expected", number_or_text(f[4]),
+			    "observed", number_or_text(f[5])));
+			break;
+		case IDEM_KIND_GUARD:
+			json_array_append_new(s.guards, json_pack("{s:o,s:o,s:o,s:o}", "kind", text(f[1]),
+			    "name", text(f[2]), "definition", text(f[3]), "flags", text(f[4])));
+			break;
+		case IDEM_KIND_PROBE:
+			json_decref(s.probe);
+			s.probe = json_pack("{s:o,s:o,s:o,s:o}", "result", text(f[1]), "sqlstate",
+			    text(f[2]), "message", text(f[3]), "sql", text(f[4]));
+			break;
+		case IDEM_KIND_MEASURE:
+			json_array_append_new(s.measures, json_pack("{s:o,s:o,s:o,s:o,s:o,s:{s:o,s:o}}",
+			    "name", text(f[1]), "value", text(f[2]), "numerator", number_or_text(f[3]),
+			    "denominator", number_or_text(f[4]), "unit", text(f[5]),
+			    "window", "start", text(f[6]), "end", text(f[7])));
+			break;
+		case IDEM_KIND_DIGEST:
+			if (f[1])
+				json_object_set_new(s.digests, f[1], text(f[2]));
+			break;
+		default:
+			break;
+		}
+	}
+	idem_tsv_reader_free(&r);
+	if (s.seed == NULL)
+		idem_die(IDEM_EXIT_USAGE, "%s: no seed row: the record starts from seed-gen", name);
+	if (json_array_size(s.counts_after) == 0)
+		idem_die(IDEM_EXIT_USAGE, "%s: no count rows after the run: end the pipeline with "
+		    "count-effects before mkrecord", name);
+}
+
+static const char *
+seed_field(const char *name)
+{
+	return json_string_value(json_object_get(s.seed, name));
+}
+
+static json_t *
+seed_json_field(const char *name)
+{
+	const char *v = seed_field(name);
+	json_t *j = v ? json_loads(v, 0, NULL) : NULL;
+
+	return j ? j : json_array();
+}
+
+/* The log lines of one attempt: those naming its job, attempt and message. */
+static json_t *
+log_of(const char *job, long long attempt, long long msg_id)
+{
+	json_t *lines = json_array();
+	char a[32], m[32];
+	size_t i;
+
+	snprintf(a, sizeof(a), "%lld", attempt);
+	snprintf(m, sizeof(m), "%lld", msg_id);
+	for (i = 0; i < s.nlogs; i++)
+		if (s.logs[i].job && s.logs[i].attempt && strcmp(s.logs[i].job, job) == 0 &&
+		    strcmp(s.logs[i].attempt, a) == 0 &&
+		    (s.logs[i].msg_id == NULL || strcmp(s.logs[i].msg_id, m) == 0))
+			json_array_append_new(lines, json_string(s.logs[i].line));
+	return lines;
+}
+
+static json_t *
+evidence(void)
+{
+	json_t *rows = json_array(), *a;
+	size_t i, k;
+
+	json_array_foreach(s.attempts, i, a) {
+		const char *job = json_string_value(json_object_get(a, "job"));
+		long long attempt = json_integer_value(json_object_get(a, "attempt"));
+		long long msg_id = json_integer_value(json_object_get(a, "msg_id"));
+		long long pid = json_integer_value(json_object_get(a, "pid"));
+		char msg_key[32], outcome[128];
+		json_t *row, *kill, *published;
+
+		snprintf(msg_key, sizeof(msg_key), "%lld", msg_id);
+		if (!json_is_null(json_object_get(a, "acked_at")))
+			snprintf(outcome, sizeof(outcome), "acked");
+		else
+			snprintf(outcome, sizeof(outcome), "not acked");
+		json_array_foreach(s.kills, k, kill)
+			if (job && strcmp(json_string_value(json_object_get(kill, "job")), job) == 0 &&
+			    json_integer_value(json_object_get(kill, "attempt")) == attempt &&
+			    json_integer_value(json_object_get(kill, "pid")) == pid)
+				snprintf(outcome, sizeof(outcome), "killed at %s",
+				    json_string_value(json_object_get(kill, "step")));
+		row = json_object();
+		json_object_set(row, "job", json_object_get(a, "job"));
+		json_object_set(row, "msg_id", json_object_get(a, "msg_id"));
+		json_object_set(row, "attempt", json_object_get(a, "attempt"));
+		published = json_object_get(s.published_at, msg_key);
+		json_object_set_new(row, "published_at", published ? json_incref(published) : json_null());
+		json_object_set(row, "consumed_at", json_object_get(a, "consumed_at"));
+		json_object_set(row, "committed_at", json_object_get(a, "committed_at"));
+		json_object_set(row, "acked_at", json_object_get(a, "acked_at"));
+		json_object_set(row, "rows_written", json_object_get(a, "rows_written"));
+		json_object_set_new(row, "outcome", json_string(outcome));
+		json_object_set(row, "branch", json_object_get(a, "branch"));
+		json_object_set_new(row, "log", log_of(job ? job : "", attempt, msg_id));
+		json_array_append_new(rows, row);
+	}
+	return rows;
+}
+
+static json_t *
+kill_points(void)
+{
+	json_t *out = json_array(), *kill, *rec;
+	size_t i, j;
+
+	json_array_foreach(s.kills, i, kill) {
+		json_t *row = json_deep_copy(kill);
+
+		json_object_del(row, "pid");
+		json_object_set_new(row, "recovery_ms", json_null());
+		json_object_set_new(row, "acked_at", json_null());
+		json_array_foreach(s.recovers, j, rec)
+			if (json_equal(json_object_get(rec, "job"), json_object_get(kill, "job")) &&
+			    json_equal(json_object_get(rec, "killed_at"), json_object_get(kill, "killed_at"))) {
+				json_object_set(row, "msg_id", json_object_get(rec, "msg_id"));
+				json_object_set(row, "acked_at", json_object_get(rec, "acked_at"));
+				json_object_set(row, "recovery_ms", json_object_get(rec, "recovery_ms"));
+			}
+		json_array_append_new(out, row);
+	}
+	return out;
+}
+
+static json_t *
+count_totals(json_t *rows)
+{
+	json_t *o = json_object(), *row;
+	size_t i;
+
+	json_array_foreach(rows, i, row)
+		if (strcmp(json_string_value(json_object_get(row, "scope")), "total") == 0)
+			json_object_set_new(o, json_string_value(json_object_get(row, "key")),
+			    json_pack("{s:O,s:O}", "expected", json_object_get(row, "expected"),
+			    "observed", json_object_get(row, "observed")));
+	return o;
+}
+
+static int
+passes(json_t *totals)
+{
+	static const char *const names[] = { "effects", "duplicates", "missing", "pending", NULL };
+	size_t i;
+
+	for (i = 0; names[i]; i++) {
+		json_t *t = json_object_get(totals, names[i]);
+
+		if (t == NULL || !json_equal(json_object_get(t, "expected"), json_object_get(t, "observed")))
+			return 0;
+	}
+	return 1;
+}
+
+static json_t *
+not_exercised(void)
+{
+	static const char *const steps[] = { "before-commit", "after-commit", "external-call", NULL };
+	json_t *out = json_array(), *kill, *sc;
+	size_t i, j;
+	int race = 0;
+
+	for (i = 0; steps[i]; i++) {
+		int seen = 0;
+
+		json_array_foreach(s.kills, j, kill)
+			seen |= strcmp(json_string_value(json_object_get(kill, "step")), steps[i]) == 0;
+		if (!seen) {
+			char what[96];
+
+			snprintf(what, sizeof(what), "a kill at %s", steps[i]);
+			json_array_append_new(out, json_string(what));
+		}
+	}
+	json_array_foreach(s.scenarios, j, sc)
+		race |= strcmp(json_string_value(json_object_get(sc, "fault")), "race") == 0;
+	if (!race)
+		json_array_append_new(out, json_string("two workers racing on one business key"));
+	if (s.copies == 0)
+		json_array_append_new(out, json_string("a duplicate publish"));
+	json_array_append_new(out, json_string("exhausting max_attempts: the sandbox queue "
+	    "redelivers without limit and has no dead-letter queue"));
+	json_array_append_new(out, json_string("a kill of the database or the network between "
+	    "worker and database"));
+	return out;
+}
+
+static char *
+today_plus(int days)
+{
+	time_t t = time(NULL) + (time_t)days * 86400;
+	struct tm tm;
+	char buf[16];
+
+	gmtime_r(&t, &tm);
+	strftime(buf, sizeof(buf), "%Y-%m-%d", &tm);
+	return idem_estrdup(buf);
+}
+
+static int
+valid_date(const char *d)
+{
+	struct tm tm;
+	char *end;
+
+	memset(&tm, 0, sizeof(tm));
+	end = strptime(d, "%Y-%m-%d", &tm);
+	return end != NULL && *end == '\0' && strlen(d) == 10;
+}
+
+static json_t *
+build(const struct idem_git_revision *rev, const char *reproduce, const char *next_review,
+      json_t *waiting)
+{
+	json_t *r = json_object(), *totals, *total_rows = json_array(), *dups = json_array(), *row;
+	const char *name;
+	char now[32];
+	size_t i;
+	int pass;
+
+	idem_format_time(idem_now_us(), now);
+	totals = count_totals(s.counts_after);
+	pass = passes(totals);
+	json_object_set_new(r, "record", json_integer(1));
+	json_object_set_new(r, "rehearsal", text(seed_field("rehearsal")));
+	json_object_set_new(r, "verdict", json_string(pass ? "pass" : "fail"));
+	json_object_set_new(r, "created_at", json_string(now));
+	json_object_set_new(r, "seed", json_pack("{s:o,s:o,s:s,s:s,s:b}",
+	    "path", text(seed_field("path")), "sha256", text(seed_field("sha256")),
+	    "blob", rev->blob, "revision", rev->commit, "dirty", rev->dirty));
+	json_object_set_new(r, "reproduce", json_string(reproduce));
+	json_object_set_new(r, "job_type", text(seed_field("job_type")));
+	json_object_set_new(r, "queue", text(seed_field("queue")));
+	json_object_set_new(r, "database", seed_field("database") ? text(seed_field("database")) :
+	    json_string("the PG* environment (idem-sandbox)"));
+	json_object_set_new(r, "worker", json_pack("{s:o,s:o,s:o}", "image",
+	    text(seed_field("worker_image")), "version", text(seed_field("worker_version")),
+	    "command", text(seed_field("worker_command"))));
+	json_object_set_new(r, "retry", json_pack("{s:o,s:o}", "visibility_timeout_ms",
+	    number_or_text(seed_field("visibility_timeout_ms")), "max_attempts",
+	    number_or_text(seed_field("max_attempts"))));
+	json_object_set_new(r, "sandbox_account", text(seed_field("sandbox_account")));
+	json_object_set_new(r, "effect", json_pack("{s:o,s:o,s:o,s:o,s:o}", "name",
+	    text(seed_field("effect_name")), "table", text(seed_field("effect_table")),
+	    "key", seed_json_field("key_columns"), "key_scope", text(seed_field("key_scope")),
+	    "duplicate_acceptor", text(seed_field("duplicate_acceptor"))));
+	json_object_set_new(r, "jobs", json_integer(s.jobs));
+	json_object_set_new(r, "scenarios", json_incref(s.scenarios));
+	json_object_set_new(r, "guards", json_incref(s.guards));
+	json_object_set_new(r, "probe", s.probe ? json_incref(s.probe) : json_null());
+	json_object_set_new(r, "kill_points", kill_points());
+	json_object_set_new(r, "evidence", evidence());
+	json_object_foreach(totals, name, row)
+		json_array_append_new(total_rows, json_pack("{s:s,s:O,s:O}", "name", name,
+		    "expected", json_object_get(row, "expected"), "observed", json_object_get(row, "observed")));
+	json_array_foreach(s.counts_after, i, row)
+		if (strcmp(json_string_value(json_object_get(row, "scope")), "key") == 0 &&
+		    json_integer_value(json_object_get(row, "observed")) >
+		    json_integer_value(json_object_get(row, "expected")))
+			json_array_append(dups, row);
+	json_object_set_new(r, "counts", json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+	    "query", text(json_string_value(json_object_get(s.queries, "count"))),
+	    "expected", s.expect ? json_incref(s.expect) : json_null(),
+	    "totals", totals, "digest", text(json_string_value(json_object_get(s.digests, "after"))),
+	    "before", json_incref(s.counts_before), "after", json_incref(s.counts_after),
+	    "total_rows", total_rows));
+	json_object_set_new(r, "duplicate_keys", dups);
+	json_object_set_new(r, "measures", json_incref(s.measures));
+	json_object_set_new(r, "waiting", waiting);
+	json_object_set_new(r, "reconciliation_owner", text(seed_field("reconciliation_owner")));
+	json_object_set_new(r, "next_review", json_string(next_review));
+	json_object_set_new(r, "unproven", json_pack("{s:o,s:o}", "cannot_reproduce",
+	    seed_json_field("cannot_reproduce"), "not_exercised", not_exercised()));
+	json_object_set_new(r, "failed", json_boolean(!pass));
+	return r;
+}
+
+static json_t *
+parse_wait(char **specs, size_t n)
+{
+	json_t *out = json_array();
+	size_t i, c;
+
+	for (i = 0; i < n; i++) {
+		char *eq = strchr(specs[i], '=');
+		long long ms;
+
+		if (eq == NULL)
+			idem_die(IDEM_EXIT_USAGE, "-w %s: expected cause=duration", specs[i]);
+		*eq = '\0';
+		for (c = 0; wait_causes[c] && strcmp(wait_causes[c], specs[i]) != 0; c++)
+			;
+		if (wait_causes[c] == NULL)
+			idem_die(IDEM_EXIT_USAGE, "-w %s: the cause is one of reviewer-queue, "
+			    "sandbox-availability, vendor-limit, owner-approval", specs[i]);
+		if ((ms = idem_parse_duration_ms(eq + 1)) < 0)
+			idem_die(IDEM_EXIT_USAGE, "-w %s=%s: expected a duration such as 2h", specs[i], eq + 1);
+		json_array_append_new(out, json_pack("{s:s,s:I}", "cause", specs[i], "duration_ms",
+		    (json_int_t)ms));
+	}
+	return out;
+}
+
+/* records/DATE-REHEARSAL.yaml, or -2, -3 … when taken. */
+static void
+record_path(char *out, size_t size, const char *dir)
+{
+	char *date = today_plus(0);
+	const char *name = seed_field("rehearsal");
+	int n;
+	int i;
+
+	for (i = 1; i < 1000; i++) {
+		n = i == 1 ? snprintf(out, size, "%s/%s-%s.yaml", dir, date, name) :
+		    snprintf(out, size, "%s/%s-%s-%d.yaml", dir, date, name, i);
+		if (n < 0 || (size_t)n >= size)
+			idem_die(IDEM_EXIT_USAGE, "%s: path too long", dir);
+		if (access(out, F_OK) != 0)
+			break;
+	}
+	free(date);
+}
+
+static char *
+default_reproduce(void)
+{
+	char *out;
+
+	if (asprintf(&out, "seed-gen %s | count-effects --before | dup-publish | kill-at | "
+	    "count-effects", seed_field("path")) < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	return out;
+}
+
+int
+main(int argc, char *argv[])
+{
+	static const struct option longopts[] = {
+		{ "output", required_argument, NULL, 'o' },
+		{ "sign", required_argument, NULL, 'k' },
+		{ "commit", no_argument, NULL, 'c' },
+		{ "reproduce", required_argument, NULL, 'r' },
+		{ "next-review", required_argument, NULL, 'n' },
+		{ "wait", required_argument, NULL, 'w' },
+		{ "format", required_argument, NULL, 'f' },
+		{ "allow-dirty", no_argument, NULL, 'A' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *dir = "records", *key_path = NULL, *format = "yaml", *path = "-";
+	char *reproduce = NULL, *next_review = NULL, **waits = NULL, *yaml, *md, *sig = NULL;
+	char record[PATH_MAX], sig_path[PATH_MAX + 8], md_path[PATH_MAX + 8], commit[41];
+	char seed_sha[65], *seed_text, message[512];
+	struct idem_git_revision rev;
+	struct idem_key key;
+	struct idem_error err;
+	size_t nwaits = 0, seed_len;
+	json_t *r, *totals;
+	FILE *in = stdin;
+	int c, do_commit = 0, allow_dirty = 0;
+
+	argv0 = "mkrecord";
+	argv[0] = (char *)argv0;
+	while ((c = getopt_long(argc, argv, "o:k:cr:n:w:f:hV", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'o': dir = optarg; break;
+		case 'k': key_path = optarg; break;
+		case 'c': do_commit = 1; break;
+		case 'r': reproduce = idem_estrdup(optarg); break;
+		case 'n':
+			if (!valid_date(optarg))
+				idem_die(IDEM_EXIT_USAGE, "-n %s: expected a date YYYY-MM-DD", optarg);
+			next_review = idem_estrdup(optarg);
+			break;
+		case 'w':
+			waits = idem_ereallocarray(waits, nwaits + 1, sizeof(char *));
+			waits[nwaits++] = optarg;
+			break;
+		case 'f':
+			if (strcmp(optarg, "yaml") != 0 && strcmp(optarg, "md") != 0)
+				idem_die(IDEM_EXIT_USAGE, "-f %s: expected yaml or md", optarg);
+			format = optarg;
+			break;
+		case 'A': allow_dirty = 1; break;
+		case 'h': idem_usage(synopsis, 0);
+		case 'V': puts("mkrecord " IDEM_VERSION); idem_close_stdout(); return 0;
+		default: idem_usage(synopsis, IDEM_EXIT_USAGE);
+		}
+	}
+	if (argc - optind > 1)
+		idem_usage(synopsis, IDEM_EXIT_USAGE);
+	if (do_commit && key_path == NULL)
+		idem_die(IDEM_EXIT_USAGE, "-c: a record is committed signed: give -k key");
+	if (key_path != NULL && idem_key_load(&key, key_path, &err) < 0)
+		idem_die_error(&err);
+	if (optind < argc && strcmp(argv[optind], "-") != 0) {
+		path = argv[optind];
+		if ((in = fopen(path, "r")) == NULL)
+			idem_die(IDEM_EXIT_USAGE, "%s:", path);
+	}
+	read_stream(in, in == stdin ? "stdin" : path);
+	if (in != stdin)
+		fclose(in);
+
+	/* the seed as committed: same bytes as the stream's, at a revision */
+	if ((seed_text = idem_read_file(seed_field("path"), &seed_len, &err)) == NULL)
+		idem_die(IDEM_EXIT_USAGE, "the seed of the stream, %s, is not here: run mkrecord where "
+		    "seed-gen ran", seed_field("path"));
+	idem_sha256_hex(seed_text, seed_len, seed_sha);
+	free(seed_text);
+	if (strcmp(seed_sha, seed_field("sha256")) != 0)
+		idem_die(IDEM_EXIT_USAGE, "%s changed since the stream was made (SHA-256 %s, the "
+		    "stream says %s)", seed_field("path"), seed_sha, seed_field("sha256"));
+	if (idem_git_revision(seed_field("path"), &rev, &err) < 0)
+		idem_die_error(&err);
+	if (rev.dirty && !allow_dirty)
+		idem_die(IDEM_EXIT_USAGE, "%s has changes not committed at %s: commit the seed first, "
+		    "or give --allow-dirty and the record will say so", seed_field("path"),
+		    *rev.commit ? rev.commit : "(no commit)");
+
+	if (reproduce == NULL)
+		reproduce = default_reproduce();
+	if (next_review == NULL)
+		next_review = today_plus(91);
+	r = build(&rev, reproduce, next_review, parse_wait(waits, nwaits));
+	json_object_del(r, "failed");
+	json_object_del(r, "duplicate_keys");
+	{
+		json_t *counts = json_object_get(r, "counts");
+
+		json_object_del(counts, "total_rows");
+	}
+	if ((yaml = idem_yaml_from_json(r, &err)) == NULL)
+		idem_die_error(&err);
+	json_decref(r);
+	r = build(&rev, reproduce, next_review, parse_wait(waits, nwaits));
+	if ((md = idem_template_render("handoff.md", idem_tpl_handoff, r, IDEM_ESCAPE_MARKDOWN,
+	    &err)) == NULL)
+		idem_die_error(&err);
+
+	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+		idem_die(IDEM_EXIT_ENV, "%s:", dir);
+	record_path(record, sizeof(record), dir);
+	snprintf(sig_path, sizeof(sig_path), "%s.sig", record);
+	snprintf(md_path, sizeof(md_path), "%.*s.md", (int)strlen(record) - 5, record);
+	if (idem_write_file_atomic(record, yaml, strlen(yaml), &err) < 0)
+		idem_die_error(&err);
+	if (key_path != NULL) {
+		sig = idem_sig_sign(&key, "idem-record", yaml, strlen(yaml));
+		if (idem_write_file_atomic(sig_path, sig, strlen(sig), &err) < 0) {
+			unlink(record);
+			idem_die_error(&err);
+		}
+	}
+	if (idem_write_file_atomic(md_path, md, strlen(md), &err) < 0) {
+		unlink(record);
+		unlink(sig_path);
+		idem_die_error(&err);
+	}
+	if (do_commit) {
+		const char *files[3] = { record, sig_path, md_path };
+
+		totals = json_object_get(json_object_get(r, "counts"), "totals");
+		snprintf(message, sizeof(message), "record: %s %s (effects %lld of %lld expected, "
+		    "duplicates %lld)\n\nRecord %s, signed.\n", seed_field("rehearsal"),
+		    json_string_value(json_object_get(r, "verdict")),
+		    (long long)json_integer_value(json_object_get(json_object_get(totals, "effects"), "observed")),
+		    (long long)json_integer_value(json_object_get(json_object_get(totals, "effects"), "expected")),
+		    (long long)json_integer_value(json_object_get(json_object_get(totals, "duplicates"), "observed")),
+		    record);
+		if (idem_git_commit(files, 3, message, &key, commit, &err) < 0) {
+			unlink(record);
+			unlink(sig_path);
+			unlink(md_path);
+			idem_die_error(&err);
+		}
+	}
+	if (key_path != NULL)
+		idem_key_wipe(&key);
+	if (strcmp(format, "md") == 0)
+		fputs(md, stdout);
+	else
+		printf("%s\n", record);
+	json_decref(r);
+	free(yaml);
+	free(md);
+	free(sig);
+	free(reproduce);
+	free(next_review);
+	free(waits);
+	idem_close_stdout();
+	return 0;
+}

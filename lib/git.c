@@ -1,0 +1,370 @@
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <git2.h>
+
+#include "git.h"
+
+static void
+init(void)
+{
+	static int done;
+
+	if (!done) {
+		git_libgit2_init();
+		done = 1;
+	}
+}
+
+static int
+git_fail(struct idem_error *err, const char *what)
+{
+	const git_error *e = git_error_last();
+
+	return idem_error_set(err, IDEM_EXIT_ENV, "%s: %s", what, e && e->message ? e->message :
+	    "libgit2 error");
+}
+
+static int
+open_repo(git_repository **repo, const char *dir, struct idem_error *err)
+{
+	init();
+	if (git_repository_open_ext(repo, dir, 0, NULL) != 0)
+		return idem_error_set(err, IDEM_EXIT_ENV, "%s: not in a git repository", dir);
+	if (git_repository_is_bare(*repo)) {
+		git_repository_free(*repo);
+		return idem_error_set(err, IDEM_EXIT_ENV, "%s: a bare repository", dir);
+	}
+	return 0;
+}
+
+/* A path relative to the repository's work tree. */
+static int
+relative(git_repository *repo, const char *file, char *out, size_t size, struct idem_error *err)
+{
+	char dir[PATH_MAX], abs[PATH_MAX + 1], *slash;
+	const char *workdir = git_repository_workdir(repo), *base;
+	size_t wlen = strlen(workdir);
+	int n;
+
+	snprintf(dir, sizeof(dir), "%s", file);
+	slash = strrchr(dir, '/');
+	base = slash ? file + (slash - dir) + 1 : file;
+	if (slash == dir)
+		strcpy(dir, "/");
+	else if (slash)
+		*slash = '\0';
+	else
+		strcpy(dir, ".");
+	if (realpath(dir, abs) == NULL)
+		return idem_error_set(err, IDEM_EXIT_USAGE, "%s:", file);
+	strcat(abs, "/");
+	if (strncmp(abs, workdir, wlen) != 0)
+		return idem_error_set(err, IDEM_EXIT_USAGE, "%s is outside the work tree %s", file,
+		    workdir);
+	n = snprintf(out, size, "%s%s", abs + wlen, base);
+	if (n < 0 || (size_t)n >= size)
+		return idem_error_set(err, IDEM_EXIT_USAGE, "%s: path too long", file);
+	return 0;
+}
+
+int
+idem_git_revision(const char *file, struct idem_git_revision *rev, struct idem_error *err)
+{
+	git_repository *repo = NULL;
+	git_object *head = NULL;
+	git_tree_entry *entry = NULL;
+	git_tree *tree = NULL;
+	git_oid on_disk;
+	char dir[PATH_MAX], *slash;
+	int rc = -1;
+
+	memset(rev, 0, sizeof(*rev));
+	snprintf(dir, sizeof(dir), "%s", file);
+	slash = strrchr(dir, '/');
+	if (slash)
+		*slash = '\0';
+	else
+		strcpy(dir, ".");
+	if (open_repo(&repo, dir, err) < 0)
+		return -1;
+	if (relative(repo, file, rev->path, sizeof(rev->path), err) < 0)
+		goto out;
+	if (git_odb_hashfile(&on_disk, file, GIT_OBJECT_BLOB) != 0) {
+		git_fail(err, file);
+		goto out;
+	}
+	rev->dirty = 1;
+	if (git_revparse_single(&head, repo, "HEAD^{commit}") == 0) {
+		git_oid_tostr(rev->commit, sizeof(rev->commit), git_object_id(head));
+		if (git_commit_tree(&tree, (git_commit *)head) == 0 &&
+		    git_tree_entry_bypath(&entry, tree, rev->path) == 0) {
+			git_oid_tostr(rev->blob, sizeof(rev->blob), git_tree_entry_id(entry));
+			rev->dirty = git_oid_cmp(git_tree_entry_id(entry), &on_disk) != 0;
+		}
+	}
+	if (rev->blob[0] == '\0')
+		git_oid_tostr(rev->blob, sizeof(rev->blob), &on_disk);
+	rc = 0;
+out:
+	git_tree_entry_free(entry);
+	git_tree_free(tree);
+	git_object_free(head);
+	git_repository_free(repo);
+	return rc;
+}
+
+char *
+idem_git_read_at(const char *dir, const char *commit, const char *path, size_t *len,
+		 struct idem_error *err)
+{
+	git_repository *repo = NULL;
+	git_object *obj = NULL;
+	git_tree *tree = NULL;
+	git_tree_entry *entry = NULL;
+	git_blob *blob = NULL;
+	git_oid id;
+	char *out = NULL;
+
+	if (open_repo(&repo, dir, err) < 0)
+		return NULL;
+	if (git_oid_fromstr(&id, commit) != 0 || git_object_lookup(&obj, repo, &id, GIT_OBJECT_COMMIT) != 0) {
+		idem_error_set(err, IDEM_EXIT_FINDING, "commit %s is not in the repository", commit);
+		goto out;
+	}
+	if (git_commit_tree(&tree, (git_commit *)obj) != 0 ||
+	    git_tree_entry_bypath(&entry, tree, path) != 0 ||
+	    git_blob_lookup(&blob, repo, git_tree_entry_id(entry)) != 0) {
+		idem_error_set(err, IDEM_EXIT_FINDING, "%s is not in commit %s", path, commit);
+		goto out;
+	}
+	*len = (size_t)git_blob_rawsize(blob);
+	out = idem_emalloc(*len + 1);
+	memcpy(out, git_blob_rawcontent(blob), *len);
+	out[*len] = '\0';
+out:
+	git_blob_free(blob);
+	git_tree_entry_free(entry);
+	git_tree_free(tree);
+	git_object_free(obj);
+	git_repository_free(repo);
+	return out;
+}
+
+int
+idem_git_commit(const char *const *files, size_t nfiles, const char *message,
+		const struct idem_key *key, char commit_out[41], struct idem_error *err)
+{
+	git_repository *repo = NULL;
+	git_index *index = NULL, *repo_index = NULL;
+	git_reference *head_ref = NULL, *moved = NULL;
+	git_commit *parent = NULL;
+	git_tree *tree = NULL, *parent_tree = NULL;
+	git_signature *who = NULL;
+	git_buf buffer = GIT_BUF_INIT;
+	git_oid tree_id, commit_id, parent_id;
+	const char *branch;
+	char dir[PATH_MAX], rel[1024], *slash, *armor = NULL;
+	size_t i;
+	int rc = -1, have_parent;
+
+	snprintf(dir, sizeof(dir), "%s", files[0]);
+	slash = strrchr(dir, '/');
+	if (slash)
+		*slash = '\0';
+	else
+		strcpy(dir, ".");
+	if (open_repo(&repo, dir, err) < 0)
+		return -1;
+	/* the branch HEAD names, born or not */
+	if (git_reference_lookup(&head_ref, repo, "HEAD") != 0 ||
+	    git_reference_type(head_ref) != GIT_REFERENCE_SYMBOLIC) {
+		idem_error_set(err, IDEM_EXIT_ENV, "HEAD is detached; check out a branch to commit a record");
+		goto out;
+	}
+	branch = git_reference_symbolic_target(head_ref);
+	have_parent = git_reference_name_to_id(&parent_id, repo, branch) == 0;
+	if (git_index_new(&index) != 0) {
+		git_fail(err, "making an index");
+		goto out;
+	}
+	if (have_parent) {
+		if (git_commit_lookup(&parent, repo, &parent_id) != 0 ||
+		    git_commit_tree(&parent_tree, parent) != 0 || git_index_read_tree(index, parent_tree) != 0) {
+			git_fail(err, "reading HEAD");
+			goto out;
+		}
+	}
+	if (git_repository_index(&repo_index, repo) != 0) {
+		git_fail(err, "reading the index");
+		goto out;
+	}
+	for (i = 0; i < nfiles; i++) {
+		git_index_entry entry;
+		size_t len;
+		char *data;
+
+		if (relative(repo, files[i], rel, sizeof(rel), err) < 0)
+			goto out;
+		if ((data = idem_read_file(files[i], &len, err)) == NULL)
+			goto out;
+		memset(&entry, 0, sizeof(entry));
+		entry.mode = GIT_FILEMODE_BLOB;
+		entry.path = rel;
+		if (git_blob_create_from_buffer(&entry.id, repo, data, len) != 0 ||
+		    git_index_add(index, &entry) != 0 || git_index_add_bypath(repo_index, rel) != 0) {
+			free(data);
+			git_fail(err, rel);
+			goto out;
+		}
+		free(data);
+	}
+	if (git_index_write_tree_to(&tree_id, index, repo) != 0 ||
+	    git_tree_lookup(&tree, repo, &tree_id) != 0) {
+		git_fail(err, "writing the tree");
+		goto out;
+	}
+	if (git_signature_default(&who, repo) != 0 &&
+	    git_signature_now(&who, "idem", "idem@localhost") != 0) {
+		git_fail(err, "author");
+		goto out;
+	}
+	if (git_commit_create_buffer(&buffer, repo, who, who, NULL, message, tree,
+	    have_parent ? 1 : 0, have_parent ? (const git_commit **)&parent : NULL) != 0) {
+		git_fail(err, "making the commit");
+		goto out;
+	}
+	armor = idem_sig_sign(key, "git", buffer.ptr, buffer.size);
+	/* libgit2 adds its own final newline to the header */
+	armor[strlen(armor) - 1] = '\0';
+	if (git_commit_create_with_signature(&commit_id, repo, buffer.ptr, armor, NULL) != 0) {
+		git_fail(err, "signing the commit");
+		goto out;
+	}
+	/* compare and swap: a commit made meanwhile is never lost */
+	if (have_parent ?
+	    git_reference_create_matching(&moved, repo, branch, &commit_id, 1, &parent_id, message) :
+	    git_reference_create(&moved, repo, branch, &commit_id, 0, message)) {
+		git_fail(err, "moving the branch (did someone else commit meanwhile?)");
+		goto out;
+	}
+	if (git_index_write(repo_index) != 0) {
+		git_fail(err, "writing the index");
+		goto out;
+	}
+	git_oid_tostr(commit_out, 41, &commit_id);
+	rc = 0;
+out:
+	free(armor);
+	git_buf_dispose(&buffer);
+	git_signature_free(who);
+	git_tree_free(tree);
+	git_tree_free(parent_tree);
+	git_commit_free(parent);
+	git_reference_free(moved);
+	git_reference_free(head_ref);
+	git_index_free(index);
+	git_index_free(repo_index);
+	git_repository_free(repo);
+	return rc;
+}
+
+static int
+touches(git_repository *repo, git_commit *commit, const char *prefix)
+{
+	git_tree *tree = NULL, *parent_tree = NULL;
+	git_commit *parent = NULL;
+	git_diff *diff = NULL;
+	git_diff_options opts;
+	char *paths[1];
+	int n = 0;
+
+	git_diff_options_init(&opts, GIT_DIFF_OPTIONS_VERSION);
+	paths[0] = (char *)prefix;
+	opts.pathspec.strings = paths;
+	opts.pathspec.count = 1;
+	if (git_commit_tree(&tree, commit) != 0)
+		return 0;
+	if (git_commit_parentcount(commit) > 0 && git_commit_parent(&parent, commit, 0) == 0)
+		git_commit_tree(&parent_tree, parent);
+	if (git_diff_tree_to_tree(&diff, repo, parent_tree, tree, &opts) == 0)
+		n = (int)git_diff_num_deltas(diff);
+	git_diff_free(diff);
+	git_tree_free(parent_tree);
+	git_commit_free(parent);
+	git_tree_free(tree);
+	return n > 0;
+}
+
+int
+idem_git_history(const char *dir, const char *prefix, const char *since, const void *signers,
+		 struct idem_git_commit_check **out, size_t *n, struct idem_error *err)
+{
+	git_repository *repo = NULL;
+	git_revwalk *walk = NULL;
+	git_oid id;
+	int rc = -1;
+
+	*out = NULL;
+	*n = 0;
+	if (open_repo(&repo, dir, err) < 0)
+		return -1;
+	if (git_revwalk_new(&walk, repo) != 0 || git_revwalk_push_head(walk) != 0) {
+		git_fail(err, "walking the history");
+		goto out;
+	}
+	git_revwalk_sorting(walk, GIT_SORT_TOPOLOGICAL | GIT_SORT_TIME);
+	if (since != NULL) {
+		git_object *base = NULL;
+
+		if (git_revparse_single(&base, repo, since) != 0 || git_revwalk_hide(walk, git_object_id(base)) != 0) {
+			git_object_free(base);
+			idem_error_set(err, IDEM_EXIT_USAGE, "--since %s: no such revision", since);
+			goto out;
+		}
+		git_object_free(base);
+	}
+	while (git_revwalk_next(&id, walk) == 0) {
+		git_commit *commit = NULL;
+		git_buf armor = GIT_BUF_INIT, data = GIT_BUF_INIT;
+		struct idem_git_commit_check *c;
+		struct idem_sig sig;
+		struct idem_error why;
+
+		if (git_commit_lookup(&commit, repo, &id) != 0)
+			continue;
+		if (!touches(repo, commit, prefix)) {
+			git_commit_free(commit);
+			continue;
+		}
+		*out = idem_ereallocarray(*out, *n + 1, sizeof(**out));
+		c = &(*out)[(*n)++];
+		memset(c, 0, sizeof(*c));
+		git_oid_tostr(c->id, sizeof(c->id), &id);
+		snprintf(c->summary, sizeof(c->summary), "%s", git_commit_summary(commit) ?
+		    git_commit_summary(commit) : "");
+		c->when = (time_t)git_commit_committer(commit)->when.time;
+		if (git_commit_extract_signature(&armor, &data, repo, &id, NULL) != 0) {
+			snprintf(c->reason, sizeof(c->reason), "commit is not signed");
+		} else if (idem_sig_parse(&sig, armor.ptr, armor.size, "git", &why) < 0) {
+			snprintf(c->reason, sizeof(c->reason), "%s", why.text);
+		} else if ((c->principal = idem_signers_find(signers, sig.public_key, "git", c->when,
+		    &why)) == NULL) {
+			snprintf(c->reason, sizeof(c->reason), "%s", why.text);
+		} else if (idem_sig_check(&sig, "git", data.ptr, data.size, &why) < 0) {
+			snprintf(c->reason, sizeof(c->reason), "%s", why.text);
+			free(c->principal);
+			c->principal = NULL;
+		}
+		git_buf_dispose(&armor);
+		git_buf_dispose(&data);
+		git_commit_free(commit);
+	}
+	rc = 0;
+out:
+	git_revwalk_free(walk);
+	git_repository_free(repo);
+	return rc;
+}

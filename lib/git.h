@@ -1,0 +1,45 @@
+/* git.h: what idem does in git, through libgit2 */
+#ifndef IDEM_GIT_H
+#define IDEM_GIT_H
+
+#include <stddef.h>
+#include <time.h>
+
+#include "sig.h"
+#include "util.h"
+
+/* Where a file stands in the repository that holds it: the blob id of its
+ * path in HEAD, the HEAD commit, and whether the file differs from that
+ * blob (or is not committed at all). */
+struct idem_git_revision {
+	char blob[41], commit[41];
+	int dirty;
+	char path[1024];		/* relative to the work tree */
+};
+int idem_git_revision(const char *file, struct idem_git_revision *rev, struct idem_error *err);
+
+/* The contents of path at a commit, in the repository that holds dir. */
+char *idem_git_read_at(const char *dir, const char *commit, const char *path, size_t *len,
+		       struct idem_error *err);
+
+/* Commits files (paths under the work tree of the repository holding
+ * them) on the current branch, signed with SSHSIG namespace "git" in the
+ * gpgsig header, moving the branch only if it still points where it did.
+ * Only these files change: other staged work stays staged. */
+int idem_git_commit(const char *const *files, size_t nfiles, const char *message,
+		    const struct idem_key *key, char commit_out[41], struct idem_error *err);
+
+/* Every commit reachable from HEAD (or in since..HEAD) that changed a path
+ * under prefix, newest first, with its signature checked against signers. */
+struct idem_git_commit_check {
+	char id[41];
+	char summary[256];
+	time_t when;
+	char *principal;		/* who signed, or NULL */
+	char reason[1024];		/* why not, when not */
+};
+int idem_git_history(const char *dir, const char *prefix, const char *since,
+		     const void *signers, struct idem_git_commit_check **out, size_t *n,
+		     struct idem_error *err);
+
+#endif
