@@ -409,9 +409,10 @@ build(const struct idem_git_revision *rev, const char *reproduce, const char *ne
 	json_object_set_new(r, "rehearsal", text(seed_field("rehearsal")));
 	json_object_set_new(r, "verdict", json_string(pass ? "pass" : "fail"));
 	json_object_set_new(r, "created_at", json_string(now));
-	json_object_set_new(r, "seed", json_pack("{s:o,s:o,s:s,s:s,s:b}",
-	    "path", text(seed_field("path")), "sha256", text(seed_field("sha256")),
-	    "blob", rev->blob, "revision", rev->commit, "dirty", rev->dirty));
+	json_object_set_new(r, "seed", json_pack("{s:o,s:s,s:o,s:s,s:s,s:b}",
+	    "path", text(seed_field("path")), "repo_path", rev->path,
+	    "sha256", text(seed_field("sha256")), "blob", rev->blob, "revision", rev->commit,
+	    "dirty", rev->dirty));
 	json_object_set_new(r, "reproduce", json_string(reproduce));
 	json_object_set_new(r, "job_type", text(seed_field("job_type")));
 	json_object_set_new(r, "queue", text(seed_field("queue")));

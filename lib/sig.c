@@ -100,27 +100,55 @@ public_blob(struct buffer *b, const unsigned char public_key[32])
 	put_string(b, public_key, 32);
 }
 
-/* Base64 between two armor lines; whitespace and CR ignored. */
+/*
+ * Base64 between two armor lines, strictly: the text starts with the begin
+ * line and ends with the end line and at most one line break; the base64
+ * is canonical (it encodes back to itself), so no byte of an armored
+ * signature can change without the change being seen. Lines may be broken
+ * anywhere, with LF or CRLF.
+ */
 static unsigned char *
 unarmor(const char *text, size_t len, const char *begin, const char *end, size_t *out_len)
 {
-	const char *b = memmem(text, len, begin, strlen(begin)), *e;
+	const char *b, *e, *tail;
 	unsigned char *bin;
-	size_t cap;
+	char *stripped, *again;
+	size_t cap, n = 0, i, again_cap;
 
-	if (b == NULL)
+	if (len < strlen(begin) || memcmp(text, begin, strlen(begin)) != 0)
 		return NULL;
-	b += strlen(begin);
+	b = text + strlen(begin);
 	e = memmem(b, len - (size_t)(b - text), end, strlen(end));
 	if (e == NULL)
 		return NULL;
+	tail = e + strlen(end);
+	if (!(tail == text + len || (tail + 1 == text + len && *tail == '\n') ||
+	    (tail + 2 == text + len && tail[0] == '\r' && tail[1] == '\n')))
+		return NULL;
 	cap = (size_t)(e - b);
+	stripped = idem_emalloc(cap + 1);
+	for (i = 0; i < cap; i++) {
+		if (b[i] == '\n' || (b[i] == '\r' && i + 1 < cap && b[i + 1] == '\n'))
+			continue;
+		stripped[n++] = b[i];
+	}
+	stripped[n] = '\0';
 	bin = idem_emalloc(cap + 1);
-	if (sodium_base642bin(bin, cap, b, (size_t)(e - b), " \t\r\n", out_len, NULL,
+	if (sodium_base642bin(bin, cap, stripped, n, NULL, out_len, NULL,
 	    sodium_base64_VARIANT_ORIGINAL) != 0) {
 		free(bin);
+		free(stripped);
 		return NULL;
 	}
+	again_cap = sodium_base64_encoded_len(*out_len, sodium_base64_VARIANT_ORIGINAL);
+	again = idem_emalloc(again_cap);
+	sodium_bin2base64(again, again_cap, bin, *out_len, sodium_base64_VARIANT_ORIGINAL);
+	if (strcmp(again, stripped) != 0) {
+		free(bin);
+		bin = NULL;
+	}
+	free(again);
+	free(stripped);
 	return bin;
 }
 

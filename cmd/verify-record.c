@@ -1,0 +1,683 @@
+/* verify-record: check a record as a reviewer would (signature against
+ * allowed_signers, seed hash at the recorded revision, the record's own
+ * arithmetic), rerun it to the same counts as a second engineer would, or
+ * audit every signed commit and record in the history as an auditor would. */
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "git.h"
+#include "seed.h"
+#include "sig.h"
+#include "tsv.h"
+#include "util.h"
+#include "yamljson.h"
+
+static const char synopsis[] =
+	"usage: verify-record [-f allowed-signers] record ...\n"
+	"       verify-record [-f allowed-signers] --rerun [-d conninfo] record\n"
+	"       verify-record [-f allowed-signers] --history [-t | -g] [-s rev] [dir]\n";
+
+enum { OUT_TABLE, OUT_TSV, OUT_GITHUB };
+
+struct check {
+	const char *path;
+	char *principal;
+	char **reasons;
+	size_t nreasons;
+	json_t *record;
+};
+
+static const char *signers_path = "records/allowed_signers";
+static struct idem_signers *signers;
+
+static void
+reason(struct check *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void
+reason(struct check *c, const char *fmt, ...)
+{
+	char buf[1200];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	c->reasons = idem_ereallocarray(c->reasons, c->nreasons + 1, sizeof(char *));
+	c->reasons[c->nreasons++] = idem_estrdup(buf);
+}
+
+static void
+check_free(struct check *c)
+{
+	size_t i;
+
+	for (i = 0; i < c->nreasons; i++)
+		free(c->reasons[i]);
+	free(c->reasons);
+	free(c->principal);
+	json_decref(c->record);
+}
+
+static const char *
+str(const json_t *o, const char *path)
+{
+	char key[128];
+	const char *dot;
+
+	while ((dot = strchr(path, '.')) != NULL) {
+		snprintf(key, sizeof(key), "%.*s", (int)(dot - path), path);
+		o = json_object_get(o, key);
+		path = dot + 1;
+	}
+	return json_string_value(json_object_get(o, path));
+}
+
+static void
+load_signers(void)
+{
+	struct idem_error err;
+
+	if (signers == NULL && (signers = idem_signers_load(signers_path, &err)) == NULL)
+		idem_die(IDEM_EXIT_USAGE, "%s", err.text);
+}
+
+/* The signature first: the key must be an allowed signer for the
+ * namespace, and only then is the signature itself checked. */
+static void
+check_signature(struct check *c, const char *text, size_t len)
+{
+	char sig_path[PATH_MAX + 8], *armor;
+	struct idem_error err;
+	struct idem_sig sig;
+	size_t armor_len;
+
+	snprintf(sig_path, sizeof(sig_path), "%s.sig", c->path);
+	if ((armor = idem_read_file(sig_path, &armor_len, &err)) == NULL) {
+		reason(c, "no signature: %s", err.text);
+		return;
+	}
+	if (idem_sig_parse(&sig, armor, armor_len, "idem-record", &err) < 0)
+		reason(c, "signature: %s", err.text);
+	else if ((c->principal = idem_signers_find(signers, sig.public_key, "idem-record",
+	    time(NULL), &err)) == NULL)
+		reason(c, "signature: %s (%s)", err.text, signers_path);
+	else if (idem_sig_check(&sig, "idem-record", text, len, &err) < 0) {
+		reason(c, "signature: %s", err.text);
+		free(c->principal);
+		c->principal = NULL;
+	}
+	free(armor);
+}
+
+/* The seed at the recorded revision hashes to the recorded SHA-256. */
+static void
+check_seed(struct check *c)
+{
+	const char *revision = str(c->record, "seed.revision"), *path = str(c->record, "seed.repo_path");
+	const char *want = str(c->record, "seed.sha256");
+	char dir[PATH_MAX], hex[65], *slash, *blob;
+	struct idem_error err;
+	size_t len;
+
+	if (revision == NULL || path == NULL || want == NULL || *revision == '\0') {
+		reason(c, "seed: no revision, path or SHA-256 recorded");
+		return;
+	}
+	snprintf(dir, sizeof(dir), "%s", c->path);
+	if ((slash = strrchr(dir, '/')) != NULL)
+		*slash = '\0';
+	else
+		strcpy(dir, ".");
+	if ((blob = idem_git_read_at(dir, revision, path, &len, &err)) == NULL) {
+		reason(c, "seed: %s", err.text);
+		return;
+	}
+	idem_sha256_hex(blob, len, hex);
+	if (strcmp(hex, want) != 0)
+		reason(c, "seed: %s at %s has SHA-256 %s, the record says %s", path, revision, hex, want);
+	free(blob);
+}
+
+static long long
+num(const json_t *o, const char *key)
+{
+	return (long long)json_integer_value(json_object_get(o, key));
+}
+
+/* The record's own arithmetic: totals from the count rows, the digest of the
+ * count rows, the measures from the counts and kill points, the verdict. */
+static void
+check_arithmetic(struct check *c)
+{
+	static const char *const verdict_totals[] = { "effects", "duplicates", "missing", "pending", NULL };
+	json_t *counts = json_object_get(c->record, "counts"), *rows = json_object_get(counts, "after");
+	json_t *totals = json_object_get(counts, "totals"), *row, *m, *kills;
+	long long effects = 0, duplicates = 0, missing = 0, unexpected = 0, jobs, n = 0, *ms;
+	char *buf = NULL, hex[65], value[64];
+	size_t len = 0, i;
+	FILE *f = open_memstream(&buf, &len);
+	int pass = 1;
+
+	if (f == NULL)
+		idem_die(IDEM_EXIT_ENV, "open_memstream:");
+	json_array_foreach(rows, i, row) {
+		const char *scope = json_string_value(json_object_get(row, "scope"));
+		long long e = num(row, "expected"), o = num(row, "observed");
+		char es[32], os[32];
+		const char *fields[4];
+
+		snprintf(es, sizeof(es), "%lld", e);
+		snprintf(os, sizeof(os), "%lld", o);
+		fields[0] = scope;
+		fields[1] = json_string_value(json_object_get(row, "key"));
+		fields[2] = es;
+		fields[3] = os;
+		idem_tsv_write_row(f, "count", fields, 4);
+		if (scope && strcmp(scope, "key") == 0) {
+			effects += o;
+			duplicates += o > e ? o - e : 0;
+			missing += o == 0;
+		} else if (scope && strcmp(scope, "unexpected") == 0) {
+			unexpected += o;
+		}
+	}
+	fclose(f);
+	idem_sha256_hex(buf, len, hex);
+	free(buf);
+	if (str(counts, "digest") == NULL || strcmp(hex, str(counts, "digest")) != 0)
+		reason(c, "counts: the digest of the count rows is %s, the record says %s", hex,
+		    str(counts, "digest") ? str(counts, "digest") : "nothing");
+#define TOTAL(name, value) \
+	if (num(json_object_get(totals, name), "observed") != (value)) \
+		reason(c, "counts: total %s is %lld, the count rows add up to %lld", name, \
+		    num(json_object_get(totals, name), "observed"), (long long)(value));
+	TOTAL("effects", effects)
+	TOTAL("duplicates", duplicates)
+	TOTAL("missing", missing)
+	TOTAL("unexpected", unexpected)
+#undef TOTAL
+	for (i = 0; verdict_totals[i]; i++) {
+		json_t *t = json_object_get(totals, verdict_totals[i]);
+
+		pass &= t != NULL && json_equal(json_object_get(t, "expected"), json_object_get(t, "observed"));
+	}
+	if (str(c->record, "verdict") == NULL || strcmp(str(c->record, "verdict"), pass ? "pass" : "fail") != 0)
+		reason(c, "verdict: the record says %s, its counts say %s",
+		    str(c->record, "verdict") ? str(c->record, "verdict") : "nothing", pass ? "pass" : "fail");
+	jobs = num(c->record, "jobs");
+	kills = json_object_get(c->record, "kill_points");
+	ms = idem_ereallocarray(NULL, json_array_size(kills) + 1, sizeof(*ms));
+	json_array_foreach(kills, i, row)
+		if (json_is_integer(json_object_get(row, "recovery_ms")))
+			ms[n++] = num(row, "recovery_ms");
+	for (i = 1; i < (size_t)n; i++) {
+		long long v = ms[i];
+		size_t j = i;
+
+		for (; j > 0 && ms[j - 1] > v; j--)
+			ms[j] = ms[j - 1];
+		ms[j] = v;
+	}
+	json_array_foreach(json_object_get(c->record, "measures"), i, m) {
+		const char *name = str(m, "name"), *got = str(m, "value");
+
+		value[0] = '\0';
+		if (strcmp(name, "duplicate_effects_per_1000_jobs") == 0) {
+			if (num(m, "numerator") != duplicates || num(m, "denominator") != jobs)
+				reason(c, "measure %s: %lld of %lld, the record's counts give %lld of %lld",
+				    name, num(m, "numerator"), num(m, "denominator"), duplicates, jobs);
+			if (jobs > 0)
+				snprintf(value, sizeof(value), "%.3f", (double)duplicates * 1000.0 / (double)jobs);
+		} else if (strcmp(name, "reconciled_jobs_per_100_failures") == 0) {
+			if (num(m, "denominator") != (long long)json_array_size(kills))
+				reason(c, "measure %s: %lld failures, the record has %zu kill points", name,
+				    num(m, "denominator"), json_array_size(kills));
+			if (num(m, "denominator") > 0)
+				snprintf(value, sizeof(value), "%.3f",
+				    (double)num(m, "numerator") * 100.0 / (double)num(m, "denominator"));
+		} else if (strcmp(name, "recovery_ms_median") == 0 && n > 0) {
+			snprintf(value, sizeof(value), "%lld",
+			    n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2);
+		} else if (strcmp(name, "recovery_ms_max") == 0 && n > 0) {
+			snprintf(value, sizeof(value), "%lld", ms[n - 1]);
+		} else {
+			continue;
+		}
+		if ((got == NULL) != (*value == '\0') || (got && strcmp(got, value) != 0))
+			reason(c, "measure %s: the record says %s, its figures give %s", name,
+			    got ? got : "nothing", *value ? value : "nothing");
+	}
+	free(ms);
+}
+
+static void
+verify_one(struct check *c)
+{
+	struct idem_error err;
+	char *text;
+	size_t len;
+
+	if ((text = idem_read_file(c->path, &len, &err)) == NULL) {
+		reason(c, "%s", err.text);
+		return;
+	}
+	check_signature(c, text, len);
+	if ((c->record = idem_yaml_to_json(text, len, c->path, &err)) == NULL) {
+		reason(c, "%s", err.text);
+		free(text);
+		return;
+	}
+	free(text);
+	if (!json_is_object(c->record) || num(c->record, "record") != 1) {
+		reason(c, "not an idem record of format 1");
+		return;
+	}
+	check_seed(c);
+	check_arithmetic(c);
+}
+
+static void
+print_check(const struct check *c)
+{
+	size_t i;
+
+	if (c->nreasons == 0) {
+		printf("%s: verified, signed by %s\n", c->path, c->principal);
+		return;
+	}
+	printf("%s: NOT verified\n", c->path);
+	for (i = 0; i < c->nreasons; i++)
+		printf("%s: %s\n", c->path, c->reasons[i]);
+}
+
+/* The directory of this program, so a rerun finds the programs it was
+ * installed or built with. */
+static void
+path_with_self(void)
+{
+	char self[PATH_MAX], *slash, *path;
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+	if (n <= 0)
+		return;
+	self[n] = '\0';
+	if ((slash = strrchr(self, '/')) == NULL)
+		return;
+	*slash = '\0';
+	if (asprintf(&path, "%s:%s", self, getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin") < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	setenv("PATH", path, 1);
+	free(path);
+}
+
+static char *
+run_capture(const char *script, int *status)
+{
+	char *out = NULL;
+	size_t len = 0, got;
+	char buf[65536];
+	FILE *p = popen(script, "r");
+
+	if (p == NULL)
+		idem_die(IDEM_EXIT_ENV, "popen:");
+	while ((got = fread(buf, 1, sizeof(buf), p)) > 0) {
+		out = idem_erealloc(out, len + got + 1);
+		memcpy(out + len, buf, got);
+		len += got;
+	}
+	if (out == NULL)
+		out = idem_estrdup("");
+	else
+		out[len] = '\0';
+	*status = pclose(p);
+	return out;
+}
+
+static char *
+shell_quote(const char *s)
+{
+	char *out = idem_emalloc(strlen(s) * 4 + 3), *o = out;
+
+	*o++ = '\'';
+	for (; *s; s++) {
+		if (*s == '\'') {
+			memcpy(o, "'\\''", 4);
+			o += 4;
+		} else {
+			*o++ = *s;
+		}
+	}
+	*o++ = '\'';
+	*o = '\0';
+	return out;
+}
+
+/* Runs the recorded command on a fresh sandbox (or -d) from the work tree
+ * that holds the record, and compares the counts digest. */
+static int
+rerun(struct check *c, const char *conninfo)
+{
+	const char *command = str(c->record, "reproduce"), *want = str(c->record, "counts.digest");
+	char dir[PATH_MAX], abs[PATH_MAX], *slash, *script = NULL, *sandbox = NULL, *stream;
+	char *quoted_command, *line, *save = NULL, *got = NULL;
+	json_t *rows = json_object_get(json_object_get(c->record, "counts"), "after"), *row;
+	int status, differ = 0;
+	size_t i;
+
+	if (command == NULL || want == NULL)
+		idem_die(IDEM_EXIT_USAGE, "%s: no reproduce command or digest recorded", c->path);
+	snprintf(dir, sizeof(dir), "%s", c->path);
+	if ((slash = strrchr(dir, '/')) != NULL)
+		*slash = '\0';
+	else
+		strcpy(dir, ".");
+	if (realpath(dir, abs) == NULL)
+		idem_die(IDEM_EXIT_ENV, "%s:", dir);
+	path_with_self();
+	quoted_command = shell_quote(command);
+	if (conninfo == NULL) {
+		char tmpl[] = "/tmp/verify-record.XXXXXX";
+
+		if (mkdtemp(tmpl) == NULL || chmod(tmpl, 0711) < 0)
+			idem_die(IDEM_EXIT_ENV, "mkdtemp:");
+		if (asprintf(&sandbox, "%s/sandbox", tmpl) < 0 ||
+		    asprintf(&script, "cd \"$(git -C %s rev-parse --show-toplevel)\" && "
+		    "eval \"$(idem-sandbox -D %s start)\" >&2 && sh -c %s; rc=$?; "
+		    "idem-sandbox -D %s --purge stop >&2; rmdir %s; exit $rc", abs, sandbox,
+		    quoted_command, sandbox, tmpl) < 0)
+			idem_die(IDEM_EXIT_ENV, "asprintf:");
+	} else {
+		char *quoted_db = shell_quote(conninfo);
+
+		if (asprintf(&script, "cd \"$(git -C %s rev-parse --show-toplevel)\" && "
+		    "IDEM_DATABASE=%s PGDATABASE=%s sh -c %s", abs, quoted_db, quoted_db,
+		    quoted_command) < 0)
+			idem_die(IDEM_EXIT_ENV, "asprintf:");
+		free(quoted_db);
+	}
+	fprintf(stderr, "verify-record: rerunning: %s\n", command);
+	stream = run_capture(script, &status);
+	for (line = strtok_r(stream, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		if (strncmp(line, "digest\tafter\t", 13) == 0)
+			got = line + 13;
+	if (got != NULL)
+		got[strcspn(got, "\t")] = '\0';
+	if (got == NULL) {
+		printf("%s: rerun gave no counts digest (the command exited with status %d)\n",
+		    c->path, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+		differ = 1;
+	} else if (strcmp(got, want) != 0) {
+		printf("%s: rerun counts differ: digest %s, the record says %s\n", c->path, got, want);
+		differ = 1;
+	} else {
+		printf("%s: rerun reproduces the counts (digest %s)\n", c->path, got);
+	}
+	if (differ && got != NULL) {
+		/* the count rows of the rerun, beside the record's */
+		free(stream);
+		stream = run_capture(script, &status);
+		json_array_foreach(rows, i, row) {
+			char want_line[2048];
+
+			snprintf(want_line, sizeof(want_line), "count\tafter\t%s\t%s\t%lld\t%lld",
+			    str(row, "scope"), str(row, "key"), num(row, "expected"), num(row, "observed"));
+			if (strstr(stream, want_line) == NULL)
+				printf("%s: recorded %s %s: expected %lld, observed %lld; the rerun differs\n",
+				    c->path, str(row, "scope"), str(row, "key"), num(row, "expected"),
+				    num(row, "observed"));
+		}
+		save = NULL;
+		for (line = strtok_r(stream, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+			if (strncmp(line, "count\tafter\t", 12) == 0) {
+				int found = 0;
+
+				json_array_foreach(rows, i, row) {
+					char rec_line[2048];
+
+					snprintf(rec_line, sizeof(rec_line), "count\tafter\t%s\t%s\t%lld\t%lld",
+					    str(row, "scope"), str(row, "key"), num(row, "expected"),
+					    num(row, "observed"));
+					found |= strcmp(rec_line, line) == 0;
+				}
+				if (!found)
+					printf("%s: rerun %s\n", c->path, line + 12);
+			}
+	}
+	free(stream);
+	free(script);
+	free(sandbox);
+	free(quoted_command);
+	return differ;
+}
+
+static int
+by_name(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static char *
+today(void)
+{
+	time_t t = time(NULL);
+	struct tm tm;
+	char buf[16];
+
+	gmtime_r(&t, &tm);
+	strftime(buf, sizeof(buf), "%Y-%m-%d", &tm);
+	return idem_estrdup(buf);
+}
+
+static void
+emit(int format, const char *kind, const char *id, const char *status, const char *detail)
+{
+	switch (format) {
+	case OUT_TSV: {
+		const char *row[4] = { kind, id, status, detail };
+
+		idem_tsv_write_row(stdout, "audit", row, 4);
+		break;
+	}
+	case OUT_GITHUB:
+		if (strcmp(status, "ok") != 0)
+			printf("::%s file=%s::%s %s: %s\n", strcmp(status, "stale") == 0 ? "warning" : "error",
+			    strcmp(kind, "record") == 0 ? id : "", kind, status, detail);
+		break;
+	default:
+		printf("%-7s %-48s %-6s %s\n", kind, id, status, detail);
+	}
+}
+
+/* Staleness: the review date passed, or the current seed no longer matches
+ * what the newest record of its rehearsal rehearsed. */
+static void
+staleness(struct check *c, const char *now, char *out, size_t size)
+{
+	const char *next = str(c->record, "next_review"), *seed_path = str(c->record, "seed.path");
+	struct idem_seed seed;
+	struct idem_error err;
+	char vt[32], attempts[32];
+
+	out[0] = '\0';
+	if (next && strcmp(next, now) < 0) {
+		snprintf(out, size, "next review date %s passed", next);
+		return;
+	}
+	if (seed_path == NULL || access(seed_path, F_OK) != 0)
+		return;
+	if (idem_seed_load(&seed, seed_path, &err) < 0) {
+		idem_seed_free(&seed);
+		return;
+	}
+	snprintf(vt, sizeof(vt), "%lld", seed.visibility_timeout_ms);
+	snprintf(attempts, sizeof(attempts), "%lld", seed.max_attempts);
+	if (seed.worker_version && str(c->record, "worker.version") &&
+	    strcmp(seed.worker_version, str(c->record, "worker.version")) != 0)
+		snprintf(out, size, "the seed's worker version is %s, the record rehearsed %s",
+		    seed.worker_version, str(c->record, "worker.version"));
+	else if (num(json_object_get(c->record, "retry"), "visibility_timeout_ms") != seed.visibility_timeout_ms ||
+	    num(json_object_get(c->record, "retry"), "max_attempts") != seed.max_attempts)
+		snprintf(out, size, "the seed's retry policy (%s ms, %s attempts) is not the one rehearsed",
+		    vt, attempts);
+	else if (str(c->record, "effect.key_scope") && strcmp(seed.key_scope, str(c->record, "effect.key_scope")) != 0)
+		snprintf(out, size, "the seed's key scope is %s, the record rehearsed %s", seed.key_scope,
+		    str(c->record, "effect.key_scope"));
+	idem_seed_free(&seed);
+}
+
+static int
+history(const char *dir, const char *since, int format)
+{
+	struct idem_git_commit_check *commits;
+	struct idem_error err;
+	char **names = NULL, *now = today(), detail[1600], path[PATH_MAX];
+	size_t ncommits, nnames = 0, i, j;
+	struct dirent *e;
+	DIR *d;
+	int bad = 0;
+
+	if (idem_git_history(dir, dir, since, signers, &commits, &ncommits, &err) < 0)
+		idem_die_error(&err);
+	for (i = 0; i < ncommits; i++) {
+		if (commits[i].principal)
+			snprintf(detail, sizeof(detail), "signed by %s: %s", commits[i].principal,
+			    commits[i].summary);
+		else
+			snprintf(detail, sizeof(detail), "%s: %s", commits[i].reason, commits[i].summary);
+		emit(format, "commit", commits[i].id, commits[i].principal ? "ok" : "FAIL", detail);
+		bad |= commits[i].principal == NULL;
+		free(commits[i].principal);
+	}
+	free(commits);
+	if ((d = opendir(dir)) == NULL)
+		idem_die(IDEM_EXIT_USAGE, "%s:", dir);
+	while ((e = readdir(d)) != NULL) {
+		size_t len = strlen(e->d_name);
+
+		if (len > 5 && strcmp(e->d_name + len - 5, ".yaml") == 0) {
+			names = idem_ereallocarray(names, nnames + 1, sizeof(char *));
+			names[nnames++] = idem_estrdup(e->d_name);
+		}
+	}
+	closedir(d);
+	qsort(names, nnames, sizeof(char *), by_name);
+	for (i = 0; i < nnames; i++) {
+		struct check c = { .path = path };
+		int newest = 1;
+
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		verify_one(&c);
+		if (c.nreasons > 0) {
+			for (j = 0; j < c.nreasons; j++)
+				emit(format, "record", path, "FAIL", c.reasons[j]);
+			bad = 1;
+		} else {
+			/* stale by seed only for the newest record of a rehearsal */
+			for (j = i + 1; j < nnames; j++) {
+				size_t k = strlen(str(c.record, "rehearsal"));
+
+				newest &= !(strlen(names[j]) > 11 + k &&
+				    strncmp(names[j] + 11, str(c.record, "rehearsal"), k) == 0);
+			}
+			staleness(&c, now, detail, sizeof(detail));
+			if (*detail && (newest || strncmp(detail, "next review", 11) == 0)) {
+				emit(format, "record", path, "stale", detail);
+				bad = 1;
+			} else {
+				snprintf(detail, sizeof(detail), "%s, signed by %s", str(c.record, "verdict"),
+				    c.principal);
+				emit(format, "record", path, "ok", detail);
+			}
+		}
+		check_free(&c);
+		free(names[i]);
+	}
+	free(names);
+	free(now);
+	return bad ? IDEM_EXIT_FINDING : 0;
+}
+
+int
+main(int argc, char *argv[])
+{
+	static const struct option longopts[] = {
+		{ "allowed-signers", required_argument, NULL, 'f' },
+		{ "rerun", no_argument, NULL, 'R' },
+		{ "dbname", required_argument, NULL, 'd' },
+		{ "history", no_argument, NULL, 'H' },
+		{ "since", required_argument, NULL, 's' },
+		{ "format", required_argument, NULL, 'F' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *conninfo = NULL, *since = NULL;
+	int c, do_rerun = 0, do_history = 0, format = OUT_TABLE, rc = 0, i;
+
+	argv0 = "verify-record";
+	argv[0] = (char *)argv0;
+	while ((c = getopt_long(argc, argv, "f:d:s:tghV", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'f': signers_path = optarg; break;
+		case 'R': do_rerun = 1; break;
+		case 'd': conninfo = optarg; break;
+		case 'H': do_history = 1; break;
+		case 's': since = optarg; break;
+		case 't': format = OUT_TSV; break;
+		case 'g': format = OUT_GITHUB; break;
+		case 'F':
+			if (strcmp(optarg, "github") == 0)
+				format = OUT_GITHUB;
+			else if (strcmp(optarg, "tsv") == 0)
+				format = OUT_TSV;
+			else if (strcmp(optarg, "table") == 0)
+				format = OUT_TABLE;
+			else
+				idem_die(IDEM_EXIT_USAGE, "--format %s: expected table, tsv or github", optarg);
+			break;
+		case 'h': idem_usage(synopsis, 0);
+		case 'V': puts("verify-record " IDEM_VERSION); idem_close_stdout(); return 0;
+		default: idem_usage(synopsis, IDEM_EXIT_USAGE);
+		}
+	}
+	if (do_history && do_rerun)
+		idem_usage(synopsis, IDEM_EXIT_USAGE);
+	load_signers();
+	if (do_history) {
+		if (argc - optind > 1)
+			idem_usage(synopsis, IDEM_EXIT_USAGE);
+		if (format == OUT_TSV)
+			idem_tsv_write_header(stdout);
+		rc = history(optind < argc ? argv[optind] : "records", since, format);
+	} else {
+		if (optind == argc || (do_rerun && argc - optind != 1))
+			idem_usage(synopsis, IDEM_EXIT_USAGE);
+		for (i = optind; i < argc; i++) {
+			struct check chk = { .path = argv[i] };
+
+			verify_one(&chk);
+			print_check(&chk);
+			if (chk.nreasons > 0)
+				rc = IDEM_EXIT_FINDING;
+			else if (do_rerun && rerun(&chk, conninfo))
+				rc = IDEM_EXIT_FINDING;
+			check_free(&chk);
+		}
+	}
+	idem_signers_free(signers);
+	idem_close_stdout();
+	return rc;
+}
