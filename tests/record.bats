@@ -1,0 +1,217 @@
+#!/usr/bin/env bats
+# mkrecord and verify-record in real git repositories, with the real
+# ssh-keygen and git as referees, both ways.
+
+load helper
+
+setup_file() {
+	sandbox_up
+	cd "$BATS_TEST_DIRNAME/.."
+	sed 's/visibility_timeout: 2s/visibility_timeout: 300ms/; s/within: 2s/within: 100ms/' \
+		seeds/invoice-line.yaml >"$IDEM_TEST_ROOT/seed.yaml"
+	queue_reset
+	idem-worker --setup -g unique
+	export RUN="$IDEM_TEST_ROOT/run.tsv"
+	export REPRODUCE="idem-worker --setup -g unique && seed-gen seed.yaml | count-effects --before | dup-publish | kill-at -- idem-worker -g unique | count-effects"
+	(cd "$IDEM_TEST_ROOT" && seed-gen seed.yaml | count-effects --before | dup-publish | kill-at -- idem-worker -g unique | count-effects >"$RUN")
+}
+
+teardown_file() {
+	sandbox_down
+}
+
+# A fresh repository with the seed committed, a key and allowed_signers.
+setup() {
+	repo="$BATS_TEST_TMPDIR/repo"
+	mkdir -p "$repo"
+	cd "$repo"
+	git init -q -b main .
+	git config user.name "Test Engineer"
+	git config user.email "eng@example.org"
+	cp "$IDEM_TEST_ROOT/seed.yaml" seed.yaml
+	git add seed.yaml
+	git commit -q -m "seed"
+	ssh-keygen -q -t ed25519 -N '' -C test-key -f "$BATS_TEST_TMPDIR/key"
+	mkdir -p records
+	echo "eng@example.org namespaces=\"idem-record,git\" $(cat "$BATS_TEST_TMPDIR/key.pub")" >records/allowed_signers
+	git add records/allowed_signers
+	key="$BATS_TEST_TMPDIR/key"
+	git -c gpg.format=ssh -c user.signingkey="$key" commit -q -S -m "allowed signers"
+}
+
+record() {
+	mkrecord -k "$key" -c -r "$REPRODUCE" "$@" <"$RUN"
+}
+
+git_ssh() {
+	git -c gpg.format=ssh -c gpg.ssh.allowedSignersFile=records/allowed_signers "$@"
+}
+
+@test "ssh-keygen accepts the record's signature; git accepts the signed commit; fsck is clean" {
+	r=$(record)
+	[ -f "$r" ] && [ -f "$r.sig" ] && [ -f "${r%.yaml}.md" ]
+	ssh-keygen -Y verify -f records/allowed_signers -I eng@example.org -n idem-record -s "$r.sig" <"$r"
+	git_ssh verify-commit HEAD
+	assert_equal "$(git_ssh log -1 --format=%G? HEAD)" G
+	git fsck --strict 2>&1 | { ! grep -q .; }
+	assert_equal "$(git status --porcelain)" ""
+	git log -1 --format=%s | grep -q '^record: invoice-line pass (effects 6 of 6 expected, duplicates 0)$'
+}
+
+@test "the commit is byte for byte what git commit -S makes of the same tree, parent, author, time and message" {
+	record >/dev/null
+	ours=$(git rev-parse HEAD)
+	when=$(git log -1 --format='%at %ai' | awk '{ print "@" $1 " " $4 }')
+	git cat-file commit HEAD | sed '1,/^$/d' >"$BATS_TEST_TMPDIR/message"
+	git reset -q --soft HEAD~1
+	GIT_AUTHOR_DATE="$when" GIT_COMMITTER_DATE="$when" \
+		git -c gpg.format=ssh -c user.signingkey="$key" commit -q -S --cleanup=verbatim -F "$BATS_TEST_TMPDIR/message"
+	assert_equal "$(git rev-parse HEAD)" "$ours"
+}
+
+@test "verify-record verifies the record, and one signed by ssh-keygen -Y sign" {
+	r=$(record)
+	run verify-record "$r"
+	[ "$status" -eq 0 ]
+	assert_equal "$output" "$r: verified, signed by eng@example.org"
+	rm "$r.sig"
+	ssh-keygen -q -Y sign -f "$key" -n idem-record "$r"
+	run verify-record "$r"
+	[ "$status" -eq 0 ]
+}
+
+@test "verify-record --history accepts a commit made by git commit -S with an ssh key" {
+	record >/dev/null
+	echo "note" >records/NOTE
+	git add records/NOTE
+	git -c gpg.format=ssh -c user.signingkey="$key" commit -q -S -m "records: a note"
+	run verify-record --history
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"ok     signed by eng@example.org: records: a note"* ]]
+}
+
+@test "an unsigned commit that touches records/ fails the audit, named" {
+	record >/dev/null
+	echo "note" >records/NOTE
+	git add records/NOTE
+	git commit -q -m "records: unsigned"
+	run verify-record --history -t
+	[ "$status" -eq 1 ]
+	grep -q "	FAIL	commit is not signed: records: unsigned$" <<<"$output"
+	run verify-record --history --format github
+	[[ "$output" == *"::error file=::commit FAIL: commit is not signed: records: unsigned"* ]]
+	# --since checks only what a pull request adds
+	run verify-record --history --since HEAD
+	[ "$status" -eq 0 ]
+}
+
+@test "an unknown key, a key for another namespace, a key outside its window are each refused" {
+	r=$(record)
+	cp records/allowed_signers "$BATS_TEST_TMPDIR/all"
+	ssh-keygen -q -t ed25519 -N '' -f "$BATS_TEST_TMPDIR/other"
+	echo "other@example.org $(cat "$BATS_TEST_TMPDIR/other.pub")" >records/allowed_signers
+	run verify-record "$r"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"is not in allowed_signers"* ]]
+	echo "eng@example.org namespaces=\"git\" $(cat "$key.pub")" >records/allowed_signers
+	run verify-record "$r"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"is not allowed to sign in this namespace (namespace idem-record)"* ]]
+	echo "eng@example.org valid-after=\"20200101\",valid-before=\"20210101\" $(cat "$key.pub")" >records/allowed_signers
+	run verify-record "$r"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"is outside its validity window"* ]]
+	# and ssh-keygen agrees
+	! ssh-keygen -Y verify -f records/allowed_signers -I eng@example.org -n idem-record -s "$r.sig" <"$r" 2>/dev/null
+}
+
+@test "a signature moved to another record is refused" {
+	a=$(record)
+	b=$(record)
+	cp "$a.sig" "$b.sig"
+	run verify-record "$b"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"signature: signature does not verify"* ]]
+}
+
+@test "a record whose seed hash does not match the seed at its revision is refused" {
+	r=$(record)
+	sed -i 's/^  sha256: "\([0-9a-f]\{63\}\)[0-9a-f]"$/  sha256: "\10"/' "$r"
+	ssh-keygen -q -Y sign -f "$key" -n idem-record "$r" <<<y >/dev/null 2>&1 || { rm "$r.sig"; ssh-keygen -q -Y sign -f "$key" -n idem-record "$r"; }
+	run verify-record "$r"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"seed: seed.yaml at "*" has SHA-256 "*", the record says "* ]]
+}
+
+@test "a record whose totals do not add up is refused, even signed" {
+	r=$(record)
+	awk '/^    effects:$/ { t = 1 } t && /observed: 6$/ { sub(/6$/, "7"); t = 0 } { print }' "$r" >"$r.new"
+	mv "$r.new" "$r"
+	rm "$r.sig"
+	ssh-keygen -q -Y sign -f "$key" -n idem-record "$r"
+	run verify-record "$r"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"counts: total effects is 7, the count rows add up to 6"* ]]
+}
+
+@test "a key others may read, and an encrypted key, are refused before anything is written" {
+	chmod 644 "$key"
+	run mkrecord -k "$key" <"$RUN"
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"permissions 0644 are too open"* ]]
+	ssh-keygen -q -t ed25519 -N 'secret words' -f "$BATS_TEST_TMPDIR/locked"
+	run mkrecord -k "$BATS_TEST_TMPDIR/locked" <"$RUN"
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"the key is encrypted (aes256-ctr)"* ]]
+	assert_equal "$(ls records)" allowed_signers
+}
+
+@test "a seed with uncommitted changes is refused unless --allow-dirty, and then the record says so" {
+	echo "# a change" >>seed.yaml
+	sed -i '$d' seed.yaml
+	echo "# changed" >>seed.yaml
+	run mkrecord -k "$key" <"$RUN"
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"seed.yaml changed since the stream was made"* ]]
+	git checkout -q seed.yaml
+	cp seed.yaml seed.copy
+	git rm -q --cached seed.yaml
+	git commit -q -m "untrack"
+	run mkrecord -k "$key" <"$RUN"
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"seed.yaml has changes not committed at"* ]]
+	r=$(mkrecord -k "$key" --allow-dirty <"$RUN")
+	grep -q '^  dirty: true$' "$r"
+}
+
+@test "--rerun reproduces the counts digest on a fresh sandbox" {
+	r=$(record)
+	run verify-record --rerun "$r"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"rerun reproduces the counts (digest "* ]]
+}
+
+@test "--rerun of a record whose command has another kill plan reports the rows that differ" {
+	r=$(mkrecord -k "$key" -c -r "idem-worker --setup -g none && seed-gen seed.yaml | count-effects --before | dup-publish | kill-at -- idem-worker -g none | count-effects" <"$RUN")
+	run verify-record --rerun "$r"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"rerun counts differ"* ]]
+	[[ "$output" == *'recorded key ["inv-1001",1]: expected 1, observed 1; the rerun differs'* ]]
+}
+
+@test "the audit lists a record whose review date passed as stale" {
+	record -n 2020-01-01 >/dev/null
+	run verify-record --history
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"stale  next review date 2020-01-01 passed"* ]]
+}
+
+@test "a failed commit leaves neither a half record nor a half commit" {
+	head=$(git rev-parse HEAD)
+	git checkout -q --detach
+	run mkrecord -k "$key" -c <"$RUN"
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"HEAD is detached"* ]]
+	assert_equal "$(ls records)" allowed_signers
+	assert_equal "$(git rev-parse HEAD)" "$head"
+}

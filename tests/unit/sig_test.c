@@ -1,0 +1,91 @@
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include "sig.h"
+#include "unit.h"
+
+#define DIR "tests/fixtures/records/"
+
+static char *
+slurp(const char *path, size_t *len)
+{
+	struct idem_error err;
+	char *text = idem_read_file(path, len, &err);
+
+	if (text == NULL) {
+		printf("not ok - %s\n", err.text);
+		exit(1);
+	}
+	return text;
+}
+
+/* The whole check verify-record makes: parse, find the key, verify. */
+static int
+verifies(const struct idem_signers *signers, const char *armor, size_t armor_len,
+	 const char *data, size_t len, const char *namespace, time_t when)
+{
+	struct idem_error err;
+	struct idem_sig sig;
+	char *who;
+
+	if (idem_sig_parse(&sig, armor, armor_len, namespace, &err) < 0)
+		return 0;
+	if ((who = idem_signers_find(signers, sig.public_key, namespace, when, &err)) == NULL)
+		return 0;
+	free(who);
+	return idem_sig_check(&sig, namespace, data, len, &err) == 0;
+}
+
+int
+main(void)
+{
+	struct idem_error err;
+	struct idem_signers *signers = idem_signers_load(DIR "allowed_signers", &err);
+	size_t record_len, sig_len, forged_len, i, accepted = 0;
+	char *record = slurp(DIR "sample.yaml", &record_len);
+	char *sig = slurp(DIR "sample.yaml.sig", &sig_len);
+	char *forged = slurp(DIR "forged.yaml", &forged_len);
+	time_t now = time(NULL);
+
+	CHECK(signers != NULL, "allowed_signers loads");
+	CHECK(verifies(signers, sig, sig_len, record, record_len, "idem-record", now),
+	    "the fixture record verifies");
+	CHECK(!verifies(signers, sig, sig_len, forged, forged_len, "idem-record", now),
+	    "the committed forgery does not");
+	CHECK(!verifies(signers, sig, sig_len, record, record_len, "git", now),
+	    "a signature for idem-record is not one for git");
+
+	for (i = 0; i < record_len; i++) {
+		record[i] ^= 0x01;
+		accepted += verifies(signers, sig, sig_len, record, record_len, "idem-record", now);
+		record[i] ^= 0x01;
+	}
+	CHECK(accepted == 0, "every single-byte change of the record is rejected");
+	accepted = 0;
+	for (i = 0; i < sig_len; i++) {
+		int b;
+
+		for (b = 0; b < 8; b++) {
+			sig[i] ^= (char)(1 << b);
+			accepted += verifies(signers, sig, sig_len, record, record_len, "idem-record", now);
+			sig[i] ^= (char)(1 << b);
+		}
+	}
+	CHECK(accepted == 0, "every single-bit change of the signature is rejected");
+	CHECK(verifies(signers, sig, sig_len - 1, record, record_len, "idem-record", now),
+	    "the armor may lack its final newline");
+
+	{
+		struct idem_key key;
+
+		chmod("tests/fixtures/records/allowed_signers", 0644);
+		CHECK(idem_key_load(&key, DIR "allowed_signers", &err) < 0 &&
+		    strstr(err.text, "permissions 0644 are too open") != NULL,
+		    "a key file others may read is refused before anything else");
+	}
+	free(record);
+	free(sig);
+	free(forged);
+	idem_signers_free(signers);
+	return unit_done("sig");
+}
