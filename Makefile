@@ -23,7 +23,7 @@ CFLAGS = -std=c11 -O2 -g -Wall -Wextra -Werror $(SANFLAGS) $(shell pkg-config --
 LDFLAGS = $(SANFLAGS)
 LDLIBS = $(shell pkg-config --libs $(PKGS)) -lm
 
-PROGS = idem-sandbox seed-gen dup-publish idem-worker kill-at count-effects mkrecord verify-record
+PROGS = idem-sandbox seed-gen dup-publish idem-worker kill-at count-effects mkrecord verify-record rehearse
 LIBOBJ = $(BUILD)/lib/util.o $(BUILD)/lib/tsv.o $(BUILD)/lib/seed.o \
 	$(BUILD)/lib/template.o $(BUILD)/lib/pg.o $(BUILD)/lib/embed.o $(BUILD)/lib/step.o \
 	$(BUILD)/lib/sig.o $(BUILD)/lib/yamljson.o $(BUILD)/lib/git.o

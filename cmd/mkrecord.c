@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -543,6 +544,7 @@ main(int argc, char *argv[])
 	size_t nwaits = 0, seed_len;
 	json_t *r, *totals;
 	FILE *in = stdin;
+	sigset_t block;
 	int c, do_commit = 0, allow_dirty = 0;
 
 	argv0 = "mkrecord";
@@ -624,6 +626,12 @@ main(int argc, char *argv[])
 	    &err)) == NULL)
 		idem_die_error(&err);
 
+	/* from here to the end, all or nothing: an interrupt waits */
+	sigemptyset(&block);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGHUP);
+	sigprocmask(SIG_BLOCK, &block, NULL);
 	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
 		idem_die(IDEM_EXIT_ENV, "%s:", dir);
 	record_path(record, sizeof(record), dir);

@@ -129,6 +129,19 @@ render_range(struct render *r, const char *p, const char *end)
 		if ((close = strstr(open, "}}")) == NULL || close > end)
 			return idem_error_set(r->err, IDEM_EXIT_USAGE, "template %s: unclosed {{",
 			    r->name);
+		if (open[2] == '{') {
+			enum idem_template_escape saved = r->escape;
+
+			/* {{{name}}}: the value as it is, unescaped */
+			if ((close = strstr(open, "}}}")) == NULL || close > end)
+				return idem_error_set(r->err, IDEM_EXIT_USAGE, "template %s: unclosed {{{",
+				    r->name);
+			r->escape = IDEM_ESCAPE_NONE;
+			emit_value(r, resolve(r, open + 3, (size_t)(close - open - 3)));
+			r->escape = saved;
+			p = close + 3;
+			continue;
+		}
 		name = open + 2;
 		if (*name == '#' || *name == '^' || *name == '/')
 			name++;

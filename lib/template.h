@@ -11,7 +11,7 @@ enum idem_template_escape {
 	IDEM_ESCAPE_MARKDOWN	/* "|" and line breaks, so values stay in a table cell */
 };
 
-/* Renders {{name}}, {{a.b}}, {{.}}, {{#section}}...{{/section}} and
+/* Renders {{name}}, {{{unescaped}}}, {{a.b}}, {{.}}, {{#section}}...{{/section}} and
  * {{^inverted}}...{{/inverted}} against a JSON context. Returns a malloc'd
  * string, or NULL with err set when the template is malformed. */
 char *idem_template_render(const char *name, const char *tpl, json_t *context,

@@ -34,6 +34,8 @@ main(void)
 	    "x\ny\nz\n", "standalone section lines vanish");
 	expect_render("| {{v}} |", "{\"v\": \"a|b\\nc\"}", IDEM_ESCAPE_MARKDOWN, "| a\\|b<br>c |",
 	    "markdown cell escaping");
+	expect_render("{{{v}}} {{v}}", "{\"v\": \"a|b\"}", IDEM_ESCAPE_MARKDOWN, "a|b a\\|b",
+	    "triple braces: unescaped");
 	expect_render("{{#s}}open", "{}", IDEM_ESCAPE_NONE, "template t: section s is not closed",
 	    "unclosed section");
 	expect_render("{{/s}}", "{}", IDEM_ESCAPE_NONE, "template t: {{/s}} without a section",
