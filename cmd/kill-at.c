@@ -55,6 +55,8 @@ struct kill_point {
 struct race {
 	char *business_key, *step;
 	int held;			/* client index holding, or -1 */
+	int first;			/* client released first, until its attempt ends */
+	int second;			/* client released when the first's attempt ends */
 	int done;
 };
 
@@ -114,7 +116,7 @@ static struct {
 	const char *conninfo;
 	PGconn *conn;
 	long long skew_us;
-	char dir[64], sock_path[128];
+	char dir[96], sock_path[128];
 	int listen_fd, signal_fd, watchdog_fd;
 	char **command;
 	int nworkers;
@@ -295,6 +297,8 @@ add_race(const char *business_key, const char *step)
 	k.races[k.nraces].business_key = idem_estrdup(business_key);
 	k.races[k.nraces].step = idem_estrdup(step);
 	k.races[k.nraces].held = -1;
+	k.races[k.nraces].first = -1;
+	k.races[k.nraces].second = -1;
 	k.races[k.nraces].done = 0;
 	k.nraces++;
 }
@@ -511,6 +515,27 @@ kill_worker_group(int index, int sig)
 		kill(-k.workers[index].pid, sig);
 }
 
+/* The first of a race has ended its attempt: release the second. */
+static void
+release_second(size_t ci)
+{
+	size_t i;
+
+	for (i = 0; i < k.nraces; i++) {
+		struct race *race = &k.races[i];
+		struct client *second;
+
+		if (race->first != (int)ci || race->second < 0)
+			continue;
+		second = &k.clients[race->second];
+		record_step(second->worker, second->pid, race->step, second->held_job,
+		    second->held_attempt, "release");
+		reply_go(second);
+		second->held = 0;
+		race->first = race->second = -1;
+	}
+}
+
 /* One step line from a worker: go on, kill it here, or hold it for a race. */
 static void
 handle_step(size_t ci, char *line)
@@ -571,20 +596,28 @@ handle_step(size_t ci, char *line)
 		if (k.clients[race->held].worker != c->worker) {
 			struct client *first = &k.clients[race->held];
 
+			/* both are past their checks; the first to arrive goes first,
+			 * the second when the first's attempt has ended, so the order
+			 * is the same on every run */
 			record_step(c->worker, c->pid, fields[1], fields[2], attempt, "hold");
 			record_step(first->worker, first->pid, fields[1], first->held_job,
 			    first->held_attempt, "release");
 			reply_go(first);
 			first->held = 0;
-			record_step(c->worker, c->pid, fields[1], fields[2], attempt, "release");
-			reply_go(c);
-			race->done = 1;
+			c->held = 1;
+			c->held_job = idem_estrdup(fields[2]);
+			c->held_attempt = attempt;
+			race->first = race->held;
+			race->second = (int)ci;
 			race->held = -1;
+			race->done = 1;
 			return;
 		}
 	}
 	record_step(c->worker, c->pid, fields[1], fields[2], attempt, "go");
 	reply_go(c);
+	if (strcmp(fields[1], "acked") == 0)
+		release_second(ci);
 }
 
 static int
@@ -627,10 +660,14 @@ forget_holder(size_t ci)
 {
 	size_t i;
 
-	for (i = 0; i < k.nraces; i++)
+	for (i = 0; i < k.nraces; i++) {
 		if (k.races[i].held == (int)ci)
 			k.races[i].held = -1;
+		if (k.races[i].second == (int)ci)
+			k.races[i].first = k.races[i].second = -1;
+	}
 	k.clients[ci].held = 0;
+	release_second(ci);
 }
 
 static void
@@ -1313,10 +1350,10 @@ static void
 setup_socket(void)
 {
 	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	struct idem_error err;
 
-	strcpy(k.dir, "/tmp/kill-at.XXXXXX");
-	if (mkdtemp(k.dir) == NULL)
-		idem_die(IDEM_EXIT_ENV, "mkdtemp:");
+	if (idem_make_temp_dir(k.dir, sizeof(k.dir), "kill-at", 0700, &err) < 0)
+		idem_die_error(&err);
 	snprintf(k.sock_path, sizeof(k.sock_path), "%s/step.sock", k.dir);
 	strcpy(addr.sun_path, k.sock_path);
 	if ((k.listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0 ||

@@ -29,7 +29,7 @@ static const char synopsis[] =
 
 static volatile sig_atomic_t interrupted;
 static pid_t running_group;
-static char work[64], sandbox[128], stream_path[160];
+static char work[96], sandbox[128], stream_path[160];
 static int keep_sandbox, started_sandbox;
 
 static void
@@ -63,6 +63,11 @@ cleanup(void)
 		unlink(stream_path);
 	if (work[0]) {
 		char key[200];
+
+		snprintf(key, sizeof(key), "%s/settings", work);
+		unlink(key);
+		snprintf(key, sizeof(key), "%s/record", work);
+		unlink(key);
 
 		snprintf(key, sizeof(key), "%s/throwaway_ed25519", work);
 		unlink(key);
@@ -288,9 +293,9 @@ main(int argc, char *argv[])
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
-	strcpy(work, "/tmp/rehearse.XXXXXX");
-	if (mkdtemp(work) == NULL || chmod(work, 0711) < 0)
-		idem_die(IDEM_EXIT_ENV, "mkdtemp:");
+	/* as root, the sandbox's server user must pass through */
+	if (idem_make_temp_dir(work, sizeof(work), "rehearse", 0711, &err) < 0)
+		idem_die_error(&err);
 	if (conninfo != NULL) {
 		setenv("IDEM_DATABASE", conninfo, 1);
 		setenv("PGDATABASE", conninfo, 1);

@@ -389,10 +389,11 @@ rerun(struct check *c, const char *conninfo)
 	path_with_self();
 	quoted_command = shell_quote(command);
 	if (conninfo == NULL) {
-		char tmpl[] = "/tmp/verify-record.XXXXXX";
+		char tmpl[96];
+		struct idem_error err;
 
-		if (mkdtemp(tmpl) == NULL || chmod(tmpl, 0711) < 0)
-			idem_die(IDEM_EXIT_ENV, "mkdtemp:");
+		if (idem_make_temp_dir(tmpl, sizeof(tmpl), "verify-record", 0711, &err) < 0)
+			idem_die_error(&err);
 		if (asprintf(&sandbox, "%s/sandbox", tmpl) < 0 ||
 		    asprintf(&script, "cd \"$(git -C %s rev-parse --show-toplevel)\" && "
 		    "eval \"$(idem-sandbox -D %s start)\" >&2 && sh -c %s; rc=$?; "

@@ -200,6 +200,25 @@ fail:
 	return -1;
 }
 
+int
+idem_make_temp_dir(char *out, size_t size, const char *prefix, mode_t mode,
+		   struct idem_error *err)
+{
+	const char *tmp = getenv("TMPDIR");
+	int n;
+
+	if (tmp == NULL || *tmp == '\0')
+		tmp = "/tmp";
+	n = snprintf(out, size, "%s/%s.XXXXXX", tmp, prefix);
+	if (n < 0 || (size_t)n >= size)
+		return idem_error_set(err, IDEM_EXIT_ENV, "%s: path too long", tmp);
+	if (mkdtemp(out) == NULL)
+		return idem_error_set(err, IDEM_EXIT_ENV, "%s:", out);
+	if (chmod(out, mode) < 0)
+		return idem_error_set(err, IDEM_EXIT_ENV, "%s:", out);
+	return 0;
+}
+
 long long
 idem_parse_duration_ms(const char *s)
 {

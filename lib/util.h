@@ -3,6 +3,7 @@
 #define IDEM_UTIL_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 enum {
 	IDEM_EXIT_OK = 0,
@@ -42,6 +43,11 @@ char *idem_read_file(const char *path, size_t *len, struct idem_error *err);
  * rename, so a failure leaves no partial file. */
 int idem_write_file_atomic(const char *path, const char *data, size_t len,
 			   struct idem_error *err);
+
+/* Makes a private directory "$TMPDIR/PREFIX.XXXXXX" (TMPDIR or /tmp) with
+ * the given mode; out holds its path. */
+int idem_make_temp_dir(char *out, size_t size, const char *prefix, mode_t mode,
+		       struct idem_error *err);
 
 /* Durations such as "500ms", "2s", "1m", "1h" in milliseconds; -1 if bad. */
 long long idem_parse_duration_ms(const char *s);

@@ -96,7 +96,7 @@ idem_yaml_from_json(const json_t *value, struct idem_error *err)
 		idem_die(IDEM_EXIT_ENV, "yaml_emitter_initialize failed");
 	yaml_emitter_set_output(&e, write_handler, &o);
 	yaml_emitter_set_unicode(&e, 1);
-	yaml_emitter_set_width(&e, 100);
+	yaml_emitter_set_width(&e, -1);
 	yaml_stream_start_event_initialize(&ev, YAML_UTF8_ENCODING);
 	ok = yaml_emitter_emit(&e, &ev);
 	yaml_document_start_event_initialize(&ev, NULL, NULL, NULL, 1);
