@@ -29,8 +29,8 @@ LIBOBJ = $(BUILD)/lib/util.o $(BUILD)/lib/tsv.o $(BUILD)/lib/seed.o \
 	$(BUILD)/lib/sig.o $(BUILD)/lib/yamljson.o $(BUILD)/lib/git.o
 UNIT = tsv util seed template sig
 MAN1 = $(addsuffix .1,$(PROGS))
-MAN5 = idem-tsv.5 idem-seed.5
-MAN7 = idem-step.7
+MAN5 = idem-tsv.5 idem-seed.5 idem-record.5
+MAN7 = idem-step.7 idem.7
 
 # Debian packages that building, the tests and the demo need.
 DEBS = make gcc libc6-dev pkg-config libpq-dev libyaml-dev libgit2-dev libsodium-dev \

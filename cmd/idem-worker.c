@@ -396,7 +396,6 @@ main(int argc, char *argv[])
 			idem_die(IDEM_EXIT_USAGE, "IDEM_VISIBILITY_TIMEOUT_MS=%s: expected milliseconds, "
 			    "at least 1", vt);
 	}
-	conninfo = getenv("IDEM_DATABASE");
 	while ((c = getopt_long(argc, argv, "d:g:k:q:t:p:o:hV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'd': conninfo = optarg; break;

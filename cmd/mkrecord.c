@@ -542,7 +542,7 @@ main(int argc, char *argv[])
 	struct idem_key key;
 	struct idem_error err;
 	size_t nwaits = 0, seed_len;
-	json_t *r, *totals;
+	json_t *r, *stored, *totals;
 	FILE *in = stdin;
 	sigset_t block;
 	int c, do_commit = 0, allow_dirty = 0;
@@ -610,18 +610,15 @@ main(int argc, char *argv[])
 		reproduce = default_reproduce();
 	if (next_review == NULL)
 		next_review = today_plus(91);
+	/* one record: the handoff renders it with a few conveniences more */
 	r = build(&rev, reproduce, next_review, parse_wait(waits, nwaits));
-	json_object_del(r, "failed");
-	json_object_del(r, "duplicate_keys");
-	{
-		json_t *counts = json_object_get(r, "counts");
-
-		json_object_del(counts, "total_rows");
-	}
-	if ((yaml = idem_yaml_from_json(r, &err)) == NULL)
+	stored = json_deep_copy(r);
+	json_object_del(stored, "failed");
+	json_object_del(stored, "duplicate_keys");
+	json_object_del(json_object_get(stored, "counts"), "total_rows");
+	if ((yaml = idem_yaml_from_json(stored, &err)) == NULL)
 		idem_die_error(&err);
-	json_decref(r);
-	r = build(&rev, reproduce, next_review, parse_wait(waits, nwaits));
+	json_decref(stored);
 	if ((md = idem_template_render("handoff.md", idem_tpl_handoff, r, IDEM_ESCAPE_MARKDOWN,
 	    &err)) == NULL)
 		idem_die_error(&err);

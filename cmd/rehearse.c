@@ -296,10 +296,11 @@ main(int argc, char *argv[])
 	/* as root, the sandbox's server user must pass through */
 	if (idem_make_temp_dir(work, sizeof(work), "rehearse", 0711, &err) < 0)
 		idem_die_error(&err);
-	if (conninfo != NULL) {
+	if (conninfo != NULL)
 		setenv("IDEM_DATABASE", conninfo, 1);
-		setenv("PGDATABASE", conninfo, 1);
-	} else if (!getenv("PGHOST") && !getenv("PGSERVICE") && !getenv("PGDATABASE"))
+	else if (getenv("IDEM_DATABASE") && *getenv("IDEM_DATABASE"))
+		fprintf(stderr, "rehearse: using the database of IDEM_DATABASE\n");
+	else if (!getenv("PGHOST") && !getenv("PGSERVICE") && !getenv("PGDATABASE"))
 		start_sandbox();
 	else
 		fprintf(stderr, "rehearse: using the database of the PG* environment\n");

@@ -365,6 +365,25 @@ shell_quote(const char *s)
 	return out;
 }
 
+/* The value after "count<TAB>after<TAB>" lines of a stream, one per line,
+ * as the record keeps them: scope, key, expected, observed, decoded. */
+static int
+stream_has_row(const char *stream, const json_t *row)
+{
+	char *scope = idem_tsv_escape(str(row, "scope")), *key = idem_tsv_escape(str(row, "key"));
+	char *line = NULL;
+	int found;
+
+	if (asprintf(&line, "\ncount\tafter\t%s\t%s\t%lld\t%lld\n", scope, key,
+	    num(row, "expected"), num(row, "observed")) < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	found = strstr(stream, line) != NULL;
+	free(line);
+	free(scope);
+	free(key);
+	return found;
+}
+
 /* Runs the recorded command on a fresh sandbox (or -d) from the work tree
  * that holds the record, and compares the counts digest. */
 static int
@@ -372,7 +391,7 @@ rerun(struct check *c, const char *conninfo)
 {
 	const char *command = str(c->record, "reproduce"), *want = str(c->record, "counts.digest");
 	char dir[PATH_MAX], abs[PATH_MAX], *slash, *script = NULL, *sandbox = NULL, *stream;
-	char *quoted_command, *line, *save = NULL, *got = NULL;
+	char *quoted_command, *got = NULL, *at;
 	json_t *rows = json_object_get(json_object_get(c->record, "counts"), "after"), *row;
 	int status, differ = 0;
 	size_t i;
@@ -394,9 +413,11 @@ rerun(struct check *c, const char *conninfo)
 
 		if (idem_make_temp_dir(tmpl, sizeof(tmpl), "verify-record", 0711, &err) < 0)
 			idem_die_error(&err);
+		/* a sandbox that does not start stops the rerun: never the caller's database */
 		if (asprintf(&sandbox, "%s/sandbox", tmpl) < 0 ||
-		    asprintf(&script, "cd \"$(git -C %s rev-parse --show-toplevel)\" && "
-		    "eval \"$(idem-sandbox -D %s start)\" >&2 && sh -c %s; rc=$?; "
+		    asprintf(&script, "unset IDEM_DATABASE PGSERVICE; "
+		    "cd \"$(git -C %s rev-parse --show-toplevel)\" && "
+		    "settings=$(idem-sandbox -D %s start) && eval \"$settings\" && sh -c %s; rc=$?; "
 		    "idem-sandbox -D %s --purge stop >&2; rmdir %s; exit $rc", abs, sandbox,
 		    quoted_command, sandbox, tmpl) < 0)
 			idem_die(IDEM_EXIT_ENV, "asprintf:");
@@ -404,18 +425,15 @@ rerun(struct check *c, const char *conninfo)
 		char *quoted_db = shell_quote(conninfo);
 
 		if (asprintf(&script, "cd \"$(git -C %s rev-parse --show-toplevel)\" && "
-		    "IDEM_DATABASE=%s PGDATABASE=%s sh -c %s", abs, quoted_db, quoted_db,
-		    quoted_command) < 0)
+		    "IDEM_DATABASE=%s sh -c %s", abs, quoted_db, quoted_command) < 0)
 			idem_die(IDEM_EXIT_ENV, "asprintf:");
 		free(quoted_db);
 	}
 	fprintf(stderr, "verify-record: rerunning: %s\n", command);
 	stream = run_capture(script, &status);
-	for (line = strtok_r(stream, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
-		if (strncmp(line, "digest\tafter\t", 13) == 0)
-			got = line + 13;
-	if (got != NULL)
-		got[strcspn(got, "\t")] = '\0';
+	if ((at = strstr(stream, "\ndigest\tafter\t")) != NULL) {
+		got = strndup(at + 14, strcspn(at + 14, "\t\n"));
+	}
 	if (got == NULL) {
 		printf("%s: rerun gave no counts digest (the command exited with status %d)\n",
 		    c->path, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
@@ -423,40 +441,36 @@ rerun(struct check *c, const char *conninfo)
 	} else if (strcmp(got, want) != 0) {
 		printf("%s: rerun counts differ: digest %s, the record says %s\n", c->path, got, want);
 		differ = 1;
-	} else {
-		printf("%s: rerun reproduces the counts (digest %s)\n", c->path, got);
-	}
-	if (differ && got != NULL) {
-		/* the count rows of the rerun, beside the record's */
-		free(stream);
-		stream = run_capture(script, &status);
-		json_array_foreach(rows, i, row) {
-			char want_line[2048];
-
-			snprintf(want_line, sizeof(want_line), "count\tafter\t%s\t%s\t%lld\t%lld",
-			    str(row, "scope"), str(row, "key"), num(row, "expected"), num(row, "observed"));
-			if (strstr(stream, want_line) == NULL)
+		json_array_foreach(rows, i, row)
+			if (!stream_has_row(stream, row))
 				printf("%s: recorded %s %s: expected %lld, observed %lld; the rerun differs\n",
 				    c->path, str(row, "scope"), str(row, "key"), num(row, "expected"),
 				    num(row, "observed"));
-		}
-		save = NULL;
-		for (line = strtok_r(stream, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
-			if (strncmp(line, "count\tafter\t", 12) == 0) {
-				int found = 0;
+		for (at = strstr(stream, "\ncount\tafter\t"); at; at = strstr(at + 1, "\ncount\tafter\t")) {
+			size_t len = strcspn(at + 1, "\n");
+			char *line = strndup(at + 1, len);
+			int found = 0;
 
-				json_array_foreach(rows, i, row) {
-					char rec_line[2048];
+			json_array_foreach(rows, i, row) {
+				char *scope = idem_tsv_escape(str(row, "scope"));
+				char *key = idem_tsv_escape(str(row, "key")), *rec = NULL;
 
-					snprintf(rec_line, sizeof(rec_line), "count\tafter\t%s\t%s\t%lld\t%lld",
-					    str(row, "scope"), str(row, "key"), num(row, "expected"),
-					    num(row, "observed"));
-					found |= strcmp(rec_line, line) == 0;
-				}
-				if (!found)
-					printf("%s: rerun %s\n", c->path, line + 12);
+				if (asprintf(&rec, "count\tafter\t%s\t%s\t%lld\t%lld", scope, key,
+				    num(row, "expected"), num(row, "observed")) < 0)
+					idem_die(IDEM_EXIT_ENV, "asprintf:");
+				found |= strcmp(rec, line) == 0;
+				free(rec);
+				free(scope);
+				free(key);
 			}
+			if (!found)
+				printf("%s: rerun %s\n", c->path, line + 12);
+			free(line);
+		}
+	} else {
+		printf("%s: rerun reproduces the counts (digest %s)\n", c->path, got);
 	}
+	free(got);
 	free(stream);
 	free(script);
 	free(sandbox);
@@ -544,7 +558,8 @@ history(const char *dir, const char *since, int format)
 {
 	struct idem_git_commit_check *commits;
 	struct idem_error err;
-	char **names = NULL, *now = today(), detail[1600], path[PATH_MAX];
+	char **names = NULL, **paths, *now = today(), detail[1600];
+	struct check *checks;
 	size_t ncommits, nnames = 0, i, j;
 	struct dirent *e;
 	DIR *d;
@@ -575,37 +590,48 @@ history(const char *dir, const char *since, int format)
 	}
 	closedir(d);
 	qsort(names, nnames, sizeof(char *), by_name);
+	checks = idem_ereallocarray(NULL, nnames + 1, sizeof(*checks));
+	paths = idem_ereallocarray(NULL, nnames + 1, sizeof(*paths));
 	for (i = 0; i < nnames; i++) {
-		struct check c = { .path = path };
+		if (asprintf(&paths[i], "%s/%s", dir, names[i]) < 0)
+			idem_die(IDEM_EXIT_ENV, "asprintf:");
+		memset(&checks[i], 0, sizeof(checks[i]));
+		checks[i].path = paths[i];
+		verify_one(&checks[i]);
+	}
+	for (i = 0; i < nnames; i++) {
+		struct check *c = &checks[i];
 		int newest = 1;
 
-		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
-		verify_one(&c);
-		if (c.nreasons > 0) {
-			for (j = 0; j < c.nreasons; j++)
-				emit(format, "record", path, "FAIL", c.reasons[j]);
+		if (c->nreasons > 0) {
+			for (j = 0; j < c->nreasons; j++)
+				emit(format, "record", c->path, "FAIL", c->reasons[j]);
+			bad = 1;
+			continue;
+		}
+		/* stale by the seed only for the newest record of a rehearsal */
+		for (j = 0; j < nnames; j++)
+			if (j != i && checks[j].nreasons == 0 &&
+			    strcmp(str(checks[j].record, "rehearsal"), str(c->record, "rehearsal")) == 0 &&
+			    strcmp(str(checks[j].record, "created_at"), str(c->record, "created_at")) > 0)
+				newest = 0;
+		staleness(c, now, detail, sizeof(detail));
+		if (*detail && (newest || strncmp(detail, "next review", 11) == 0)) {
+			emit(format, "record", c->path, "stale", detail);
 			bad = 1;
 		} else {
-			/* stale by seed only for the newest record of a rehearsal */
-			for (j = i + 1; j < nnames; j++) {
-				size_t k = strlen(str(c.record, "rehearsal"));
-
-				newest &= !(strlen(names[j]) > 11 + k &&
-				    strncmp(names[j] + 11, str(c.record, "rehearsal"), k) == 0);
-			}
-			staleness(&c, now, detail, sizeof(detail));
-			if (*detail && (newest || strncmp(detail, "next review", 11) == 0)) {
-				emit(format, "record", path, "stale", detail);
-				bad = 1;
-			} else {
-				snprintf(detail, sizeof(detail), "%s, signed by %s", str(c.record, "verdict"),
-				    c.principal);
-				emit(format, "record", path, "ok", detail);
-			}
+			snprintf(detail, sizeof(detail), "%s, signed by %s", str(c->record, "verdict"),
+			    c->principal);
+			emit(format, "record", c->path, "ok", detail);
 		}
-		check_free(&c);
+	}
+	for (i = 0; i < nnames; i++) {
+		check_free(&checks[i]);
+		free(paths[i]);
 		free(names[i]);
 	}
+	free(checks);
+	free(paths);
 	free(names);
 	free(now);
 	return bad ? IDEM_EXIT_FINDING : 0;

@@ -250,10 +250,11 @@ idem_git_commit(const char *const *files, size_t nfiles, const char *message,
 		git_fail(err, "moving the branch (did someone else commit meanwhile?)");
 		goto out;
 	}
-	if (git_index_write(repo_index) != 0) {
-		git_fail(err, "writing the index");
-		goto out;
-	}
+	/* the commit stands: an index left behind shows the files as changed,
+	 * which git status explains, rather than a commit without its files */
+	if (git_index_write(repo_index) != 0)
+		idem_warn("the commit is made, but the index was not updated: %s",
+		    git_error_last() ? git_error_last()->message : "libgit2 error");
 	git_oid_tostr(commit_out, 41, &commit_id);
 	rc = 0;
 out:
@@ -304,13 +305,20 @@ idem_git_history(const char *dir, const char *prefix, const char *since, const v
 {
 	git_repository *repo = NULL;
 	git_revwalk *walk = NULL;
+	char probe[PATH_MAX + 2], pathspec[1024];
 	git_oid id;
 	int rc = -1;
 
 	*out = NULL;
 	*n = 0;
+	(void)prefix;
 	if (open_repo(&repo, dir, err) < 0)
 		return -1;
+	/* the directory as a path from the top of the work tree */
+	snprintf(probe, sizeof(probe), "%s/x", dir);
+	if (relative(repo, probe, pathspec, sizeof(pathspec), err) < 0)
+		goto out;
+	pathspec[strlen(pathspec) - 1] = '\0';
 	if (git_revwalk_new(&walk, repo) != 0 || git_revwalk_push_head(walk) != 0) {
 		git_fail(err, "walking the history");
 		goto out;
@@ -335,7 +343,7 @@ idem_git_history(const char *dir, const char *prefix, const char *since, const v
 
 		if (git_commit_lookup(&commit, repo, &id) != 0)
 			continue;
-		if (!touches(repo, commit, prefix)) {
+		if (!touches(repo, commit, *pathspec ? pathspec : ".")) {
 			git_commit_free(commit);
 			continue;
 		}

@@ -1,4 +1,5 @@
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "pg.h"
@@ -29,10 +30,14 @@ PGconn *
 idem_pg_connect(const char *conninfo, struct idem_error *err)
 {
 	const char *keys[] = { "dbname", "fallback_application_name", NULL };
-	const char *values[] = { conninfo ? conninfo : "", argv0, NULL };
+	const char *values[] = { conninfo, argv0, NULL };
 	char msg[512];
 	PGconn *conn;
 
+	/* a conninfo a controller (kill-at, rehearse, verify-record) hands down */
+	if (conninfo == NULL || *conninfo == '\0')
+		conninfo = getenv("IDEM_DATABASE");
+	values[0] = conninfo ? conninfo : "";
 	conn = PQconnectdbParams(keys, values, 1);
 	if (conn == NULL)
 		return idem_error_set(err, IDEM_EXIT_ENV, "connecting to the database: out of memory"),

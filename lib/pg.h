@@ -6,7 +6,7 @@
 
 #include "util.h"
 
-/* Connects with conninfo (NULL or "" means the PG* environment), sets
+/* Connects with conninfo (NULL or "": IDEM_DATABASE, else the PG* environment), sets
  * application_name to the program's name. NULL with err set on failure. */
 PGconn *idem_pg_connect(const char *conninfo, struct idem_error *err);
 
