@@ -628,6 +628,9 @@ read_and_publish(FILE *in, const char *name, const char *conninfo)
 				idem_die(IDEM_EXIT_USAGE, "%s:%ld: seed row, field queue: empty",
 				    name, r.line_no);
 			pub.queue = idem_estrdup(r.fields[SEED_QUEUE]);
+			/* -d, then a controller's IDEM_DATABASE, then the seed's database */
+			if (conninfo == NULL && getenv("IDEM_DATABASE") && *getenv("IDEM_DATABASE"))
+				conninfo = getenv("IDEM_DATABASE");
 			connect_sandbox(conninfo ? conninfo : r.fields[SEED_DATABASE]);
 		} else if (r.kind == IDEM_KIND_SCENARIO) {
 			add_scenario(&r);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "seed.h"
+#include "sig.h"
 #include "util.h"
 
 static const char synopsis[] =
@@ -28,6 +29,7 @@ static const char synopsis[] =
 #define TO_STDERR ((const char *)1)
 
 static volatile sig_atomic_t interrupted;
+static int record_made;		/* mkrecord has run: an interrupt leaves its record */
 static pid_t running_group;
 static char work[96], sandbox[128], stream_path[160];
 static int keep_sandbox, started_sandbox;
@@ -135,12 +137,60 @@ run(const char *command, const char *out_path)
 		if (errno != EINTR)
 			idem_die(IDEM_EXIT_ENV, "waitpid:");
 	running_group = 0;
-	if (interrupted) {
+	if (interrupted && !record_made) {
 		idem_warn("interrupted; nothing recorded");
 		cleanup();
 		exit(128 + interrupted);
 	}
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/*
+ * Runs the pipeline and learns each stage's status from bash's PIPESTATUS:
+ * count-effects' 1 at the end is the finding to record; any other stage's
+ * failure stops the rehearsal with that stage's status, naming it.
+ */
+static int
+run_stages(const char *pipeline, const char *out_path)
+{
+	static const char *const stages[] = { "seed-gen", "count-effects --before", "dup-publish",
+		"kill-at", "count-effects" };
+	char *command, status_path[200], *text;
+	struct idem_error err;
+	int codes[8], n = 0, i;
+	size_t len;
+	char *p;
+
+	snprintf(status_path, sizeof(status_path), "%s/status", work);
+	if (asprintf(&command, "%s; echo \"${PIPESTATUS[*]}\" > %s", pipeline, status_path) < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	run(command, out_path);
+	free(command);
+	if ((text = idem_read_file(status_path, &len, &err)) == NULL)
+		idem_die_error(&err);
+	unlink(status_path);
+	for (p = text; n < 8 && *p; ) {
+		codes[n++] = (int)strtol(p, &p, 10);
+		while (*p == ' ' || *p == '\n')
+			p++;
+	}
+	free(text);
+	if (n != 5) {
+		/* the setup before the pipeline failed, with its own message */
+		cleanup();
+		idem_die(n > 0 && codes[0] ? codes[0] : IDEM_EXIT_ENV,
+		    "setting up the worker failed with status %d; nothing recorded", n > 0 ? codes[0] : -1);
+	}
+	for (i = 0; i < 4; i++)
+		if (codes[i] != 0) {
+			cleanup();
+			idem_die(codes[i], "%s failed with status %d; nothing recorded", stages[i], codes[i]);
+		}
+	if (codes[4] != 0 && codes[4] != IDEM_EXIT_FINDING) {
+		cleanup();
+		idem_die(codes[4], "count-effects failed with status %d; nothing recorded", codes[4]);
+	}
+	return codes[4];
 }
 
 /* The sandbox's settings, "NAME='value'; export NAME;" per line. */
@@ -183,6 +233,15 @@ start_sandbox(void)
 		idem_die_error(&err);
 	export_settings(settings);
 	unlink(settings_path);
+	{
+		char *conninfo;
+
+		if (asprintf(&conninfo, "host=%s port=%s dbname=%s user=%s", getenv("PGHOST"),
+		    getenv("PGPORT"), getenv("PGDATABASE"), getenv("PGUSER")) < 0)
+			idem_die(IDEM_EXIT_ENV, "asprintf:");
+		setenv("IDEM_DATABASE", conninfo, 1);
+		free(conninfo);
+	}
 	free(settings);
 	free(command);
 }
@@ -276,6 +335,13 @@ main(int argc, char *argv[])
 		idem_die(IDEM_EXIT_USAGE, "-c: commit with a key of yours (-k), not a throwaway one");
 	if (idem_seed_load(&seed, argv[optind], &err) < 0)
 		idem_die_error(&err);
+	if (key != NULL) {
+		struct idem_key probe;
+
+		if (idem_key_load(&probe, key, &err) < 0)
+			idem_die_error(&err);
+		idem_key_wipe(&probe);
+	}
 	if (worker == NULL)
 		worker = seed.worker_command ? seed.worker_command : "idem-worker --guard unique";
 
@@ -293,6 +359,7 @@ main(int argc, char *argv[])
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
 	/* as root, the sandbox's server user must pass through */
 	if (idem_make_temp_dir(work, sizeof(work), "rehearse", 0711, &err) < 0)
 		idem_die_error(&err);
@@ -338,15 +405,10 @@ main(int argc, char *argv[])
 		idem_die(IDEM_EXIT_ENV, "asprintf:");
 
 	fprintf(stderr, "+ %s | mkrecord -k %s -o %s%s\n", pipeline, q_key, q_dir, commit ? " -c" : "");
-	counts_status = run(pipeline, stream_path);
-	/* count-effects says 1 when the counts differ: that is the finding to
-	 * record; any other failure stops the rehearsal with its status */
-	if (counts_status != 0 && counts_status != IDEM_EXIT_FINDING) {
-		cleanup();
-		idem_die(counts_status, "the pipeline failed with status %d; nothing recorded",
-		    counts_status);
-	}
+	counts_status = run_stages(pipeline, stream_path);
 	snprintf(record_out, sizeof(record_out), "%s/record", work);
+	/* mkrecord finishes whole, signals or not: from here a record exists */
+	record_made = 1;
 	if ((status = run(record_cmd, record_out)) != 0) {
 		unlink(record_out);
 		cleanup();
@@ -356,12 +418,22 @@ main(int argc, char *argv[])
 		idem_die_error(&err);
 	unlink(record_out);
 	record_path[strcspn(record_path, "\n")] = '\0';
+	if (interrupted) {
+		idem_warn("interrupted; the record was made and is not verified: %s", record_path);
+		cleanup();
+		exit(128 + interrupted);
+	}
 	q_signers = signers ? shell_quote(signers) : NULL;
 	if (asprintf(&verify_cmd, "verify-record%s%s %s", q_signers ? " -f " : "",
 	    q_signers ? q_signers : "", record_path) < 0)
 		idem_die(IDEM_EXIT_ENV, "asprintf:");
 	fprintf(stderr, "+ %s\n", verify_cmd);
 	status = run(verify_cmd, TO_STDERR);
+	if (interrupted) {
+		idem_warn("interrupted while verifying the record: %s", record_path);
+		cleanup();
+		exit(128 + interrupted);
+	}
 	if (counts_status == IDEM_EXIT_FINDING)
 		fprintf(stderr, "rehearse: the counts differ from the seed's expect; the record says "
 		    "fail: %s\n", record_path);

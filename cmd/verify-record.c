@@ -41,6 +41,12 @@ struct check {
 };
 
 static const char *signers_path = "records/allowed_signers";
+
+static struct seed_hash {
+	char *revision, *path, *dir, *error;
+	char sha256[65];
+} *seed_cache;
+static size_t nseed_cache;
 static struct idem_signers *signers;
 
 static void
@@ -130,7 +136,7 @@ check_seed(struct check *c)
 	const char *want = str(c->record, "seed.sha256");
 	char dir[PATH_MAX], hex[65], *slash, *blob;
 	struct idem_error err;
-	size_t len;
+	size_t len, i;
 
 	if (revision == NULL || path == NULL || want == NULL || *revision == '\0') {
 		reason(c, "seed: no revision, path or SHA-256 recorded");
@@ -141,14 +147,32 @@ check_seed(struct check *c)
 		*slash = '\0';
 	else
 		strcpy(dir, ".");
-	if ((blob = idem_git_read_at(dir, revision, path, &len, &err)) == NULL) {
-		reason(c, "seed: %s", err.text);
+	/* records of one history share a few seeds: hash each once */
+	for (i = 0; i < nseed_cache; i++)
+		if (strcmp(seed_cache[i].revision, revision) == 0 && strcmp(seed_cache[i].path, path) == 0 &&
+		    strcmp(seed_cache[i].dir, dir) == 0)
+			break;
+	if (i == nseed_cache) {
+		seed_cache = idem_ereallocarray(seed_cache, nseed_cache + 1, sizeof(*seed_cache));
+		seed_cache[i].revision = idem_estrdup(revision);
+		seed_cache[i].path = idem_estrdup(path);
+		seed_cache[i].dir = idem_estrdup(dir);
+		seed_cache[i].error = NULL;
+		if ((blob = idem_git_read_at(dir, revision, path, &len, &err)) == NULL) {
+			seed_cache[i].error = idem_estrdup(err.text);
+		} else {
+			idem_sha256_hex(blob, len, seed_cache[i].sha256);
+			free(blob);
+		}
+		nseed_cache++;
+	}
+	if (seed_cache[i].error != NULL) {
+		reason(c, "seed: %s", seed_cache[i].error);
 		return;
 	}
-	idem_sha256_hex(blob, len, hex);
+	strcpy(hex, seed_cache[i].sha256);
 	if (strcmp(hex, want) != 0)
 		reason(c, "seed: %s at %s has SHA-256 %s, the record says %s", path, revision, hex, want);
-	free(blob);
 }
 
 static long long
@@ -519,7 +543,7 @@ emit(int format, const char *kind, const char *id, const char *status, const cha
 /* Staleness: the review date passed, or the current seed no longer matches
  * what the newest record of its rehearsal rehearsed. */
 static void
-staleness(struct check *c, const char *now, char *out, size_t size)
+staleness(struct check *c, const char *now, int newest, char *out, size_t size)
 {
 	const char *next = str(c->record, "next_review"), *seed_path = str(c->record, "seed.path");
 	struct idem_seed seed;
@@ -531,7 +555,7 @@ staleness(struct check *c, const char *now, char *out, size_t size)
 		snprintf(out, size, "next review date %s passed", next);
 		return;
 	}
-	if (seed_path == NULL || access(seed_path, F_OK) != 0)
+	if (!newest || seed_path == NULL || access(seed_path, F_OK) != 0)
 		return;
 	if (idem_seed_load(&seed, seed_path, &err) < 0) {
 		idem_seed_free(&seed);
@@ -615,8 +639,8 @@ history(const char *dir, const char *since, int format)
 			    strcmp(str(checks[j].record, "rehearsal"), str(c->record, "rehearsal")) == 0 &&
 			    strcmp(str(checks[j].record, "created_at"), str(c->record, "created_at")) > 0)
 				newest = 0;
-		staleness(c, now, detail, sizeof(detail));
-		if (*detail && (newest || strncmp(detail, "next review", 11) == 0)) {
+		staleness(c, now, newest, detail, sizeof(detail));
+		if (*detail) {
 			emit(format, "record", c->path, "stale", detail);
 			bad = 1;
 		} else {

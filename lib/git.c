@@ -272,31 +272,42 @@ out:
 	return rc;
 }
 
-static int
-touches(git_repository *repo, git_commit *commit, const char *prefix)
+/* The id of what a commit's tree holds at path: a subtree, a blob, or
+ * zeros when nothing is there. */
+static void
+entry_id(git_commit *commit, const char *path, git_oid *out)
 {
-	git_tree *tree = NULL, *parent_tree = NULL;
-	git_commit *parent = NULL;
-	git_diff *diff = NULL;
-	git_diff_options opts;
-	char *paths[1];
-	int n = 0;
+	git_tree *tree = NULL;
+	git_tree_entry *entry = NULL;
 
-	git_diff_options_init(&opts, GIT_DIFF_OPTIONS_VERSION);
-	paths[0] = (char *)prefix;
-	opts.pathspec.strings = paths;
-	opts.pathspec.count = 1;
+	memset(out, 0, sizeof(*out));
 	if (git_commit_tree(&tree, commit) != 0)
-		return 0;
-	if (git_commit_parentcount(commit) > 0 && git_commit_parent(&parent, commit, 0) == 0)
-		git_commit_tree(&parent_tree, parent);
-	if (git_diff_tree_to_tree(&diff, repo, parent_tree, tree, &opts) == 0)
-		n = (int)git_diff_num_deltas(diff);
-	git_diff_free(diff);
-	git_tree_free(parent_tree);
-	git_commit_free(parent);
+		return;
+	if (*path == '\0')
+		git_oid_cpy(out, git_tree_id(tree));
+	else if (git_tree_entry_bypath(&entry, tree, path) == 0)
+		git_oid_cpy(out, git_tree_entry_id(entry));
+	git_tree_entry_free(entry);
 	git_tree_free(tree);
-	return n > 0;
+}
+
+/* Whether a commit changed anything under path: the id of the subtree
+ * differs from the first parent's, which costs two tree lookups and no
+ * diff however many files the directory holds. */
+static int
+touches(git_commit *commit, const char *path)
+{
+	git_commit *parent = NULL;
+	git_oid mine, theirs;
+	int changed;
+
+	entry_id(commit, path, &mine);
+	if (git_commit_parentcount(commit) == 0 || git_commit_parent(&parent, commit, 0) != 0)
+		return !git_oid_is_zero(&mine);
+	entry_id(parent, path, &theirs);
+	changed = git_oid_cmp(&mine, &theirs) != 0;
+	git_commit_free(parent);
+	return changed;
 }
 
 int
@@ -319,6 +330,8 @@ idem_git_history(const char *dir, const char *prefix, const char *since, const v
 	if (relative(repo, probe, pathspec, sizeof(pathspec), err) < 0)
 		goto out;
 	pathspec[strlen(pathspec) - 1] = '\0';
+	if (*pathspec && pathspec[strlen(pathspec) - 1] == '/')
+		pathspec[strlen(pathspec) - 1] = '\0';
 	if (git_revwalk_new(&walk, repo) != 0 || git_revwalk_push_head(walk) != 0) {
 		git_fail(err, "walking the history");
 		goto out;
@@ -343,7 +356,7 @@ idem_git_history(const char *dir, const char *prefix, const char *since, const v
 
 		if (git_commit_lookup(&commit, repo, &id) != 0)
 			continue;
-		if (!touches(repo, commit, *pathspec ? pathspec : ".")) {
+		if (!touches(commit, pathspec)) {
 			git_commit_free(commit);
 			continue;
 		}

@@ -210,3 +210,13 @@ copies_in() {
 	assert_equal "$stderr" "dup-publish: $BATS_TEST_TMPDIR/twice: job a appears twice in the stream"
 	assert_equal "$(sql 'SELECT count(*) FROM idem.message')" 0
 }
+
+@test "on a terminal, dup-publish shows its progress on standard error; in a pipe it does not" {
+	command -v script >/dev/null || skip "no script(1)"
+	seed-gen tests/fixtures/seeds/generate.yaml >"$BATS_TEST_TMPDIR/stream"
+	script -q -e -c "dup-publish -s 0 $BATS_TEST_TMPDIR/stream >/dev/null" "$BATS_TEST_TMPDIR/tty" >/dev/null
+	grep -q "dup-publish: [0-9]*/[0-9]* messages" "$BATS_TEST_TMPDIR/tty"
+	queue_reset
+	dup-publish -s 0 "$BATS_TEST_TMPDIR/stream" 2>"$err" >/dev/null
+	[ ! -s "$err" ]
+}
