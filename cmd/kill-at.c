@@ -1001,23 +1001,6 @@ write_steps_kills_logs(void)
 	}
 }
 
-/* The value of "name=" in a log line, up to the next space, or NULL. */
-static char *
-log_value(const char *line, const char *name)
-{
-	size_t n = strlen(name);
-	const char *p = line;
-
-	while ((p = strstr(p, name)) != NULL) {
-		if ((p == line || p[-1] == ' ') && p[n] == '=') {
-			p += n + 1;
-			return strndup(p, strcspn(p, " "));
-		}
-		p += n;
-	}
-	return NULL;
-}
-
 /* The branches an attempt took, from the log lines that name it. */
 static char *
 branches_of(const char *job_id, const char *attempt, const char *msg_id)
@@ -1026,14 +1009,14 @@ branches_of(const char *job_id, const char *attempt, const char *msg_id)
 	size_t len = 0, i;
 
 	for (i = 0; i < k.nlogs; i++) {
-		char *b = log_value(k.logs[i].text, "branch"), *j, *a, *m;
+		char *b = idem_log_value(k.logs[i].text, "branch"), *j, *a, *m;
 		int match;
 
 		if (b == NULL)
 			continue;
-		j = log_value(k.logs[i].text, "job");
-		a = log_value(k.logs[i].text, "attempt");
-		m = log_value(k.logs[i].text, "msg_id");
+		j = idem_log_value(k.logs[i].text, "job");
+		a = idem_log_value(k.logs[i].text, "attempt");
+		m = idem_log_value(k.logs[i].text, "msg_id");
 		match = j && a && strcmp(j, job_id) == 0 && strcmp(a, attempt) == 0 &&
 		    (m == NULL || strcmp(m, msg_id) == 0);
 		if (match) {

@@ -64,22 +64,6 @@ number_or_text(const char *v)
 	return json_string(v);
 }
 
-static char *
-log_value(const char *line, const char *name)
-{
-	size_t n = strlen(name);
-	const char *p = line;
-
-	while ((p = strstr(p, name)) != NULL) {
-		if ((p == line || p[-1] == ' ') && p[n] == '=') {
-			p += n + 1;
-			return strndup(p, strcspn(p, " "));
-		}
-		p += n;
-	}
-	return NULL;
-}
-
 static void
 read_stream(FILE *in, const char *name)
 {
@@ -161,9 +145,9 @@ read_stream(FILE *in, const char *name)
 
 				s.logs = idem_ereallocarray(s.logs, s.nlogs + 1, sizeof(*s.logs));
 				l = &s.logs[s.nlogs++];
-				l->job = log_value(f[LOG_LINE], "job");
-				l->attempt = log_value(f[LOG_LINE], "attempt");
-				l->msg_id = log_value(f[LOG_LINE], "msg_id");
+				l->job = idem_log_value(f[LOG_LINE], "job");
+				l->attempt = idem_log_value(f[LOG_LINE], "attempt");
+				l->msg_id = idem_log_value(f[LOG_LINE], "msg_id");
 				l->line = idem_estrdup(f[LOG_LINE]);
 			}
 			break;

@@ -81,28 +81,6 @@ cleanup(void)
 	}
 }
 
-static char *
-shell_quote(const char *s)
-{
-	char *out = idem_emalloc(strlen(s) * 4 + 3), *o = out;
-
-	if (*s && strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:@,+")
-	    == strlen(s))
-		return strcpy(out, s);
-	*o++ = '\'';
-	for (; *s; s++) {
-		if (*s == '\'') {
-			memcpy(o, "'\\''", 4);
-			o += 4;
-		} else {
-			*o++ = *s;
-		}
-	}
-	*o++ = '\'';
-	*o = '\0';
-	return out;
-}
-
 /* Runs a shell command line in its own process group, stdout to a file, to
  * standard error or inherited; returns its exit status (128+N for a
  * signal). */
@@ -390,15 +368,15 @@ main(int argc, char *argv[])
 		signers = strcat(strcpy(idem_emalloc(strlen(work) + 32), work), "/allowed_signers");
 	}
 
-	q_seed = shell_quote(argv[optind]);
+	q_seed = idem_shell_quote(argv[optind]);
 	setup = setup_for(worker);
 	if (asprintf(&pipeline, "%s%sseed-gen %s | count-effects --before | dup-publish | "
 	    "kill-at -- %s | count-effects", setup ? setup : "", setup ? " && " : "", q_seed,
 	    worker) < 0)
 		idem_die(IDEM_EXIT_ENV, "asprintf:");
-	q_key = shell_quote(key);
-	q_dir = shell_quote(dir);
-	q_pipeline = shell_quote(pipeline);
+	q_key = idem_shell_quote(key);
+	q_dir = idem_shell_quote(dir);
+	q_pipeline = idem_shell_quote(pipeline);
 	snprintf(stream_path, sizeof(stream_path), "%s/stream.tsv", work);
 	if (asprintf(&record_cmd, "mkrecord -k %s -o %s%s -r %s < %s", q_key, q_dir,
 	    commit ? " -c" : "", q_pipeline, stream_path) < 0)
@@ -423,7 +401,7 @@ main(int argc, char *argv[])
 		cleanup();
 		exit(128 + interrupted);
 	}
-	q_signers = signers ? shell_quote(signers) : NULL;
+	q_signers = signers ? idem_shell_quote(signers) : NULL;
 	if (asprintf(&verify_cmd, "verify-record%s%s %s", q_signers ? " -f " : "",
 	    q_signers ? q_signers : "", record_path) < 0)
 		idem_die(IDEM_EXIT_ENV, "asprintf:");

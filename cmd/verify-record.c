@@ -370,25 +370,6 @@ run_capture(const char *script, int *status)
 	return out;
 }
 
-static char *
-shell_quote(const char *s)
-{
-	char *out = idem_emalloc(strlen(s) * 4 + 3), *o = out;
-
-	*o++ = '\'';
-	for (; *s; s++) {
-		if (*s == '\'') {
-			memcpy(o, "'\\''", 4);
-			o += 4;
-		} else {
-			*o++ = *s;
-		}
-	}
-	*o++ = '\'';
-	*o = '\0';
-	return out;
-}
-
 /* The value after "count<TAB>after<TAB>" lines of a stream, one per line,
  * as the record keeps them: scope, key, expected, observed, decoded. */
 static int
@@ -430,7 +411,7 @@ rerun(struct check *c, const char *conninfo)
 	if (realpath(dir, abs) == NULL)
 		idem_die(IDEM_EXIT_ENV, "%s:", dir);
 	path_with_self();
-	quoted_command = shell_quote(command);
+	quoted_command = idem_shell_quote(command);
 	if (conninfo == NULL) {
 		char tmpl[96];
 		struct idem_error err;
@@ -446,7 +427,7 @@ rerun(struct check *c, const char *conninfo)
 		    quoted_command, sandbox, tmpl) < 0)
 			idem_die(IDEM_EXIT_ENV, "asprintf:");
 	} else {
-		char *quoted_db = shell_quote(conninfo);
+		char *quoted_db = idem_shell_quote(conninfo);
 
 		if (asprintf(&script, "cd \"$(git -C %s rev-parse --show-toplevel)\" && "
 		    "IDEM_DATABASE=%s sh -c %s", abs, quoted_db, quoted_command) < 0)
@@ -583,6 +564,8 @@ history(const char *dir, const char *since, int format)
 	struct idem_git_commit_check *commits;
 	struct idem_error err;
 	char **names = NULL, **paths, *now = today(), detail[1600];
+	struct { const char *rehearsal, *created_at; } *latest;
+	size_t nlatest = 0;
 	struct check *checks;
 	size_t ncommits, nnames = 0, i, j;
 	struct dirent *e;
@@ -623,6 +606,22 @@ history(const char *dir, const char *since, int format)
 		checks[i].path = paths[i];
 		verify_one(&checks[i]);
 	}
+	/* the newest created_at of each rehearsal, in one pass */
+	latest = idem_ereallocarray(NULL, nnames + 1, sizeof(*latest));
+	for (i = 0; i < nnames; i++) {
+		const char *name = str(checks[i].record, "rehearsal"), *at = str(checks[i].record, "created_at");
+
+		if (checks[i].nreasons > 0 || name == NULL || at == NULL)
+			continue;
+		for (j = 0; j < nlatest && strcmp(latest[j].rehearsal, name) != 0; j++)
+			;
+		if (j == nlatest) {
+			latest[nlatest].rehearsal = name;
+			latest[nlatest++].created_at = at;
+		} else if (strcmp(at, latest[j].created_at) > 0) {
+			latest[j].created_at = at;
+		}
+	}
 	for (i = 0; i < nnames; i++) {
 		struct check *c = &checks[i];
 		int newest = 1;
@@ -634,11 +633,9 @@ history(const char *dir, const char *since, int format)
 			continue;
 		}
 		/* stale by the seed only for the newest record of a rehearsal */
-		for (j = 0; j < nnames; j++)
-			if (j != i && checks[j].nreasons == 0 &&
-			    strcmp(str(checks[j].record, "rehearsal"), str(c->record, "rehearsal")) == 0 &&
-			    strcmp(str(checks[j].record, "created_at"), str(c->record, "created_at")) > 0)
-				newest = 0;
+		for (j = 0; j < nlatest; j++)
+			if (strcmp(latest[j].rehearsal, str(c->record, "rehearsal")) == 0)
+				newest = strcmp(latest[j].created_at, str(c->record, "created_at")) <= 0;
 		staleness(c, now, newest, detail, sizeof(detail));
 		if (*detail) {
 			emit(format, "record", c->path, "stale", detail);
@@ -654,6 +651,7 @@ history(const char *dir, const char *since, int format)
 		free(paths[i]);
 		free(names[i]);
 	}
+	free(latest);
 	free(checks);
 	free(paths);
 	free(names);
@@ -729,6 +727,14 @@ main(int argc, char *argv[])
 		}
 	}
 	idem_signers_free(signers);
+	idem_git_close();
+	for (i = 0; (size_t)i < nseed_cache; i++) {
+		free(seed_cache[i].revision);
+		free(seed_cache[i].path);
+		free(seed_cache[i].dir);
+		free(seed_cache[i].error);
+	}
+	free(seed_cache);
 	idem_close_stdout();
 	return rc;
 }

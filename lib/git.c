@@ -116,6 +116,20 @@ out:
 	return rc;
 }
 
+/* One repository kept open for idem_git_read_at: an audit reads a seed
+ * at every record's revision, all in the same repository. */
+static git_repository *kept_repo;
+static char *kept_dir;
+
+void
+idem_git_close(void)
+{
+	git_repository_free(kept_repo);
+	free(kept_dir);
+	kept_repo = NULL;
+	kept_dir = NULL;
+}
+
 char *
 idem_git_read_at(const char *dir, const char *commit, const char *path, size_t *len,
 		 struct idem_error *err)
@@ -128,8 +142,13 @@ idem_git_read_at(const char *dir, const char *commit, const char *path, size_t *
 	git_oid id;
 	char *out = NULL;
 
-	if (open_repo(&repo, dir, err) < 0)
-		return NULL;
+	if (kept_dir == NULL || strcmp(kept_dir, dir) != 0) {
+		idem_git_close();
+		if (open_repo(&kept_repo, dir, err) < 0)
+			return NULL;
+		kept_dir = idem_estrdup(dir);
+	}
+	repo = kept_repo;
 	if (git_oid_fromstr(&id, commit) != 0 || git_object_lookup(&obj, repo, &id, GIT_OBJECT_COMMIT) != 0) {
 		idem_error_set(err, IDEM_EXIT_FINDING, "commit %s is not in the repository", commit);
 		goto out;
@@ -149,7 +168,6 @@ out:
 	git_tree_entry_free(entry);
 	git_tree_free(tree);
 	git_object_free(obj);
-	git_repository_free(repo);
 	return out;
 }
 

@@ -18,9 +18,11 @@ struct idem_git_revision {
 };
 int idem_git_revision(const char *file, struct idem_git_revision *rev, struct idem_error *err);
 
-/* The contents of path at a commit, in the repository that holds dir. */
+/* The contents of path at a commit, in the repository that holds dir; the
+ * repository stays open for the next call until idem_git_close. */
 char *idem_git_read_at(const char *dir, const char *commit, const char *path, size_t *len,
 		       struct idem_error *err);
+void idem_git_close(void);
 
 /* Commits files (paths under the work tree of the repository holding
  * them) on the current branch, signed with SSHSIG namespace "git" in the

@@ -125,14 +125,21 @@ idem_read_file(const char *path, size_t *len, struct idem_error *err)
 	FILE *f;
 	char *buf = NULL;
 	size_t cap = 0, n = 0, got;
+	struct stat st;
 
 	f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
 	if (f == NULL) {
 		idem_error_set(err, IDEM_EXIT_USAGE, "%s:", path);
 		return NULL;
 	}
+	/* a regular file is read into a buffer of its size, plus one byte to
+	 * see the end; a pipe grows one */
+	if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= 0) {
+		cap = (size_t)st.st_size + 1;
+		buf = idem_emalloc(cap + 1);
+	}
 	for (;;) {
-		if (cap - n < 65536) {
+		if (cap == n) {
 			cap = cap ? cap * 2 : 65536;
 			buf = idem_erealloc(buf, cap + 1);
 		}
@@ -331,6 +338,48 @@ idem_utf8_valid(const char *s, size_t len)
 		p += n + 1;
 	}
 	return 1;
+}
+
+char *
+idem_log_value(const char *line, const char *name)
+{
+	size_t n = strlen(name);
+	const char *p = line;
+	char *out;
+
+	while ((p = strstr(p, name)) != NULL) {
+		if ((p == line || p[-1] == ' ') && p[n] == '=') {
+			p += n + 1;
+			if ((out = strndup(p, strcspn(p, " "))) == NULL)
+				idem_die(IDEM_EXIT_ENV, "strndup:");
+			return out;
+		}
+		p += n;
+	}
+	return NULL;
+}
+
+char *
+idem_shell_quote(const char *s)
+{
+	static const char safe[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	    "0123456789-_./=:@,+";
+	char *out = idem_emalloc(strlen(s) * 4 + 3), *o = out;
+
+	if (*s && strspn(s, safe) == strlen(s))
+		return strcpy(out, s);
+	*o++ = '\'';
+	for (; *s; s++) {
+		if (*s == '\'') {
+			memcpy(o, "'\\''", 4);
+			o += 4;
+		} else {
+			*o++ = *s;
+		}
+	}
+	*o++ = '\'';
+	*o = '\0';
+	return out;
 }
 
 void

@@ -64,6 +64,14 @@ void idem_sha256_hex(const void *data, size_t len, char out[65]);
 /* Standard-conforming UTF-8 without NUL bytes. */
 int idem_utf8_valid(const char *s, size_t len);
 
+/* The value of "name=" in a log line such as "branch=inserted job=a", up
+ * to the next space; NULL when absent. Caller frees. */
+char *idem_log_value(const char *line, const char *name);
+
+/* A word for sh: as it is when it holds only safe characters, else in
+ * single quotes. Caller frees. */
+char *idem_shell_quote(const char *s);
+
 /* Print usage text and exit: to stdout with 0 for --help, stderr with 2. */
 void idem_usage(const char *synopsis, int status) __attribute__((noreturn));
 
