@@ -200,7 +200,8 @@ merge_seeded(void)
 	size_t i, o = 0;
 	int job_scope = strcmp(c.key_scope, "job") == 0;
 
-	qsort(c.keys, c.nkeys, sizeof(*c.keys), by_key);
+	if (c.nkeys > 1)
+		qsort(c.keys, c.nkeys, sizeof(*c.keys), by_key);
 	for (i = 0; i < c.nkeys; i++) {
 		if (o > 0 && strcmp(c.keys[o - 1].key, c.keys[i].key) == 0) {
 			if (job_scope)
@@ -322,6 +323,8 @@ find_key(const char *key)
 {
 	struct key_count want = { .key = (char *)key };
 
+	if (c.nkeys == 0)
+		return NULL;
 	return bsearch(&want, c.keys, c.nkeys, sizeof(*c.keys), by_key);
 }
 
@@ -373,7 +376,8 @@ count(void)
 		c.conflicts += k->conflict;
 		count_row("key", k->key, k->expected, k->observed);
 	}
-	qsort(unseeded, nunseeded, sizeof(*unseeded), by_key);
+	if (nunseeded > 1)
+		qsort(unseeded, nunseeded, sizeof(*unseeded), by_key);
 	for (i = 0; i < nunseeded; i++) {
 		c.unexpected += unseeded[i].observed;
 		count_row("unexpected", unseeded[i].key, 0, unseeded[i].observed);

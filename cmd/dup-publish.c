@@ -494,18 +494,11 @@ connect_sandbox(const char *conninfo)
 static long long
 parse_count(const struct idem_tsv_reader *r, size_t field)
 {
-	const char *s = r->fields[field];
-	char *end;
+	struct idem_error err;
 	long long v;
 
-	if (s == NULL)
-		return 0;
-	errno = 0;
-	v = strtoll(s, &end, 10);
-	if (errno || *end || end == s || v < 0)
-		idem_die(IDEM_EXIT_USAGE, "%s:%ld: %s row, field %s: expected a count, got \"%s\"",
-		    r->name, r->line_no, idem_kind_name(r->kind),
-		    idem_kind_field_name(r->kind, field), s);
+	if (idem_tsv_count(r, field, &v, &err) < 0)
+		idem_die_error(&err);
 	return v;
 }
 

@@ -282,6 +282,7 @@ main(int argc, char *argv[])
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *conninfo = NULL, *worker = NULL, *key = NULL, *signers = NULL, *dir = "records";
+	char *throwaway_key = NULL, *throwaway_signers = NULL;
 	char *setup, *pipeline, *record_cmd, *verify_cmd, *q_seed, *q_key, *q_dir;
 	char *q_pipeline, *q_signers, record_out[200], *record_path, self[PATH_MAX], *path;
 	struct idem_seed seed;
@@ -364,8 +365,10 @@ main(int argc, char *argv[])
 		free(make_key);
 		fprintf(stderr, "rehearse: signing with a throwaway key made for this run; give -k "
 		    "and list its public key in allowed_signers for a record others can trust\n");
-		key = strcat(strcpy(idem_emalloc(strlen(work) + 32), work), "/throwaway_ed25519");
-		signers = strcat(strcpy(idem_emalloc(strlen(work) + 32), work), "/allowed_signers");
+		key = throwaway_key = strcat(strcpy(idem_emalloc(strlen(work) + 32), work),
+		    "/throwaway_ed25519");
+		signers = throwaway_signers = strcat(strcpy(idem_emalloc(strlen(work) + 32), work),
+		    "/allowed_signers");
 	}
 
 	q_seed = idem_shell_quote(argv[optind]);
@@ -418,6 +421,18 @@ main(int argc, char *argv[])
 	cleanup();
 	idem_seed_free(&seed);
 	printf("%s\n", record_path);
+	free(record_path);
+	free(q_seed);
+	free(q_key);
+	free(q_dir);
+	free(q_pipeline);
+	free(q_signers);
+	free(pipeline);
+	free(setup);
+	free(record_cmd);
+	free(verify_cmd);
+	free(throwaway_key);
+	free(throwaway_signers);
 	idem_close_stdout();
 	if (status != 0)
 		return status;

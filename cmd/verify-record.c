@@ -596,7 +596,8 @@ history(const char *dir, const char *since, int format)
 		}
 	}
 	closedir(d);
-	qsort(names, nnames, sizeof(char *), by_name);
+	if (nnames > 1)
+		qsort(names, nnames, sizeof(char *), by_name);
 	checks = idem_ereallocarray(NULL, nnames + 1, sizeof(*checks));
 	paths = idem_ereallocarray(NULL, nnames + 1, sizeof(*paths));
 	for (i = 0; i < nnames; i++) {

@@ -40,6 +40,21 @@ open_repo(git_repository **repo, const char *dir, struct idem_error *err)
 	return 0;
 }
 
+/* The directory part of a path, "." when it has none. */
+static void
+dir_of(const char *file, char *out, size_t size)
+{
+	char *slash;
+
+	snprintf(out, size, "%s", file);
+	if ((slash = strrchr(out, '/')) == out)
+		out[1] = '\0';
+	else if (slash != NULL)
+		*slash = '\0';
+	else
+		snprintf(out, size, ".");
+}
+
 /* A path relative to the repository's work tree. */
 static int
 relative(git_repository *repo, const char *file, char *out, size_t size, struct idem_error *err)
@@ -78,16 +93,11 @@ idem_git_revision(const char *file, struct idem_git_revision *rev, struct idem_e
 	git_tree_entry *entry = NULL;
 	git_tree *tree = NULL;
 	git_oid on_disk;
-	char dir[PATH_MAX], *slash;
+	char dir[PATH_MAX];
 	int rc = -1;
 
 	memset(rev, 0, sizeof(*rev));
-	snprintf(dir, sizeof(dir), "%s", file);
-	slash = strrchr(dir, '/');
-	if (slash)
-		*slash = '\0';
-	else
-		strcpy(dir, ".");
+	dir_of(file, dir, sizeof(dir));
 	if (open_repo(&repo, dir, err) < 0)
 		return -1;
 	if (relative(repo, file, rev->path, sizeof(rev->path), err) < 0)
@@ -184,16 +194,11 @@ idem_git_commit(const char *const *files, size_t nfiles, const char *message,
 	git_buf buffer = GIT_BUF_INIT;
 	git_oid tree_id, commit_id, parent_id;
 	const char *branch;
-	char dir[PATH_MAX], rel[1024], *slash, *armor = NULL;
+	char dir[PATH_MAX], rel[1024], *armor = NULL;
 	size_t i;
 	int rc = -1, have_parent;
 
-	snprintf(dir, sizeof(dir), "%s", files[0]);
-	slash = strrchr(dir, '/');
-	if (slash)
-		*slash = '\0';
-	else
-		strcpy(dir, ".");
+	dir_of(files[0], dir, sizeof(dir));
 	if (open_repo(&repo, dir, err) < 0)
 		return -1;
 	/* the branch HEAD names, born or not */

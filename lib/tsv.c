@@ -281,6 +281,25 @@ idem_tsv_write_row(FILE *out, const char *kind, const char *const *fields, size_
 	return putc('\n', out) == EOF ? -1 : 0;
 }
 
+int
+idem_tsv_count(const struct idem_tsv_reader *r, size_t field, long long *out,
+	       struct idem_error *err)
+{
+	const char *s = field < r->nfields ? r->fields[field] : NULL;
+	char *end;
+
+	*out = 0;
+	if (s == NULL)
+		return 0;
+	errno = 0;
+	*out = strtoll(s, &end, 10);
+	if (errno || *end || end == s || *out < 0)
+		return idem_error_set(err, IDEM_EXIT_USAGE,
+		    "%s:%ld: %s row, field %s: expected a count, got \"%s\"", r->name, r->line_no,
+		    idem_kind_name(r->kind), idem_kind_field_name(r->kind, field), s);
+	return 0;
+}
+
 char *
 idem_tsv_escape(const char *field)
 {

@@ -102,6 +102,10 @@ int idem_tsv_pass(FILE *out, const struct idem_tsv_reader *r);
 int idem_tsv_write_header(FILE *out);
 int idem_tsv_write_row(FILE *out, const char *kind, const char *const *fields, size_t n);
 int idem_tsv_write_field(FILE *out, const char *field);
+/* A field of the current row as a count, a whole number from 0; \N is 0.
+ * -1 with err naming the line and the field otherwise. */
+int idem_tsv_count(const struct idem_tsv_reader *r, size_t field, long long *out,
+		   struct idem_error *err);
 /* Escapes into a malloc'd string (for tests and for messages). */
 char *idem_tsv_escape(const char *field);
 /* Decodes one escaped field in place; returns -1 on a bad escape, 1 for \N. */
