@@ -49,7 +49,8 @@ static struct {
 	/* job id to business key, for kill and recover rows */
 	char **job_ids, **job_keys;
 	/* the sql */
-	char *table_sql;
+	const char *conninfo;
+	char *table_sql, *count_sql;
 	char **column_sql;
 	size_t ncolumns;
 	/* totals */
@@ -100,6 +101,21 @@ number(const struct idem_tsv_reader *r, size_t field)
 	return v;
 }
 
+static void prepare_identifiers(void);
+static void start_count(void);
+
+static void
+connect_and_count(void)
+{
+	struct idem_error err;
+
+	if ((c.conn = idem_pg_connect(c.conninfo, &err)) == NULL ||
+	    idem_pg_require_sandbox(c.conn, &err) < 0)
+		idem_die_error(&err);
+	prepare_identifiers();
+	start_count();
+}
+
 /* Passes the stream through and keeps what counting needs. */
 static void
 read_stream(FILE *in, const char *name)
@@ -127,6 +143,7 @@ read_stream(FILE *in, const char *name)
 			c.effect_table = idem_estrdup(r.fields[SEED_EFFECT_TABLE]);
 			c.key_columns = idem_estrdup(r.fields[SEED_KEY_COLUMNS]);
 			c.key_scope = idem_estrdup(r.fields[SEED_KEY_SCOPE] ? r.fields[SEED_KEY_SCOPE] : "business");
+			connect_and_count();
 			break;
 		case IDEM_KIND_EXPECT:
 			for (i = 0; i < 4; i++)
@@ -330,19 +347,32 @@ find_key(const char *key)
 
 /* Runs the printed count query and sets observed counts; keys no job seeded
  * are kept apart as unexpected. */
+/* Sends the count query as soon as the seed row names the table, so the
+ * database counts while the rest of the stream is read. */
+static void
+start_count(void)
+{
+	char *key_sql = key_expression();
+
+	if (asprintf(&c.count_sql, "SELECT %s AS business_key, count(*) AS effects FROM %s "
+	    "GROUP BY 1 ORDER BY 1", key_sql, c.table_sql) < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	free(key_sql);
+	if (!PQsendQuery(c.conn, c.count_sql))
+		idem_die(IDEM_EXIT_ENV, "counting %s: %s", c.effect_table, PQerrorMessage(c.conn));
+}
+
 static void
 count(void)
 {
-	char *key_sql = key_expression(), *sql;
 	struct key_count *unseeded = NULL;
 	size_t nunseeded = 0, i;
-	PGresult *res;
+	PGresult *res, *extra;
 
-	if (asprintf(&sql, "SELECT %s AS business_key, count(*) AS effects FROM %s "
-	    "GROUP BY 1 ORDER BY 1", key_sql, c.table_sql) < 0)
-		idem_die(IDEM_EXIT_ENV, "asprintf:");
-	query_row("count", sql);
-	res = PQexec(c.conn, sql);
+	query_row("count", c.count_sql);
+	res = PQgetResult(c.conn);
+	while ((extra = PQgetResult(c.conn)) != NULL)
+		PQclear(extra);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		char msg[768];
 
@@ -384,8 +414,7 @@ count(void)
 		free(unseeded[i].key);
 	}
 	free(unseeded);
-	free(sql);
-	free(key_sql);
+	free(c.count_sql);
 }
 
 static void
@@ -734,7 +763,6 @@ main(int argc, char *argv[])
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *conninfo = NULL, *path = "-";
-	struct idem_error err;
 	FILE *in = stdin;
 	size_t i;
 	int ch, rc = 0;
@@ -757,16 +785,13 @@ main(int argc, char *argv[])
 		if ((in = fopen(path, "r")) == NULL)
 			idem_die(IDEM_EXIT_USAGE, "%s:", path);
 	}
+	c.conninfo = conninfo;
 	read_stream(in, in == stdin ? "stdin" : path);
 	if (in != stdin)
 		fclose(in);
-	if ((c.conn = idem_pg_connect(conninfo, &err)) == NULL ||
-	    idem_pg_require_sandbox(c.conn, &err) < 0)
-		idem_die_error(&err);
 	if ((c.digest = open_memstream(&c.digest_buf, &c.digest_len)) == NULL)
 		idem_die(IDEM_EXIT_ENV, "open_memstream:");
 	merge_seeded();
-	prepare_identifiers();
 	count();
 	if (strcmp(c.phase, "after") == 0) {
 		count_pending();
