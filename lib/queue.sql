@@ -23,7 +23,7 @@ CREATE TABLE idem.message (
 	copy integer NOT NULL DEFAULT 0 CHECK (copy >= 0),
 	business_key text NOT NULL,
 	payload jsonb NOT NULL,
-	enqueued_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+	enqueued_at timestamptz NOT NULL DEFAULT statement_timestamp(),	-- one time per publishing statement
 	visible_at timestamptz NOT NULL DEFAULT clock_timestamp(),
 	read_ct integer NOT NULL DEFAULT 0,
 	acked_at timestamptz,
