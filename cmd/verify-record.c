@@ -28,7 +28,7 @@
 static const char synopsis[] =
 	"usage: verify-record [-f allowed-signers] record ...\n"
 	"       verify-record [-f allowed-signers] --rerun [-d conninfo] record\n"
-	"       verify-record [-f allowed-signers] --history [-t | -g] [-s rev] [dir]\n";
+	"       verify-record [-f allowed-signers] --history [-c] [-t | -g] [-s rev] [dir]\n";
 
 enum { OUT_TABLE, OUT_TSV, OUT_GITHUB };
 
@@ -559,7 +559,7 @@ staleness(struct check *c, const char *now, int newest, char *out, size_t size)
 }
 
 static int
-history(const char *dir, const char *since, int format)
+history(const char *dir, const char *since, int format, int commits_only)
 {
 	struct idem_git_commit_check *commits;
 	struct idem_error err;
@@ -585,6 +585,10 @@ history(const char *dir, const char *since, int format)
 		free(commits[i].principal);
 	}
 	free(commits);
+	if (commits_only) {
+		free(now);
+		return bad ? IDEM_EXIT_FINDING : 0;
+	}
 	if ((d = opendir(dir)) == NULL)
 		idem_die(IDEM_EXIT_USAGE, "%s:", dir);
 	while ((e = readdir(d)) != NULL) {
@@ -669,23 +673,25 @@ main(int argc, char *argv[])
 		{ "dbname", required_argument, NULL, 'd' },
 		{ "history", no_argument, NULL, 'H' },
 		{ "since", required_argument, NULL, 's' },
+		{ "commits-only", no_argument, NULL, 'c' },
 		{ "format", required_argument, NULL, 'F' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *conninfo = NULL, *since = NULL;
-	int c, do_rerun = 0, do_history = 0, format = OUT_TABLE, rc = 0, i;
+	int c, do_rerun = 0, do_history = 0, commits_only = 0, format = OUT_TABLE, rc = 0, i;
 
 	argv0 = "verify-record";
 	argv[0] = (char *)argv0;
-	while ((c = getopt_long(argc, argv, "f:d:s:tghV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "f:d:s:ctghV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'f': signers_path = optarg; break;
 		case 'R': do_rerun = 1; break;
 		case 'd': conninfo = optarg; break;
 		case 'H': do_history = 1; break;
 		case 's': since = optarg; break;
+		case 'c': commits_only = 1; break;
 		case 't': format = OUT_TSV; break;
 		case 'g': format = OUT_GITHUB; break;
 		case 'F':
@@ -703,7 +709,7 @@ main(int argc, char *argv[])
 		default: idem_usage(synopsis, IDEM_EXIT_USAGE);
 		}
 	}
-	if (do_history && do_rerun)
+	if ((do_history && do_rerun) || (commits_only && !do_history))
 		idem_usage(synopsis, IDEM_EXIT_USAGE);
 	load_signers();
 	if (do_history) {
@@ -711,7 +717,7 @@ main(int argc, char *argv[])
 			idem_usage(synopsis, IDEM_EXIT_USAGE);
 		if (format == OUT_TSV)
 			idem_tsv_write_header(stdout);
-		rc = history(optind < argc ? argv[optind] : "records", since, format);
+		rc = history(optind < argc ? argv[optind] : "records", since, format, commits_only);
 	} else {
 		if (optind == argc || (do_rerun && argc - optind != 1))
 			idem_usage(synopsis, IDEM_EXIT_USAGE);

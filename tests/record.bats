@@ -103,6 +103,11 @@ git_ssh() {
 	# --since checks only what a pull request adds
 	run verify-record --history --since HEAD
 	[ "$status" -eq 0 ]
+	# -c audits the commits alone
+	run verify-record --history -c
+	[ "$status" -eq 1 ]
+	[[ "$output" != *"record  "* ]]
+	[[ "$output" == *"FAIL   commit is not signed: records: unsigned"* ]]
 }
 
 @test "an unknown key, a key for another namespace, a key outside its window are each refused" {
