@@ -21,7 +21,7 @@ BIN = $(BUILD)/bin
 CPPFLAGS = -D_GNU_SOURCE -DIDEM_VERSION='"$(VERSION)"' -Ilib
 CFLAGS = -std=c11 -O2 -g -Wall -Wextra -Werror $(SANFLAGS) $(shell pkg-config --cflags $(PKGS))
 LDFLAGS = $(SANFLAGS)
-LDLIBS = $(shell pkg-config --libs $(PKGS)) -lm
+LDLIBS = $(shell pkg-config --libs $(PKGS)) -lm -pthread
 
 PROGS = idem-sandbox seed-gen dup-publish idem-worker kill-at count-effects mkrecord verify-record rehearse
 LIBOBJ = $(BUILD)/lib/util.o $(BUILD)/lib/tsv.o $(BUILD)/lib/seed.o \

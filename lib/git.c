@@ -1,7 +1,9 @@
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <git2.h>
 
@@ -333,6 +335,78 @@ touches(git_commit *commit, const char *path)
 	return changed;
 }
 
+/* A commit's signature and the bytes it signs, to be checked. */
+struct signed_commit {
+	size_t check;			/* index of its idem_git_commit_check */
+	char *armor, *data;
+	size_t armor_len, data_len;
+};
+
+struct checker {
+	struct signed_commit *pending;
+	size_t npending, first, step;
+	struct idem_git_commit_check *out;
+	const void *signers;
+};
+
+static void *
+check_some(void *arg)
+{
+	struct checker *k = arg;
+	size_t i;
+
+	for (i = k->first; i < k->npending; i += k->step) {
+		struct signed_commit *p = &k->pending[i];
+		struct idem_git_commit_check *c = &k->out[p->check];
+		struct idem_sig sig;
+		struct idem_error why;
+
+		if (idem_sig_parse(&sig, p->armor, p->armor_len, "git", &why) < 0) {
+			snprintf(c->reason, sizeof(c->reason), "%s", why.text);
+		} else if ((c->principal = idem_signers_find(k->signers, sig.public_key, "git", c->when,
+		    &why)) == NULL) {
+			snprintf(c->reason, sizeof(c->reason), "%s", why.text);
+		} else if (idem_sig_check(&sig, "git", p->data, p->data_len, &why) < 0) {
+			snprintf(c->reason, sizeof(c->reason), "%s", why.text);
+			free(c->principal);
+			c->principal = NULL;
+		}
+	}
+	return NULL;
+}
+
+/* Checks the signatures on every core: each is independent of the others. */
+static void
+check_all(struct signed_commit *pending, size_t npending, struct idem_git_commit_check *out,
+	  const void *signers)
+{
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	size_t nthreads = cores > 1 ? (size_t)(cores > 8 ? 8 : cores) : 1, t, i;
+	struct checker k[8];
+	pthread_t threads[8];
+	int started[8] = { 0 };
+
+	if (npending < 64)
+		nthreads = 1;
+	for (t = 0; t < nthreads; t++) {
+		k[t] = (struct checker){ pending, npending, t, nthreads, out, signers };
+		if (t > 0)
+			started[t] = pthread_create(&threads[t], NULL, check_some, &k[t]) == 0;
+	}
+	check_some(&k[0]);
+	for (t = 1; t < nthreads; t++) {
+		if (started[t])
+			pthread_join(threads[t], NULL);
+		else
+			check_some(&k[t]);
+	}
+	for (i = 0; i < npending; i++) {
+		free(pending[i].armor);
+		free(pending[i].data);
+	}
+	free(pending);
+}
+
 int
 idem_git_history(const char *dir, const char *prefix, const char *since, const void *signers,
 		 struct idem_git_commit_check **out, size_t *n, struct idem_error *err)
@@ -340,6 +414,8 @@ idem_git_history(const char *dir, const char *prefix, const char *since, const v
 	git_repository *repo = NULL;
 	git_revwalk *walk = NULL;
 	char probe[PATH_MAX + 2], pathspec[1024];
+	struct signed_commit *pending = NULL;
+	size_t npending = 0;
 	git_oid id;
 	int rc = -1;
 
@@ -374,8 +450,6 @@ idem_git_history(const char *dir, const char *prefix, const char *since, const v
 		git_commit *commit = NULL;
 		git_buf armor = GIT_BUF_INIT, data = GIT_BUF_INIT;
 		struct idem_git_commit_check *c;
-		struct idem_sig sig;
-		struct idem_error why;
 
 		if (git_commit_lookup(&commit, repo, &id) != 0)
 			continue;
@@ -392,20 +466,22 @@ idem_git_history(const char *dir, const char *prefix, const char *since, const v
 		c->when = (time_t)git_commit_committer(commit)->when.time;
 		if (git_commit_extract_signature(&armor, &data, repo, &id, NULL) != 0) {
 			snprintf(c->reason, sizeof(c->reason), "commit is not signed");
-		} else if (idem_sig_parse(&sig, armor.ptr, armor.size, "git", &why) < 0) {
-			snprintf(c->reason, sizeof(c->reason), "%s", why.text);
-		} else if ((c->principal = idem_signers_find(signers, sig.public_key, "git", c->when,
-		    &why)) == NULL) {
-			snprintf(c->reason, sizeof(c->reason), "%s", why.text);
-		} else if (idem_sig_check(&sig, "git", data.ptr, data.size, &why) < 0) {
-			snprintf(c->reason, sizeof(c->reason), "%s", why.text);
-			free(c->principal);
-			c->principal = NULL;
+		} else {
+			pending = idem_ereallocarray(pending, npending + 1, sizeof(*pending));
+			pending[npending].check = *n - 1;
+			pending[npending].armor = idem_emalloc(armor.size + 1);
+			memcpy(pending[npending].armor, armor.ptr, armor.size);
+			pending[npending].armor_len = armor.size;
+			pending[npending].data = idem_emalloc(data.size + 1);
+			memcpy(pending[npending].data, data.ptr, data.size);
+			pending[npending].data_len = data.size;
+			npending++;
 		}
 		git_buf_dispose(&armor);
 		git_buf_dispose(&data);
 		git_commit_free(commit);
 	}
+	check_all(pending, npending, *out, signers);
 	rc = 0;
 out:
 	git_revwalk_free(walk);

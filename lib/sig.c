@@ -550,6 +550,8 @@ idem_signers_load(const char *path, struct idem_error *err)
 	size_t len;
 	long line_no = 0;
 
+	if (sodium_init() < 0)
+		idem_die(IDEM_EXIT_ENV, "libsodium could not start");
 	if (signers == NULL)
 		idem_die(IDEM_EXIT_ENV, "calloc:");
 	if ((text = idem_read_file(path, &len, err)) == NULL) {

@@ -220,3 +220,19 @@ git_ssh() {
 	assert_equal "$(ls records)" allowed_signers
 	assert_equal "$(git rev-parse HEAD)" "$head"
 }
+
+@test "an audit of many commits, checked on every core, finds the one unsigned commit among them" {
+	for i in $(seq 40); do
+		record >/dev/null
+	done
+	echo "note" >records/NOTE
+	git add records/NOTE
+	git commit -q -m "records: unsigned, among many"
+	for i in $(seq 40); do
+		record >/dev/null
+	done
+	run verify-record --history -c -t
+	[ "$status" -eq 1 ]
+	assert_equal "$(grep -c '	ok	signed by eng@example.org' <<<"$output")" 81
+	assert_equal "$(grep '	FAIL	' <<<"$output" | cut -f 5)" "commit is not signed: records: unsigned, among many"
+}
