@@ -551,10 +551,13 @@ probe(char **guard_names, size_t nguards)
 		idem_die(IDEM_EXIT_ENV, "asprintf:");
 	query_row("probe", sql);
 	row[3] = sql;
-	PQclear(PQexec(c.conn, "BEGIN"));
-	PQclear(PQexec(c.conn, "SET LOCAL lock_timeout = '5s'"));
-	/* a deferred guard answers at the insert, not at a commit that never comes */
-	PQclear(PQexec(c.conn, "SET CONSTRAINTS ALL IMMEDIATE"));
+	/* a deferred guard answers at the insert, not at a commit that never
+	 * comes; and no probe runs outside a transaction it rolls back */
+	res = PQexec(c.conn, "BEGIN; SET LOCAL lock_timeout = '5s'; SET CONSTRAINTS ALL IMMEDIATE");
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+		idem_die(IDEM_EXIT_ENV, "starting the probe's transaction: %s",
+		    idem_pg_message(c.conn, res, msg, sizeof(msg)));
+	PQclear(res);
 	res = PQexec(c.conn, sql);
 	state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
 	constraint = PQresultErrorField(res, PG_DIAG_CONSTRAINT_NAME);

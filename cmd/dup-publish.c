@@ -707,7 +707,12 @@ read_and_publish(FILE *in, const char *name, const char *conninfo)
 	if (pub.copying) {
 		if (copy_finish(NULL) == 0) {
 			read_back(fresh, nfresh);
+			/* the originals already in the queue are checked in the same
+			 * transaction: one that differs refuses the whole stream */
+			for (i = 0; i < nknown; i += pub.batch)
+				send_checked(known + i, nknown - i < pub.batch ? nknown - i : pub.batch);
 			command("COMMIT");
+			nknown = 0;
 		} else {
 			memcpy(known + nknown, fresh, nfresh * sizeof(*fresh));
 			nknown += nfresh;

@@ -198,6 +198,30 @@ is_sandbox_dir(void)
 	return access(marker_path, F_OK) == 0;
 }
 
+/* The directory must be ours: no symbolic link in its place or in its
+ * run and data, owned by us, writable by nobody else. As root this keeps
+ * another user's directory from steering chown and rm. */
+static void
+require_own_dir(void)
+{
+	const char *paths[3] = { dir, run_dir, data_dir };
+	struct stat st;
+	int i;
+
+	for (i = 0; i < 3; i++) {
+		if (lstat(paths[i], &st) < 0) {
+			if (errno == ENOENT && i > 0)
+				continue;
+			idem_die(IDEM_EXIT_ENV, "%s:", paths[i]);
+		}
+		if (S_ISLNK(st.st_mode))
+			idem_die(IDEM_EXIT_USAGE, "%s is a symbolic link; not using it", paths[i]);
+		if (i == 0 && (st.st_uid != geteuid() || (st.st_mode & 022)))
+			idem_die(IDEM_EXIT_USAGE, "%s is not a private directory of yours; choose "
+			    "another with -D", paths[i]);
+	}
+}
+
 static int
 dir_is_empty(const char *path)
 {
@@ -340,6 +364,7 @@ start(void)
 			idem_die(IDEM_EXIT_USAGE, "%s exists and is not an idem sandbox; choose "
 			    "another directory with -D", dir);
 	}
+	require_own_dir();
 	/* as root, the server user must be able to pass through */
 	make_dir(dir, geteuid() == 0 ? 0711 : 0700, 0);
 	if ((fd = open(marker_path, O_WRONLY | O_CREAT, 0644)) < 0)
@@ -347,7 +372,7 @@ start(void)
 	close(fd);
 	make_dir(run_dir, 0700, 1);
 	if (geteuid() == 0) {
-		fd = open(log_path, O_WRONLY | O_APPEND | O_CREAT, 0600);
+		fd = open(log_path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW, 0600);
 		if (fd < 0 || fchown(fd, server_pw.pw_uid, server_pw.pw_gid) < 0)
 			idem_die(IDEM_EXIT_ENV, "%s:", log_path);
 		close(fd);
@@ -397,6 +422,7 @@ stop(int purge)
 	}
 	if (!is_sandbox_dir())
 		idem_die(IDEM_EXIT_USAGE, "%s is not an idem sandbox; not touching it", dir);
+	require_own_dir();
 	path_join(pid_path, data_dir, "postmaster.pid");
 	if (access(pid_path, F_OK) == 0 && run("pg_ctl", stop_args) != 0 &&
 	    run("pg_ctl", kill_args) != 0 && access(pid_path, F_OK) == 0) {

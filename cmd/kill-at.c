@@ -377,8 +377,10 @@ start_watchdog(void)
 			if (g > 0 && n < sizeof(groups) / sizeof(groups[0]))
 				groups[n++] = g;
 			for (i = 0; g < 0 && i < n; i++)
-				if (groups[i] == -g)
-					groups[i] = 0;
+				if (groups[i] == -g) {
+					groups[i] = groups[--n];	/* a gone group frees its slot */
+					break;
+				}
 		}
 		for (i = 0; i < n; i++)
 			if (groups[i] > 1)
@@ -547,7 +549,7 @@ handle_step(size_t ci, char *line)
 		*p++ = '\0';
 	}
 	if (n != 4 || strcmp(fields[0], "step") != 0 || p != NULL) {
-		record_log(c->worker, c->pid, "kill-at: not a step line; go", 26);
+		record_log(c->worker, c->pid, "kill-at: not a step line; go", 28);
 		reply_go(c);
 		return;
 	}

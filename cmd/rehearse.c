@@ -33,6 +33,7 @@ static int record_made;		/* mkrecord has run: an interrupt leaves its record */
 static pid_t running_group;
 static char work[96], sandbox[128], stream_path[160];
 static int keep_sandbox, started_sandbox;
+static pid_t main_pid;
 
 static void
 on_signal(int sig)
@@ -46,6 +47,11 @@ on_signal(int sig)
 static void
 cleanup(void)
 {
+	static int done;
+
+	if (done || getpid() != main_pid)
+		return;
+	done = 1;
 	if (started_sandbox && !keep_sandbox) {
 		pid_t pid = fork();
 
@@ -133,17 +139,19 @@ run_stages(const char *pipeline, const char *out_path)
 {
 	static const char *const stages[] = { "seed-gen", "count-effects --before", "dup-publish",
 		"kill-at", "count-effects" };
-	char *command, status_path[200], *text;
+	char *command, status_path[200], *text, *q_status;
 	struct idem_error err;
 	int codes[8], n = 0, i;
 	size_t len;
 	char *p;
 
 	snprintf(status_path, sizeof(status_path), "%s/status", work);
-	if (asprintf(&command, "%s; echo \"${PIPESTATUS[*]}\" > %s", pipeline, status_path) < 0)
+	q_status = idem_shell_quote(status_path);
+	if (asprintf(&command, "%s; echo \"${PIPESTATUS[*]}\" > %s", pipeline, q_status) < 0)
 		idem_die(IDEM_EXIT_ENV, "asprintf:");
 	run(command, out_path);
 	free(command);
+	free(q_status);
 	if ((text = idem_read_file(status_path, &len, &err)) == NULL)
 		idem_die_error(&err);
 	unlink(status_path);
@@ -192,13 +200,14 @@ export_settings(const char *text)
 static void
 start_sandbox(void)
 {
-	char *command, settings_path[200], *settings;
+	char *command, settings_path[200], *settings, *q_sandbox;
 	struct idem_error err;
 	size_t len;
 
 	snprintf(sandbox, sizeof(sandbox), "%s/sandbox", work);
 	snprintf(settings_path, sizeof(settings_path), "%s/settings", work);
-	if (asprintf(&command, "idem-sandbox -D %s start", sandbox) < 0)
+	q_sandbox = idem_shell_quote(sandbox);
+	if (asprintf(&command, "idem-sandbox -D %s start", q_sandbox) < 0)
 		idem_die(IDEM_EXIT_ENV, "asprintf:");
 	fprintf(stderr, "+ eval \"$(%s)\"\n", command);
 	started_sandbox = 1;
@@ -222,6 +231,7 @@ start_sandbox(void)
 	}
 	free(settings);
 	free(command);
+	free(q_sandbox);
 }
 
 /* The setup of idem-worker's schema, for the guard and key scope its
@@ -284,7 +294,8 @@ main(int argc, char *argv[])
 	const char *conninfo = NULL, *worker = NULL, *key = NULL, *signers = NULL, *dir = "records";
 	char *throwaway_key = NULL, *throwaway_signers = NULL;
 	char *setup, *pipeline, *record_cmd, *verify_cmd, *q_seed, *q_key, *q_dir;
-	char *q_pipeline, *q_signers, record_out[200], *record_path, self[PATH_MAX], *path;
+	char *q_pipeline, *q_signers, *q_record, *q_stream, record_out[200], *record_path;
+	char self[PATH_MAX], *path;
 	struct idem_seed seed;
 	struct idem_error err;
 	struct sigaction sa;
@@ -342,6 +353,9 @@ main(int argc, char *argv[])
 	/* as root, the sandbox's server user must pass through */
 	if (idem_make_temp_dir(work, sizeof(work), "rehearse", 0711, &err) < 0)
 		idem_die_error(&err);
+	/* whatever ends the run, the sandbox stops and the scratch goes */
+	main_pid = getpid();
+	atexit(cleanup);
 	if (conninfo != NULL)
 		setenv("IDEM_DATABASE", conninfo, 1);
 	else if (getenv("IDEM_DATABASE") && *getenv("IDEM_DATABASE"))
@@ -354,10 +368,13 @@ main(int argc, char *argv[])
 	if (key == NULL) {
 		char *make_key;
 
+		char *q_work = idem_shell_quote(work);
+
 		if (asprintf(&make_key, "ssh-keygen -q -t ed25519 -N '' -C rehearse-throwaway -f %s/throwaway_ed25519 "
 		    "&& printf 'rehearse-throwaway namespaces=\"idem-record,git\" %%s\\n' \"$(cat %s/throwaway_ed25519.pub)\" "
-		    "> %s/allowed_signers", work, work, work) < 0)
+		    "> %s/allowed_signers", q_work, q_work, q_work) < 0)
 			idem_die(IDEM_EXIT_ENV, "asprintf:");
+		free(q_work);
 		if (run(make_key, NULL) != 0) {
 			cleanup();
 			idem_die(IDEM_EXIT_ENV, "could not make a throwaway key with ssh-keygen");
@@ -381,9 +398,11 @@ main(int argc, char *argv[])
 	q_dir = idem_shell_quote(dir);
 	q_pipeline = idem_shell_quote(pipeline);
 	snprintf(stream_path, sizeof(stream_path), "%s/stream.tsv", work);
+	q_stream = idem_shell_quote(stream_path);
 	if (asprintf(&record_cmd, "mkrecord -k %s -o %s%s -r %s < %s", q_key, q_dir,
-	    commit ? " -c" : "", q_pipeline, stream_path) < 0)
+	    commit ? " -c" : "", q_pipeline, q_stream) < 0)
 		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	free(q_stream);
 
 	fprintf(stderr, "+ %s | mkrecord -k %s -o %s%s\n", pipeline, q_key, q_dir, commit ? " -c" : "");
 	counts_status = run_stages(pipeline, stream_path);
@@ -405,8 +424,9 @@ main(int argc, char *argv[])
 		exit(128 + interrupted);
 	}
 	q_signers = signers ? idem_shell_quote(signers) : NULL;
+	q_record = idem_shell_quote(record_path);
 	if (asprintf(&verify_cmd, "verify-record%s%s %s", q_signers ? " -f " : "",
-	    q_signers ? q_signers : "", record_path) < 0)
+	    q_signers ? q_signers : "", q_record) < 0)
 		idem_die(IDEM_EXIT_ENV, "asprintf:");
 	fprintf(stderr, "+ %s\n", verify_cmd);
 	status = run(verify_cmd, TO_STDERR);
@@ -422,6 +442,7 @@ main(int argc, char *argv[])
 	idem_seed_free(&seed);
 	printf("%s\n", record_path);
 	free(record_path);
+	free(q_record);
 	free(q_seed);
 	free(q_key);
 	free(q_dir);

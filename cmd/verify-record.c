@@ -189,6 +189,7 @@ check_arithmetic(struct check *c)
 	static const char *const verdict_totals[] = { "effects", "duplicates", "missing", "pending", NULL };
 	json_t *counts = json_object_get(c->record, "counts"), *rows = json_object_get(counts, "after");
 	json_t *totals = json_object_get(counts, "totals"), *row, *m, *kills;
+	json_t *from_rows = json_object();
 	long long effects = 0, duplicates = 0, missing = 0, unexpected = 0, jobs, n = 0, *ms;
 	char *buf = NULL, hex[65], value[64];
 	size_t len = 0, i;
@@ -205,6 +206,10 @@ check_arithmetic(struct check *c)
 
 		snprintf(es, sizeof(es), "%lld", e);
 		snprintf(os, sizeof(os), "%lld", o);
+		if (scope == NULL || json_string_value(json_object_get(row, "key")) == NULL) {
+			reason(c, "counts: a count row without scope or key");
+			continue;
+		}
 		fields[0] = scope;
 		fields[1] = json_string_value(json_object_get(row, "key"));
 		fields[2] = es;
@@ -224,20 +229,29 @@ check_arithmetic(struct check *c)
 	if (str(counts, "digest") == NULL || strcmp(hex, str(counts, "digest")) != 0)
 		reason(c, "counts: the digest of the count rows is %s, the record says %s", hex,
 		    str(counts, "digest") ? str(counts, "digest") : "nothing");
+	/* the totals: the signed count rows say them, the summary must agree */
+	json_array_foreach(rows, i, row)
+		if (str(row, "scope") && strcmp(str(row, "scope"), "total") == 0 && str(row, "key"))
+			json_object_set_new(from_rows, str(row, "key"), json_pack("{s:I,s:I}",
+			    "expected", (json_int_t)num(row, "expected"), "observed",
+			    (json_int_t)num(row, "observed")));
+	if (!json_equal(from_rows, totals))
+		reason(c, "counts: the totals summary does not match the total rows it sums up");
 #define TOTAL(name, value) \
-	if (num(json_object_get(totals, name), "observed") != (value)) \
+	if (num(json_object_get(from_rows, name), "observed") != (value)) \
 		reason(c, "counts: total %s is %lld, the count rows add up to %lld", name, \
-		    num(json_object_get(totals, name), "observed"), (long long)(value));
+		    num(json_object_get(from_rows, name), "observed"), (long long)(value));
 	TOTAL("effects", effects)
 	TOTAL("duplicates", duplicates)
 	TOTAL("missing", missing)
 	TOTAL("unexpected", unexpected)
 #undef TOTAL
 	for (i = 0; verdict_totals[i]; i++) {
-		json_t *t = json_object_get(totals, verdict_totals[i]);
+		json_t *t = json_object_get(from_rows, verdict_totals[i]);
 
 		pass &= t != NULL && json_equal(json_object_get(t, "expected"), json_object_get(t, "observed"));
 	}
+	json_decref(from_rows);
 	if (str(c->record, "verdict") == NULL || strcmp(str(c->record, "verdict"), pass ? "pass" : "fail") != 0)
 		reason(c, "verdict: the record says %s, its counts say %s",
 		    str(c->record, "verdict") ? str(c->record, "verdict") : "nothing", pass ? "pass" : "fail");
@@ -259,6 +273,10 @@ check_arithmetic(struct check *c)
 		const char *name = str(m, "name"), *got = str(m, "value");
 
 		value[0] = '\0';
+		if (name == NULL) {
+			reason(c, "a measure without a name");
+			continue;
+		}
 		if (strcmp(name, "duplicate_effects_per_1000_jobs") == 0) {
 			if (num(m, "numerator") != duplicates || num(m, "denominator") != jobs)
 				reason(c, "measure %s: %lld of %lld, the record's counts give %lld of %lld",
@@ -419,24 +437,35 @@ rerun(struct check *c, const char *conninfo)
 		if (idem_make_temp_dir(tmpl, sizeof(tmpl), "verify-record", 0711, &err) < 0)
 			idem_die_error(&err);
 		/* a sandbox that does not start stops the rerun: never the caller's database */
-		if (asprintf(&sandbox, "%s/sandbox", tmpl) < 0 ||
-		    asprintf(&script, "unset IDEM_DATABASE PGSERVICE; "
+		char *q_abs = idem_shell_quote(abs), *q_sandbox, *q_tmpl = idem_shell_quote(tmpl);
+
+		if (asprintf(&sandbox, "%s/sandbox", tmpl) < 0)
+			idem_die(IDEM_EXIT_ENV, "asprintf:");
+		q_sandbox = idem_shell_quote(sandbox);
+		if (asprintf(&script, "unset IDEM_DATABASE PGSERVICE; "
 		    "cd \"$(git -C %s rev-parse --show-toplevel)\" && "
 		    "settings=$(idem-sandbox -D %s start) && eval \"$settings\" && sh -c %s; rc=$?; "
-		    "idem-sandbox -D %s --purge stop >&2; rmdir %s; exit $rc", abs, sandbox,
-		    quoted_command, sandbox, tmpl) < 0)
+		    "idem-sandbox -D %s --purge stop >&2; rmdir %s; exit $rc", q_abs, q_sandbox,
+		    quoted_command, q_sandbox, q_tmpl) < 0)
 			idem_die(IDEM_EXIT_ENV, "asprintf:");
+		free(q_abs);
+		free(q_sandbox);
+		free(q_tmpl);
 	} else {
 		char *quoted_db = idem_shell_quote(conninfo);
 
+		char *q_abs = idem_shell_quote(abs);
+
 		if (asprintf(&script, "cd \"$(git -C %s rev-parse --show-toplevel)\" && "
-		    "IDEM_DATABASE=%s sh -c %s", abs, quoted_db, quoted_command) < 0)
+		    "IDEM_DATABASE=%s sh -c %s", q_abs, quoted_db, quoted_command) < 0)
 			idem_die(IDEM_EXIT_ENV, "asprintf:");
 		free(quoted_db);
+		free(q_abs);
 	}
 	fprintf(stderr, "verify-record: rerunning: %s\n", command);
 	stream = run_capture(script, &status);
-	if ((at = strstr(stream, "\ndigest\tafter\t")) != NULL) {
+	for (at = strstr(stream, "\ndigest\tafter\t"); at; at = strstr(at + 1, "\ndigest\tafter\t")) {
+		free(got);
 		got = strndup(at + 14, strcspn(at + 14, "\t\n"));
 	}
 	if (got == NULL) {
@@ -638,7 +667,7 @@ history(const char *dir, const char *since, int format, int commits_only)
 			continue;
 		}
 		/* stale by the seed only for the newest record of a rehearsal */
-		for (j = 0; j < nlatest; j++)
+		for (j = 0; j < nlatest && str(c->record, "rehearsal"); j++)
 			if (strcmp(latest[j].rehearsal, str(c->record, "rehearsal")) == 0)
 				newest = strcmp(latest[j].created_at, str(c->record, "created_at")) <= 0;
 		staleness(c, now, newest, detail, sizeof(detail));

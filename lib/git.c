@@ -446,13 +446,20 @@ idem_git_history(const char *dir, const char *prefix, const char *since, const v
 		}
 		git_object_free(base);
 	}
-	while (git_revwalk_next(&id, walk) == 0) {
+	for (;;) {
 		git_commit *commit = NULL;
 		git_buf armor = GIT_BUF_INIT, data = GIT_BUF_INIT;
 		struct idem_git_commit_check *c;
+		int walked = git_revwalk_next(&id, walk);
 
-		if (git_commit_lookup(&commit, repo, &id) != 0)
-			continue;
+		if (walked == GIT_ITEROVER)
+			break;
+		/* a history that cannot be read whole (a shallow clone) is no audit */
+		if (walked != 0 || git_commit_lookup(&commit, repo, &id) != 0) {
+			git_fail(err, "walking the history (a shallow clone? the audit needs it whole)");
+			check_all(pending, npending, *out, signers);
+			goto out;
+		}
 		if (!touches(commit, pathspec)) {
 			git_commit_free(commit);
 			continue;

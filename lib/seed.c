@@ -18,6 +18,7 @@ struct loader {
 	yaml_document_t doc;
 	struct idem_error *err;
 	struct idem_seed *seed;
+	long nodes;		/* converted so far: aliases must not multiply them */
 };
 
 static const char *const standard_steps[] = {
@@ -312,6 +313,13 @@ to_json(struct loader *l, const yaml_node_t *n, const char *field)
 {
 	json_t *out = NULL, *v;
 	char sub[512];
+
+	/* an alias can make a cycle, or aliases of aliases a billion nodes; a
+	 * payload this deep or this large is a mistake anyway */
+	if (strlen(field) > 400 || ++l->nodes > 10000000) {
+		fail_at(l, n, field, "nested too deep (an alias that contains itself?)");
+		return NULL;
+	}
 
 	switch (n->type) {
 	case YAML_MAPPING_NODE: {
@@ -973,6 +981,8 @@ load_root(struct loader *l, const yaml_node_t *root)
 	if ((n = lookup(l, root, "retry")) != NULL &&
 	    (check_mapping(l, n, "retry", retry_keys) < 0 ||
 	     get_duration(l, n, "retry", "visibility_timeout", 30000, &s->visibility_timeout_ms) < 0 ||
+	     (s->visibility_timeout_ms < 1 && fail_at(l, lookup(l, n, "visibility_timeout"),
+		"retry.visibility_timeout", "must be at least 1ms") < 0) ||
 	     get_int(l, n, "retry", "max_attempts", 1, 5, &s->max_attempts, NULL) < 0))
 		goto out;
 	if ((n = lookup(l, root, "effect")) == NULL) {

@@ -546,7 +546,7 @@ struct idem_signers *
 idem_signers_load(const char *path, struct idem_error *err)
 {
 	struct idem_signers *signers = calloc(1, sizeof(*signers));
-	char *text, *line, *save = NULL, where[512];
+	char *text, *line, *save, where[512];
 	size_t len;
 	long line_no = 0;
 
@@ -558,7 +558,7 @@ idem_signers_load(const char *path, struct idem_error *err)
 		free(signers);
 		return NULL;
 	}
-	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+	for (save = text; (line = strsep(&save, "\n")) != NULL; ) {
 		char *p = line, *principals, *tok, *type, *b64;
 		unsigned char blob[128];
 		size_t blob_len;

@@ -116,10 +116,16 @@ idem_yaml_from_json(const json_t *value, struct idem_error *err)
 	return o.buf;
 }
 
+#define MAX_DEPTH 64
+
 static json_t *
-node_to_json(yaml_document_t *doc, yaml_node_t *n)
+node_to_json(yaml_document_t *doc, yaml_node_t *n, int depth, long *budget)
 {
 	json_t *out, *v;
+
+	/* aliases can make a cycle, or aliases of aliases a billion nodes */
+	if (depth > MAX_DEPTH || --*budget < 0)
+		return NULL;
 
 	switch (n->type) {
 	case YAML_MAPPING_NODE: {
@@ -130,7 +136,7 @@ node_to_json(yaml_document_t *doc, yaml_node_t *n)
 			yaml_node_t *k = yaml_document_get_node(doc, p->key);
 
 			if (k->type != YAML_SCALAR_NODE || (v = node_to_json(doc,
-			    yaml_document_get_node(doc, p->value))) == NULL) {
+			    yaml_document_get_node(doc, p->value), depth + 1, budget)) == NULL) {
 				json_decref(out);
 				return NULL;
 			}
@@ -143,7 +149,7 @@ node_to_json(yaml_document_t *doc, yaml_node_t *n)
 
 		out = json_array();
 		for (it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
-			if ((v = node_to_json(doc, yaml_document_get_node(doc, *it))) == NULL) {
+			if ((v = node_to_json(doc, yaml_document_get_node(doc, *it), depth + 1, budget)) == NULL) {
 				json_decref(out);
 				return NULL;
 			}
@@ -185,6 +191,7 @@ idem_yaml_to_json(const char *text, size_t len, const char *name, struct idem_er
 	yaml_document_t doc;
 	yaml_node_t *root;
 	json_t *out = NULL;
+	long budget = 10000000;
 
 	if (!yaml_parser_initialize(&parser))
 		idem_die(IDEM_EXIT_ENV, "yaml_parser_initialize failed");
@@ -199,8 +206,9 @@ idem_yaml_to_json(const char *text, size_t len, const char *name, struct idem_er
 	}
 	if ((root = yaml_document_get_root_node(&doc)) == NULL)
 		idem_error_set(err, IDEM_EXIT_FINDING, "%s: empty", name);
-	else if ((out = node_to_json(&doc, root)) == NULL)
-		idem_error_set(err, IDEM_EXIT_FINDING, "%s: keys must be scalars", name);
+	else if ((out = node_to_json(&doc, root, 0, &budget)) == NULL)
+		idem_error_set(err, IDEM_EXIT_FINDING, "%s: keys must be scalars, nesting at "
+		    "most %d deep and nodes at most ten million (aliases may make more)", name, MAX_DEPTH);
 	yaml_document_delete(&doc);
 	yaml_parser_delete(&parser);
 	return out;

@@ -220,3 +220,12 @@ copies_in() {
 	dup-publish -s 0 "$BATS_TEST_TMPDIR/stream" 2>"$err" >/dev/null
 	[ ! -s "$err" ]
 }
+
+@test "a changed payload of an original already queued refuses the whole stream, new originals included" {
+	seed-gen tests/fixtures/seeds/minimal.yaml | dup-publish -s 0 >/dev/null
+	seed-gen tests/fixtures/seeds/minimal.yaml | sed 's/{"id":1}/{"id":2}/' >"$BATS_TEST_TMPDIR/changed"
+	printf 'job\tnew-one\t9\t{"id":9}\t%s\t\\N\n' "$(printf '{"id":9}' | sha256sum | cut -d ' ' -f 1)" >>"$BATS_TEST_TMPDIR/changed"
+	run dup-publish -s 0 "$BATS_TEST_TMPDIR/changed"
+	[ "$status" -eq 2 ]
+	assert_equal "$(sql "SELECT count(*) FROM idem.message WHERE job_id = 'new-one'")" 0
+}

@@ -156,6 +156,14 @@ git_ssh() {
 	ssh-keygen -q -Y sign -f "$key" -n idem-record "$r"
 	run verify-record "$r"
 	[ "$status" -eq 1 ]
+	[[ "$output" == *"counts: the totals summary does not match the total rows it sums up"* ]]
+	# and a total row that does not add up, summary and all
+	awk '/scope: "total"/ { t = 1 } t && /key: "effects"/ { e = 1 } e && /observed: 6$/ { sub(/6$/, "7"); e = 0; t = 0 } { print }' "$r" >"$r.new"
+	mv "$r.new" "$r"
+	rm "$r.sig"
+	ssh-keygen -q -Y sign -f "$key" -n idem-record "$r"
+	run verify-record "$r"
+	[ "$status" -eq 1 ]
 	[[ "$output" == *"counts: total effects is 7, the count rows add up to 6"* ]]
 }
 
@@ -235,4 +243,26 @@ git_ssh() {
 	[ "$status" -eq 1 ]
 	assert_equal "$(grep -c '	ok	signed by eng@example.org' <<<"$output")" 81
 	assert_equal "$(grep '	FAIL	' <<<"$output" | cut -f 5)" "commit is not signed: records: unsigned, among many"
+}
+
+@test "a record whose totals summary says pass against its own count rows is refused" {
+	r=$(mkrecord -k "$key" -c -r "$REPRODUCE" <"$RUN")
+	# the summary claims 7 expected: a pass against 7 observed, if unchecked
+	awk '/^    effects:$/ { t = 1 } t && /expected: 6$/ { sub(/6$/, "7"); t = 0 } { print }' "$r" >"$r.new"
+	mv "$r.new" "$r"
+	rm "$r.sig"
+	ssh-keygen -q -Y sign -f "$key" -n idem-record "$r"
+	run verify-record "$r"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"counts: the totals summary does not match the total rows it sums up"* ]]
+}
+
+@test "a record that is not YAML of a record, or that nests aliases, fails without crashing" {
+	mkdir -p "$BATS_TEST_TMPDIR/odd"
+	printf 'a: &x [ *x ]\n' >"$BATS_TEST_TMPDIR/odd/cycle.yaml"
+	printf 'record: 1\nmeasures: [ 7 ]\ncounts: { after: [ 1 ] }\n' >"$BATS_TEST_TMPDIR/odd/junk.yaml"
+	run verify-record "$BATS_TEST_TMPDIR/odd/cycle.yaml" "$BATS_TEST_TMPDIR/odd/junk.yaml"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"cycle.yaml: NOT verified"* ]]
+	[[ "$output" == *"junk.yaml: NOT verified"* ]]
 }

@@ -98,3 +98,18 @@ postmaster_pid() {
 	[ ! -e "$dir" ]
 	assert_equal "$(pgrep -f -- "-D $dir/data" || true)" ""
 }
+
+@test "a sandbox directory that is a symbolic link, or another user's, is refused" {
+	mkdir "$BATS_TEST_TMPDIR/real"
+	ln -s "$BATS_TEST_TMPDIR/real" "$BATS_TEST_TMPDIR/link"
+	run idem-sandbox -D "$BATS_TEST_TMPDIR/link" start
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"is a symbolic link; not using it"* ]]
+	[ "$(id -u)" -eq 0 ] || skip "not root"
+	mkdir "$BATS_TEST_TMPDIR/theirs"
+	touch "$BATS_TEST_TMPDIR/theirs/.idem-sandbox"
+	chown -R nobody "$BATS_TEST_TMPDIR/theirs"
+	run idem-sandbox -D "$BATS_TEST_TMPDIR/theirs" start
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"is not a private directory of yours"* ]]
+}
