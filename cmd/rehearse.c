@@ -418,10 +418,11 @@ main(int argc, char *argv[])
 		idem_die_error(&err);
 	unlink(record_out);
 	record_path[strcspn(record_path, "\n")] = '\0';
+	q_signers = q_record = verify_cmd = NULL;
 	if (interrupted) {
 		idem_warn("interrupted; the record was made and is not verified: %s", record_path);
-		cleanup();
-		exit(128 + interrupted);
+		status = 128 + interrupted;
+		goto out;
 	}
 	q_signers = signers ? idem_shell_quote(signers) : NULL;
 	q_record = idem_shell_quote(record_path);
@@ -432,15 +433,18 @@ main(int argc, char *argv[])
 	status = run(verify_cmd, TO_STDERR);
 	if (interrupted) {
 		idem_warn("interrupted while verifying the record: %s", record_path);
-		cleanup();
-		exit(128 + interrupted);
+		status = 128 + interrupted;
+		goto out;
 	}
 	if (counts_status == IDEM_EXIT_FINDING)
 		fprintf(stderr, "rehearse: the counts differ from the seed's expect; the record says "
 		    "fail: %s\n", record_path);
+	printf("%s\n", record_path);
+	if (status == 0)
+		status = counts_status;
+out:
 	cleanup();
 	idem_seed_free(&seed);
-	printf("%s\n", record_path);
 	free(record_path);
 	free(q_record);
 	free(q_seed);
@@ -455,7 +459,5 @@ main(int argc, char *argv[])
 	free(throwaway_key);
 	free(throwaway_signers);
 	idem_close_stdout();
-	if (status != 0)
-		return status;
-	return counts_status;
+	return status;
 }
