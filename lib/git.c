@@ -316,20 +316,34 @@ entry_id(git_commit *commit, const char *path, git_oid *out)
 	git_tree_free(tree);
 }
 
+/* What the walk learned of the last parent it looked at: a linear history
+ * visits that parent next, and its subtree need not be looked up twice. */
+struct remembered {
+	git_oid commit, entry;
+	int valid;
+};
+
 /* Whether a commit changed anything under path: the id of the subtree
  * differs from the first parent's, which costs two tree lookups and no
  * diff however many files the directory holds. */
 static int
-touches(git_commit *commit, const char *path)
+touches(git_commit *commit, const char *path, struct remembered *last)
 {
 	git_commit *parent = NULL;
 	git_oid mine, theirs;
 	int changed;
 
-	entry_id(commit, path, &mine);
+	if (last->valid && git_oid_equal(&last->commit, git_commit_id(commit)))
+		git_oid_cpy(&mine, &last->entry);
+	else
+		entry_id(commit, path, &mine);
+	last->valid = 0;
 	if (git_commit_parentcount(commit) == 0 || git_commit_parent(&parent, commit, 0) != 0)
 		return !git_oid_is_zero(&mine);
 	entry_id(parent, path, &theirs);
+	git_oid_cpy(&last->commit, git_commit_id(parent));
+	git_oid_cpy(&last->entry, &theirs);
+	last->valid = 1;
 	changed = git_oid_cmp(&mine, &theirs) != 0;
 	git_commit_free(parent);
 	return changed;
@@ -415,6 +429,7 @@ idem_git_history(const char *dir, const char *prefix, const char *since, const v
 	git_revwalk *walk = NULL;
 	char probe[PATH_MAX + 2], pathspec[1024];
 	struct signed_commit *pending = NULL;
+	struct remembered last = { .valid = 0 };
 	size_t npending = 0;
 	git_oid id;
 	int rc = -1;
@@ -460,7 +475,7 @@ idem_git_history(const char *dir, const char *prefix, const char *since, const v
 			check_all(pending, npending, *out, signers);
 			goto out;
 		}
-		if (!touches(commit, pathspec)) {
+		if (!touches(commit, pathspec, &last)) {
 			git_commit_free(commit);
 			continue;
 		}
