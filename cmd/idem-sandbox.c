@@ -403,9 +403,7 @@ remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 	(void)st;
 	(void)flag;
 	(void)ftw;
-	if (remove(path) < 0 && errno != ENOENT)
-		idem_die(IDEM_EXIT_ENV, "%s:", path);
-	return 0;
+	return remove(path) < 0 && errno != ENOENT ? -1 : 0;
 }
 
 static void
@@ -414,6 +412,7 @@ stop(int purge)
 	char *stop_args[] = { "stop", "-w", "-t", "30", "-s", "-m", "fast", "-D", data_dir, NULL };
 	char *kill_args[] = { "stop", "-w", "-t", "30", "-s", "-m", "immediate", "-D", data_dir, NULL };
 	char pid_path[PATH_MAX];
+	int tries;
 
 	if (access(dir, F_OK) != 0) {
 		if (purge)
@@ -424,13 +423,22 @@ stop(int purge)
 		idem_die(IDEM_EXIT_USAGE, "%s is not an idem sandbox; not touching it", dir);
 	require_own_dir();
 	path_join(pid_path, data_dir, "postmaster.pid");
-	if (access(pid_path, F_OK) == 0 && run("pg_ctl", stop_args) != 0 &&
-	    run("pg_ctl", kill_args) != 0 && access(pid_path, F_OK) == 0) {
-		idem_warn("the server did not stop; see %s", log_path);
-		exit(IDEM_EXIT_ENV);
+	/* a server still starting, or shutting down on a signal of its own,
+	 * may write files while they are removed: stop and remove until
+	 * nothing is left, for a few seconds */
+	for (tries = 0; ; tries++) {
+		if (access(pid_path, F_OK) == 0 && run("pg_ctl", stop_args) != 0 &&
+		    run("pg_ctl", kill_args) != 0 && access(pid_path, F_OK) == 0) {
+			idem_warn("the server did not stop; see %s", log_path);
+			exit(IDEM_EXIT_ENV);
+		}
+		if (!purge || (nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS) == 0 &&
+		    access(dir, F_OK) != 0))
+			return;
+		if (tries == 50)
+			idem_die(IDEM_EXIT_ENV, "removing %s:", dir);
+		usleep(100000);
 	}
-	if (purge && nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS) < 0)
-		idem_die(IDEM_EXIT_ENV, "removing %s:", dir);
 }
 
 static int
