@@ -145,12 +145,6 @@ db_now(void)
 	return idem_now_us() + k.skew_us;
 }
 
-static void
-format_db_time(long long us, char out[32])
-{
-	idem_format_time(us, out);
-}
-
 static const char *
 field_or(const char *s, const char *dflt)
 {
@@ -956,7 +950,7 @@ write_steps_kills_logs(void)
 	for (i = 0; i < k.nsteps; i++) {
 		const struct step_event *e = &k.steps[i];
 
-		format_db_time(e->at, at);
+		idem_format_time(e->at, at);
 		snprintf(worker, sizeof(worker), "%d", e->worker);
 		snprintf(pid, sizeof(pid), "%d", (int)e->pid);
 		snprintf(attempt, sizeof(attempt), "%lld", e->attempt);
@@ -974,7 +968,7 @@ write_steps_kills_logs(void)
 
 		if (!kp->fired)
 			continue;
-		format_db_time(kp->killed_at, at);
+		idem_format_time(kp->killed_at, at);
 		snprintf(attempt, sizeof(attempt), "%lld", kp->attempt);
 		snprintf(pid, sizeof(pid), "%d", (int)kp->pid);
 		row[0] = kp->scenario;
@@ -986,7 +980,7 @@ write_steps_kills_logs(void)
 		write_row("kill", row, 6);
 	}
 	for (i = 0; i < k.nlogs; i++) {
-		format_db_time(k.logs[i].at, at);
+		idem_format_time(k.logs[i].at, at);
 		snprintf(worker, sizeof(worker), "%d", k.logs[i].worker);
 		snprintf(pid, sizeof(pid), "%d", (int)k.logs[i].pid);
 		row[0] = at;
@@ -1196,9 +1190,9 @@ write_attempts(void)
 					committed = ts;
 			}
 		}
-		format_db_time(consumed, consumed_at);
-		format_db_time(committed, committed_at);
-		format_db_time(acked, acked_at);
+		idem_format_time(consumed, consumed_at);
+		idem_format_time(committed, committed_at);
+		idem_format_time(acked, acked_at);
 		snprintf(rows_text, sizeof(rows_text), "%lld", rows);
 		snprintf(pid_text, sizeof(pid_text), "%d", (int)pid);
 		row[0] = job_id;
@@ -1229,14 +1223,14 @@ write_attempts(void)
 			    !PQgetisnull(res, j, 5) &&
 			    strtoll(PQgetvalue(res, j, 3), NULL, 10) > attempt)
 				break;
-		format_db_time(kp->killed_at, killed_at);
+		idem_format_time(kp->killed_at, killed_at);
 		row[0] = job_id;
 		row[1] = PQgetvalue(res, i, 0);
 		row[2] = killed_at;
 		if (j < PQntuples(res)) {
 			long long acked = strtoll(PQgetvalue(res, j, 5), NULL, 10);
 
-			format_db_time(acked, acked_at);
+			idem_format_time(acked, acked_at);
 			snprintf(ms, sizeof(ms), "%lld", (acked - kp->killed_at) / 1000);
 			row[3] = acked_at;
 			row[4] = ms;

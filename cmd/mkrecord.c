@@ -380,18 +380,6 @@ not_exercised(void)
 	return out;
 }
 
-static char *
-today_plus(int days)
-{
-	time_t t = time(NULL) + (time_t)days * 86400;
-	struct tm tm;
-	char buf[16];
-
-	gmtime_r(&t, &tm);
-	strftime(buf, sizeof(buf), "%Y-%m-%d", &tm);
-	return idem_estrdup(buf);
-}
-
 static int
 valid_date(const char *d)
 {
@@ -501,7 +489,7 @@ parse_wait(char **specs, size_t n)
 static void
 record_path(char *out, size_t size, const char *dir)
 {
-	char *date = today_plus(0);
+	char *date = idem_date_from_now(0);
 	const char *name = seed_field("rehearsal");
 	int n;
 	int i;
@@ -619,7 +607,7 @@ main(int argc, char *argv[])
 	if (reproduce == NULL)
 		reproduce = default_reproduce();
 	if (next_review == NULL)
-		next_review = today_plus(91);
+		next_review = idem_date_from_now(91);
 	/* one record: the handoff renders it with a few conveniences more */
 	r = build(&rev, reproduce, next_review, parse_wait(waits, nwaits));
 	stored = json_deep_copy(r);

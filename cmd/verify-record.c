@@ -518,18 +518,6 @@ by_name(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static char *
-today(void)
-{
-	time_t t = time(NULL);
-	struct tm tm;
-	char buf[16];
-
-	gmtime_r(&t, &tm);
-	strftime(buf, sizeof(buf), "%Y-%m-%d", &tm);
-	return idem_estrdup(buf);
-}
-
 static void
 emit(int format, const char *kind, const char *id, const char *status, const char *detail)
 {
@@ -592,7 +580,7 @@ history(const char *dir, const char *since, int format, int commits_only)
 {
 	struct idem_git_commit_check *commits;
 	struct idem_error err;
-	char **names = NULL, **paths, *now = today(), detail[1600];
+	char **names = NULL, **paths, *now = idem_date_from_now(0), detail[1600];
 	struct { const char *rehearsal, *created_at; } *latest;
 	size_t nlatest = 0;
 	struct check *checks;
@@ -601,7 +589,7 @@ history(const char *dir, const char *since, int format, int commits_only)
 	DIR *d;
 	int bad = 0;
 
-	if (idem_git_history(dir, dir, since, signers, &commits, &ncommits, &err) < 0)
+	if (idem_git_history(dir, since, signers, &commits, &ncommits, &err) < 0)
 		idem_die_error(&err);
 	for (i = 0; i < ncommits; i++) {
 		if (commits[i].principal)

@@ -422,7 +422,7 @@ check_all(struct signed_commit *pending, size_t npending, struct idem_git_commit
 }
 
 int
-idem_git_history(const char *dir, const char *prefix, const char *since, const void *signers,
+idem_git_history(const char *dir, const char *since, const void *signers,
 		 struct idem_git_commit_check **out, size_t *n, struct idem_error *err)
 {
 	git_repository *repo = NULL;
@@ -436,7 +436,6 @@ idem_git_history(const char *dir, const char *prefix, const char *since, const v
 
 	*out = NULL;
 	*n = 0;
-	(void)prefix;
 	if (open_repo(&repo, dir, err) < 0)
 		return -1;
 	/* the directory as a path from the top of the work tree */

@@ -32,7 +32,7 @@ int idem_git_commit(const char *const *files, size_t nfiles, const char *message
 		    const struct idem_key *key, char commit_out[41], struct idem_error *err);
 
 /* Every commit reachable from HEAD (or in since..HEAD) that changed a path
- * under prefix, newest first, with its signature checked against signers. */
+ * under dir, newest first, with its signature checked against signers. */
 struct idem_git_commit_check {
 	char id[41];
 	char summary[256];
@@ -40,7 +40,7 @@ struct idem_git_commit_check {
 	char *principal;		/* who signed, or NULL */
 	char reason[1024];		/* why not, when not */
 };
-int idem_git_history(const char *dir, const char *prefix, const char *since,
+int idem_git_history(const char *dir, const char *since,
 		     const void *signers, struct idem_git_commit_check **out, size_t *n,
 		     struct idem_error *err);
 

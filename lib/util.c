@@ -290,6 +290,18 @@ idem_format_time(long long us, char out[32])
 	out[27] = '\0';
 }
 
+char *
+idem_date_from_now(int days)
+{
+	time_t t = time(NULL) + (time_t)days * 86400;
+	struct tm tm;
+	char buf[16];
+
+	gmtime_r(&t, &tm);
+	strftime(buf, sizeof(buf), "%Y-%m-%d", &tm);
+	return idem_estrdup(buf);
+}
+
 void
 idem_sha256_hex(const void *data, size_t len, char out[65])
 {

@@ -58,6 +58,9 @@ long long idem_now_us(void);
 /* RFC 3339 UTC with microseconds ("2026-11-29T13:46:05.322088Z"). */
 void idem_format_time(long long us, char out[32]);
 
+/* The UTC date days from now, "YYYY-MM-DD"; caller frees. */
+char *idem_date_from_now(int days);
+
 /* Lowercase hex of SHA-256; out must hold 65 bytes. */
 void idem_sha256_hex(const void *data, size_t len, char out[65]);
 
