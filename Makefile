@@ -28,6 +28,10 @@ LIBOBJ = $(BUILD)/lib/util.o $(BUILD)/lib/tsv.o $(BUILD)/lib/seed.o \
 	$(BUILD)/lib/template.o $(BUILD)/lib/pg.o $(BUILD)/lib/embed.o $(BUILD)/lib/step.o \
 	$(BUILD)/lib/sig.o $(BUILD)/lib/yamljson.o $(BUILD)/lib/git.o
 UNIT = tsv util seed template sig
+FUZZ = tsv seed record sshsig signers key template
+FUZZ_SECONDS = 60
+FUZZ_CC = clang
+FUZZ_FLAGS = -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 MAN1 = $(addsuffix .1,$(PROGS))
 MAN5 = idem-tsv.5 idem-seed.5 idem-record.5
 MAN7 = idem-step.7 idem.7
@@ -37,6 +41,7 @@ DEBS = make gcc libc6-dev pkg-config libpq-dev libyaml-dev libgit2-dev libsodium
 	libjansson-dev postgresql postgresql-client bats python3 man-db groff-base \
 	openssh-client git
 BENCH_DEBS = hyperfine
+FUZZ_DEBS = clang libclang-rt-14-dev
 
 all: $(addprefix $(BIN)/,$(PROGS))
 
@@ -56,6 +61,33 @@ $(BIN)/%: cmd/%.c lib/*.h $(BUILD)/lib/libidem.a
 $(BUILD)/tests/%_test: tests/unit/%_test.c tests/unit/unit.h lib/*.h $(BUILD)/lib/libidem.a
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) -Itests/unit $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/lib/libidem.a $(LDLIBS)
+
+# Fuzz harnesses: the replay build runs their corpora in make check with the
+# normal compiler; make fuzz builds them with clang and libFuzzer.
+$(BUILD)/fuzz/%_replay: tests/fuzz/%.c tests/fuzz/replay.c tests/fuzz/scratch.c tests/fuzz/fuzz.h \
+		lib/*.h $(BUILD)/lib/libidem.a
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) -Itests/fuzz $(CFLAGS) $(LDFLAGS) -o $@ tests/fuzz/$*.c tests/fuzz/replay.c \
+		tests/fuzz/scratch.c $(BUILD)/lib/libidem.a $(LDLIBS)
+
+build/fuzz/lib/%.o: lib/%.c lib/*.h
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link \
+		$(shell pkg-config --cflags $(PKGS)) -c -o $@ $<
+
+build/fuzz/lib/embed.o: lib/embed.c templates/seed.yaml templates/ticket.md templates/handoff.md lib/queue.sql
+
+build/fuzz/%: tests/fuzz/%.c tests/fuzz/scratch.c tests/fuzz/fuzz.h lib/*.h \
+		$(patsubst $(BUILD)/%,build/fuzz/%,$(LIBOBJ))
+	$(FUZZ_CC) $(CPPFLAGS) -Itests/fuzz $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ \
+		tests/fuzz/$*.c tests/fuzz/scratch.c $(patsubst $(BUILD)/%,build/fuzz/%,$(LIBOBJ)) $(LDLIBS)
+
+# Runs every harness for FUZZ_SECONDS on its corpus; new inputs go to
+# build/fuzz/corpus, findings to build/fuzz/findings, and any finding fails.
+fuzz: deps
+	@$(MAKE) --no-print-directory EXTRA_DEBS="$(FUZZ_DEBS)" deps
+	@$(MAKE) --no-print-directory $(addprefix build/fuzz/,$(FUZZ))
+	@FUZZ="$(FUZZ)" FUZZ_SECONDS="$(FUZZ_SECONDS)" tests/fuzz/run
 
 # Installs missing Debian packages when run as root; otherwise names them.
 deps:
@@ -78,8 +110,9 @@ deps:
 check: deps
 	@$(MAKE) --no-print-directory test
 
-test: all $(addprefix $(BUILD)/tests/,$(addsuffix _test,$(UNIT)))
-	@BIN="$(CURDIR)/$(BIN)" BUILD="$(CURDIR)/$(BUILD)" UNIT="$(UNIT)" tests/run
+test: all $(addprefix $(BUILD)/tests/,$(addsuffix _test,$(UNIT))) \
+		$(addprefix $(BUILD)/fuzz/,$(addsuffix _replay,$(FUZZ)))
+	@BIN="$(CURDIR)/$(BIN)" BUILD="$(CURDIR)/$(BUILD)" UNIT="$(UNIT)" FUZZ="$(FUZZ)" tests/run
 
 # The README's main command.
 demo: deps
@@ -107,5 +140,5 @@ uninstall:
 clean:
 	rm -rf build
 
-.PHONY: all deps check test demo bench install uninstall clean
+.PHONY: all deps check test demo bench fuzz install uninstall clean
 .SECONDARY:
