@@ -312,7 +312,7 @@ verify_one(struct check *c)
 	char *text;
 	size_t len;
 
-	if ((text = idem_read_file(c->path, &len, &err)) == NULL) {
+	if ((text = idem_read_file_max(c->path, idem_record_limits.bytes, &len, &err)) == NULL) {
 		reason(c, "%s", err.text);
 		return;
 	}

@@ -12,13 +12,18 @@
 
 #include "seed.h"
 
+/* Aliases are allowed, for a payload shared by jobs, as long as the nodes
+ * they stand for stay within the same bound as the nodes written. */
+const struct idem_yaml_limits idem_seed_limits = {
+	.bytes = 16 << 20, .nodes = 1000000, .depth = 64, .expanded = 1000000, .kind = "a seed",
+};
+
 /* Parsing state: the YAML document and where errors go. */
 struct loader {
 	const char *path;
 	yaml_document_t doc;
 	struct idem_error *err;
 	struct idem_seed *seed;
-	long nodes;		/* converted so far: aliases must not multiply them */
 };
 
 static const char *const standard_steps[] = {
@@ -116,12 +121,6 @@ node_kind_name(const yaml_node_t *n)
 	}
 }
 
-static int
-scalar_has_nul(const yaml_node_t *n)
-{
-	return strlen(scalar(n)) != n->data.scalar.length;
-}
-
 /* Checks that a mapping has only allowed keys, each once. */
 static int
 check_mapping(struct loader *l, const yaml_node_t *map, const char *field,
@@ -185,8 +184,6 @@ get_text(struct loader *l, const yaml_node_t *map, const char *parent, const cha
 	}
 	if (n->type != YAML_SCALAR_NODE || resolve_plain(n) == PLAIN_NULL)
 		return fail_at(l, n, field, "expected text, got a %s", node_kind_name(n));
-	if (scalar_has_nul(n))
-		return fail_at(l, n, field, "contains a NUL character");
 	if (*scalar(n) == '\0')
 		return fail_at(l, n, field, "empty");
 	*out = idem_estrdup(scalar(n));
@@ -281,8 +278,6 @@ get_text_list(struct loader *l, const yaml_node_t *map, const char *parent, cons
 
 		if (v->type != YAML_SCALAR_NODE || resolve_plain(v) == PLAIN_NULL || !*scalar(v))
 			return fail_at(l, v, field, "expected text, got a %s", node_kind_name(v));
-		if (scalar_has_nul(v))
-			return fail_at(l, v, field, "contains a NUL character");
 		(*out)[i++] = idem_estrdup(scalar(v));
 		*count = i;
 	}
@@ -314,13 +309,7 @@ to_json(struct loader *l, const yaml_node_t *n, const char *field)
 	json_t *out = NULL, *v;
 	char sub[512];
 
-	/* an alias can make a cycle, or aliases of aliases a billion nodes; a
-	 * payload this deep or this large is a mistake anyway */
-	if (strlen(field) > 400 || ++l->nodes > 10000000) {
-		fail_at(l, n, field, "nested too deep (an alias that contains itself?)");
-		return NULL;
-	}
-
+	/* idem_yaml_load bounded the depth and what aliases expand to */
 	switch (n->type) {
 	case YAML_MAPPING_NODE: {
 		yaml_node_pair_t *pair;
@@ -329,7 +318,7 @@ to_json(struct loader *l, const yaml_node_t *n, const char *field)
 		for (pair = n->data.mapping.pairs.start; pair < n->data.mapping.pairs.top; pair++) {
 			yaml_node_t *k = node(l, pair->key);
 
-			if (scalar(k) == NULL || scalar_has_nul(k)) {
+			if (scalar(k) == NULL) {
 				fail_at(l, k, field, "keys must be text");
 				goto fail;
 			}
@@ -360,10 +349,6 @@ to_json(struct loader *l, const yaml_node_t *n, const char *field)
 	}
 	default:
 		break;
-	}
-	if (scalar_has_nul(n)) {
-		fail_at(l, n, field, "contains a NUL character");
-		return NULL;
 	}
 	switch (resolve_plain(n)) {
 	case PLAIN_NULL:
@@ -441,7 +426,7 @@ load_schema(struct loader *l, const yaml_node_t *root)
 		struct idem_seed_field *f = &s->schema[s->nschema];
 		char field[512];
 
-		if (scalar(k) == NULL || !*scalar(k) || scalar_has_nul(k))
+		if (scalar(k) == NULL || !*scalar(k))
 			return fail_at(l, k, "payload_schema", "field names must be text");
 		field_name(field, sizeof(field), "payload_schema", scalar(k));
 		for (i = 0; i < s->nschema; i++)
@@ -1062,48 +1047,23 @@ int
 idem_seed_load(struct idem_seed *seed, const char *path, struct idem_error *err)
 {
 	struct loader l = { .path = path, .err = err, .seed = seed };
-	yaml_parser_t parser;
-	yaml_document_t extra;
 	yaml_node_t *root;
 	char *text;
 	size_t len;
-	int rc = -1, have_doc = 0;
+	int rc = -1;
 
 	memset(seed, 0, sizeof(*seed));
 	seed->path = idem_estrdup(path);
-	if ((text = idem_read_file(path, &len, err)) == NULL)
+	if ((text = idem_read_file_max(path, idem_seed_limits.bytes, &len, err)) == NULL)
 		return -1;
 	idem_sha256_hex(text, len, seed->sha256);
-	if (!yaml_parser_initialize(&parser))
-		idem_die(IDEM_EXIT_ENV, "yaml_parser_initialize failed");
-	yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-	if (!yaml_parser_load(&parser, &l.doc))
-		goto yaml_error;
-	have_doc = 1;
-	if ((root = yaml_document_get_root_node(&l.doc)) == NULL) {
-		idem_error_set(err, IDEM_EXIT_USAGE, "%s: empty seed file", path);
-		goto out;
-	}
-	if (!yaml_parser_load(&parser, &extra))
-		goto yaml_error;
-	if (yaml_document_get_root_node(&extra) != NULL) {
-		yaml_document_delete(&extra);
-		idem_error_set(err, IDEM_EXIT_USAGE, "%s: more than one YAML document", path);
-		goto out;
-	}
-	yaml_document_delete(&extra);
-	rc = load_root(&l, root);
-	goto out;
-yaml_error:
-	idem_error_set(err, IDEM_EXIT_USAGE, "%s:%lu:%lu: YAML: %s%s%s", path,
-	    (unsigned long)parser.problem_mark.line + 1,
-	    (unsigned long)parser.problem_mark.column + 1,
-	    parser.problem ? parser.problem : "syntax error",
-	    parser.context ? " " : "", parser.context ? parser.context : "");
-out:
-	if (have_doc)
+	if (idem_yaml_load(&l.doc, text, len, path, &idem_seed_limits, IDEM_EXIT_USAGE, err) == 0) {
+		if ((root = yaml_document_get_root_node(&l.doc)) == NULL)
+			idem_error_set(err, IDEM_EXIT_USAGE, "%s: empty seed file", path);
+		else
+			rc = load_root(&l, root);
 		yaml_document_delete(&l.doc);
-	yaml_parser_delete(&parser);
+	}
 	free(text);
 	return rc;
 }

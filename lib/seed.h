@@ -5,6 +5,7 @@
 #include <jansson.h>
 
 #include "util.h"
+#include "yamljson.h"
 
 enum idem_payload_type {
 	IDEM_TYPE_STRING, IDEM_TYPE_INTEGER, IDEM_TYPE_BOOLEAN,
@@ -57,6 +58,9 @@ struct idem_seed {
 	long long generate_count;
 	long long expect_effects, expect_duplicates, expect_missing, expect_pending;
 };
+
+/* The limits of a seed file: see LIMITS in idem-seed(5). */
+extern const struct idem_yaml_limits idem_seed_limits;
 
 /* Loads and validates a seed file; "-" is standard input. On failure err
  * names file:line:column and the field. */

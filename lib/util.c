@@ -122,6 +122,12 @@ idem_close_stdout(void)
 char *
 idem_read_file(const char *path, size_t *len, struct idem_error *err)
 {
+	return idem_read_file_max(path, SIZE_MAX - 1, len, err);
+}
+
+char *
+idem_read_file_max(const char *path, size_t max, size_t *len, struct idem_error *err)
+{
 	FILE *f;
 	char *buf = NULL;
 	size_t cap = 0, n = 0, got;
@@ -133,23 +139,30 @@ idem_read_file(const char *path, size_t *len, struct idem_error *err)
 		return NULL;
 	}
 	/* a regular file is read into a buffer of its size, plus one byte to
-	 * see the end; a pipe grows one */
-	if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= 0) {
+	 * see the end; a pipe grows one; neither beyond one byte past max */
+	if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= 0 &&
+	    (size_t)st.st_size <= max) {
 		cap = (size_t)st.st_size + 1;
 		buf = idem_emalloc(cap + 1);
 	}
 	for (;;) {
 		if (cap == n) {
 			cap = cap ? cap * 2 : 65536;
+			if (cap > max + 1)
+				cap = max + 1;
 			buf = idem_erealloc(buf, cap + 1);
 		}
 		got = fread(buf + n, 1, cap - n, f);
 		n += got;
-		if (got == 0)
+		if (got == 0 || n > max)
 			break;
 	}
 	if (ferror(f)) {
 		idem_error_set(err, IDEM_EXIT_ENV, "%s: read error", path);
+		free(buf);
+		buf = NULL;
+	} else if (n > max) {
+		idem_error_set(err, IDEM_EXIT_USAGE, "%s: larger than %zu bytes", path, max);
 		free(buf);
 		buf = NULL;
 	} else {

@@ -38,6 +38,9 @@ void idem_close_stdout(void);
 
 /* Read a whole file; NULL with err set on failure. */
 char *idem_read_file(const char *path, size_t *len, struct idem_error *err);
+/* The same, but a file of more than max bytes is refused (IDEM_EXIT_USAGE,
+ * "PATH: larger than MAX bytes") after reading at most max + 1 of them. */
+char *idem_read_file_max(const char *path, size_t max, size_t *len, struct idem_error *err);
 
 /* Write data to path through a temporary file in the same directory and a
  * rename, so a failure leaves no partial file. */

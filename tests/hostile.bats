@@ -1,0 +1,142 @@
+#!/usr/bin/env bats
+# Hostile seeds and records: what a file may cost is bounded before it is
+# built, and each refusal gives the reason that applies.
+
+load helper
+
+setup() {
+	cd "$BATS_TEST_DIRNAME/.."
+	out="$BATS_TEST_TMPDIR/out"
+	err="$BATS_TEST_TMPDIR/err"
+}
+
+# A hard address-space limit, generous for a normal run, far below what an
+# unbounded parse of these files took (0.4 to 0.9 GB). ASan reserves more
+# address space than that for itself, so sanitized builds skip it.
+hard_limit() {
+	case "${BIN:-}${BUILD:-}" in
+	*sanitize*) skip "an ASan build reserves more address space than the limit" ;;
+	esac
+	command -v prlimit >/dev/null || skip "no prlimit"
+	limit="prlimit --as=209715200 --"
+}
+
+# A seed whose line 7 has $1 (as printf writes it) from column 11.
+bad_byte_seed() {
+	printf 'rehearsal: r\njob_type: t\nqueue: q\neffect: { table: t.t, key: [k] }\n'
+	printf 'payload_schema: { k: string }\nexpect: { effects: 1 }\n'
+	printf 'jobs: [ { '"$1"'d: j, payload: { k: k } } ]\n'
+}
+
+@test "hostile seeds are refused with the reason that applies, exit 2 and nothing written" {
+	for seed in tests/fixtures/hostile/*.yaml; do
+		name=$(basename "$seed" .yaml)
+		[ "$(wc -c <"$seed")" -le 1024 ] || { echo "$name is over 1 KB" >&2; return 1; }
+		rc=0
+		seed-gen "$seed" >"$out" 2>"$err" || rc=$?
+		[ "$rc" -eq 2 ] || { echo "$name: status $rc" >&2; return 1; }
+		[ ! -s "$out" ] || { echo "$name wrote to stdout" >&2; return 1; }
+		assert_golden "$err" "tests/golden/hostile/$name.err"
+	done
+}
+
+@test "a hostile seed is refused under a 200 MB address-space limit" {
+	hard_limit
+	for name in laughs merge-keys deep cycle; do
+		rc=0
+		timeout 60 $limit seed-gen "tests/fixtures/hostile/$name.yaml" >"$out" 2>"$err" || rc=$?
+		[ "$rc" -eq 2 ] || { echo "$name: status $rc" >&2; cat "$err" >&2; return 1; }
+		assert_golden "$err" "tests/golden/hostile/$name.err"
+	done
+}
+
+@test "a payload shared through an alias is accepted" {
+	cat >"$BATS_TEST_TMPDIR/shared.yaml" <<-'EOF'
+	rehearsal: shared
+	job_type: t
+	queue: q
+	effect: { table: t.t, key: [k] }
+	payload_schema: { k: string, lines: array }
+	expect: { effects: 1 }
+	jobs:
+	  - { id: a, payload: &p { k: one, lines: [ { sku: x, n: 1 }, { sku: y, n: 2 } ] } }
+	  - { id: b, payload: *p }
+	EOF
+	seed-gen "$BATS_TEST_TMPDIR/shared.yaml" >"$out"
+	assert_equal "$(grep '^job' "$out" | cut -f 4 | sort -u)" '{"k":"one","lines":[{"n":1,"sku":"x"},{"n":2,"sku":"y"}]}'
+	assert_equal "$(rows_of job "$out")" 2
+}
+
+@test "a bad byte in a seed is named by its line and column, not 1:1" {
+	bad_byte_seed 'i\377' >"$BATS_TEST_TMPDIR/utf8.yaml"
+	bad_byte_seed 'i\001' >"$BATS_TEST_TMPDIR/control.yaml"
+	bad_byte_seed 'i\000' >"$BATS_TEST_TMPDIR/nul.yaml"
+	# a character of two bytes before it is one column
+	bad_byte_seed '\303\251\377' >"$BATS_TEST_TMPDIR/after-e.yaml"
+	run seed-gen "$BATS_TEST_TMPDIR/utf8.yaml"
+	[ "$status" -eq 2 ]
+	assert_equal "$output" "seed-gen: $BATS_TEST_TMPDIR/utf8.yaml:7:12: YAML: invalid leading UTF-8 octet (byte 0xFF)"
+	run seed-gen "$BATS_TEST_TMPDIR/control.yaml"
+	[ "$status" -eq 2 ]
+	assert_equal "$output" "seed-gen: $BATS_TEST_TMPDIR/control.yaml:7:12: YAML: control characters are not allowed (U+0001)"
+	run seed-gen "$BATS_TEST_TMPDIR/nul.yaml"
+	[ "$status" -eq 2 ]
+	assert_equal "$output" "seed-gen: $BATS_TEST_TMPDIR/nul.yaml:7:12: YAML: control characters are not allowed (U+0000)"
+	run seed-gen "$BATS_TEST_TMPDIR/after-e.yaml"
+	[ "$status" -eq 2 ]
+	assert_equal "$output" "seed-gen: $BATS_TEST_TMPDIR/after-e.yaml:7:12: YAML: invalid leading UTF-8 octet (byte 0xFF)"
+}
+
+@test "a seed of more nodes, or more bytes, than the limits is refused, named" {
+	python3 - "$BATS_TEST_TMPDIR" <<-'EOF'
+	import sys
+	head = ("rehearsal: r\njob_type: t\nqueue: q\neffect: { table: t.t, key: [k] }\n"
+	        "payload_schema: { k: string }\nexpect: { effects: 1 }\njobs: [ { id: j, payload: { k: k } } ]\n")
+	open(sys.argv[1] + "/nodes.yaml", "w").write(head + "cannot_reproduce: [" + "x," * 1000000 + "x]\n")
+	open(sys.argv[1] + "/bytes.yaml", "w").write(head + "# " + "x" * (16 << 20) + "\n")
+	EOF
+	run seed-gen "$BATS_TEST_TMPDIR/nodes.yaml"
+	[ "$status" -eq 2 ]
+	# the 1000001st node: 7 lines of 2 to 8 nodes, then the list and its items
+	[[ "$output" == "seed-gen: $BATS_TEST_TMPDIR/nodes.yaml:8:"*": more than 1000000 nodes (scalars, mappings and lists)" ]]
+	run seed-gen "$BATS_TEST_TMPDIR/bytes.yaml"
+	[ "$status" -eq 2 ]
+	assert_equal "$output" "seed-gen: $BATS_TEST_TMPDIR/bytes.yaml: larger than 16777216 bytes"
+}
+
+# A throwaway key that allowed_signers trusts, to sign hostile records.
+signed_record() {
+	if [ ! -f "$BATS_TEST_TMPDIR/key" ]; then
+		ssh-keygen -q -t ed25519 -N '' -C hostile -f "$BATS_TEST_TMPDIR/key"
+		echo "eng@example.org namespaces=\"idem-record\" $(cat "$BATS_TEST_TMPDIR/key.pub")" \
+			>"$BATS_TEST_TMPDIR/allowed_signers"
+	fi
+	cp "tests/fixtures/hostile/records/$1.yaml" "$BATS_TEST_TMPDIR/$1.yaml"
+	ssh-keygen -q -Y sign -f "$BATS_TEST_TMPDIR/key" -n idem-record "$BATS_TEST_TMPDIR/$1.yaml"
+}
+
+@test "a signed record with aliases, deep nesting, a NUL or a key given twice is refused for that" {
+	for name in laughs deep nul twice; do
+		signed_record "$name"
+	done
+	cd "$BATS_TEST_TMPDIR"
+	run verify-record -f allowed_signers laughs.yaml deep.yaml nul.yaml twice.yaml
+	[ "$status" -eq 1 ]
+	assert_equal "$output" "laughs.yaml: NOT verified
+laughs.yaml: laughs.yaml:4:8: alias *a: aliases are not allowed in a record
+deep.yaml: NOT verified
+deep.yaml: deep.yaml:3:74: mappings and lists nested more than 64 deep
+nul.yaml: NOT verified
+nul.yaml: nul.yaml:3:12: a text holds a NUL character (\\0)
+twice.yaml: NOT verified
+twice.yaml: twice.yaml:4:1: key verdict given twice"
+}
+
+@test "a hostile record is refused under a 200 MB address-space limit" {
+	hard_limit
+	signed_record laughs
+	cd "$BATS_TEST_TMPDIR"
+	run timeout 60 $limit verify-record -f allowed_signers laughs.yaml
+	[ "$status" -eq 1 ]
+	assert_equal "${lines[1]}" "laughs.yaml: laughs.yaml:4:8: alias *a: aliases are not allowed in a record"
+}
