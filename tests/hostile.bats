@@ -132,11 +132,51 @@ twice.yaml: NOT verified
 twice.yaml: twice.yaml:4:1: key verdict given twice"
 }
 
-@test "a hostile record is refused under a 200 MB address-space limit" {
+@test "a record whose signature fails is not parsed: only the signature is reported" {
+	cp tests/fixtures/hostile/records/laughs.yaml "$BATS_TEST_TMPDIR/laughs.yaml"
+	cd "$BATS_TEST_TMPDIR"
+	ssh-keygen -q -t ed25519 -N '' -f stranger
+	ssh-keygen -q -Y sign -f stranger -n idem-record laughs.yaml
+	ssh-keygen -q -t ed25519 -N '' -f trusted
+	echo "eng@example.org $(cat trusted.pub)" >allowed_signers
+	run verify-record -f allowed_signers laughs.yaml
+	[ "$status" -eq 1 ]
+	assert_equal "${#lines[@]}" 2
+	[[ "${lines[1]}" == "laughs.yaml: signature: key SHA256:"*" is not in allowed_signers (allowed_signers)" ]]
+	# and with no signature at all
+	rm laughs.yaml.sig
+	run verify-record -f allowed_signers laughs.yaml
+	[ "$status" -eq 1 ]
+	assert_equal "$output" "laughs.yaml: NOT verified
+laughs.yaml: no signature: laughs.yaml.sig: No such file or directory"
+}
+
+@test "hostile records are refused under a 200 MB address-space limit, signed or not" {
 	hard_limit
 	signed_record laughs
 	cd "$BATS_TEST_TMPDIR"
 	run timeout 60 $limit verify-record -f allowed_signers laughs.yaml
 	[ "$status" -eq 1 ]
 	assert_equal "${lines[1]}" "laughs.yaml: laughs.yaml:4:8: alias *a: aliases are not allowed in a record"
+	rm laughs.yaml.sig
+	run timeout 60 $limit verify-record -f allowed_signers laughs.yaml
+	[ "$status" -eq 1 ]
+	assert_equal "${lines[1]}" "laughs.yaml: no signature: laughs.yaml.sig: No such file or directory"
+}
+
+@test "the history audit reads a hostile record as verify-record does: its signature first" {
+	signed_record laughs
+	cd "$BATS_TEST_TMPDIR"
+	git init -q -b main repo
+	mkdir repo/records
+	cp laughs.yaml repo/records/signed.yaml
+	cp laughs.yaml.sig repo/records/signed.yaml.sig
+	cp laughs.yaml repo/records/unsigned.yaml
+	git -C repo add records
+	git -C repo -c user.name=t -c user.email=t@example.org commit -q -m "records: hostile"
+	cd repo
+	run verify-record -f ../allowed_signers --history -t
+	[ "$status" -eq 1 ]
+	assert_equal "$(grep '^audit	record' <<<"$output" | cut -f 3-)" "records/signed.yaml	FAIL	records/signed.yaml:4:8: alias *a: aliases are not allowed in a record
+records/unsigned.yaml	FAIL	no signature: records/unsigned.yaml.sig: No such file or directory"
 }
