@@ -204,8 +204,10 @@ main(int argc, char *argv[])
 	}
 	if (optind + 1 != argc)
 		idem_usage(synopsis, IDEM_EXIT_USAGE);
-	if (idem_seed_load(&seed, argv[optind], &err) < 0)
+	if (idem_seed_load(&seed, argv[optind], &err) < 0) {
+		idem_seed_free(&seed);
 		idem_die_error(&err);
+	}
 	if (ticket)
 		write_ticket(&seed);
 	else

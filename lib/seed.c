@@ -548,17 +548,17 @@ load_jobs(struct loader *l, const yaml_node_t *root)
 		snprintf(field, sizeof(field), "jobs[%zu]", s->njobs);
 		if (check_mapping(l, j, field, job_keys) < 0)
 			return -1;
+		/* counted before anything is put in it, so idem_seed_free frees it */
 		memset(job, 0, sizeof(*job));
 		job->scenario = -1;
+		s->njobs++;
 		if (get_text(l, j, field, "id", 1, &job->id) < 0)
 			return -1;
-		if ((p = lookup(l, j, "payload")) == NULL)
-			return fail_at(l, j, strcat(strcpy(sub, field), ".payload"),
-			    "required key missing");
 		snprintf(sub, sizeof(sub), "%s.payload", field);
+		if ((p = lookup(l, j, "payload")) == NULL)
+			return fail_at(l, j, sub, "required key missing");
 		job->line = (long)j->start_mark.line + 1;
 		job->column = (long)j->start_mark.column + 1;
-		s->njobs++;
 		if ((job->payload = to_json(l, p, sub)) == NULL)
 			return -1;
 		if (check_payload(l, p, sub, job->payload) < 0)

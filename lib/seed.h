@@ -63,7 +63,7 @@ struct idem_seed {
 extern const struct idem_yaml_limits idem_seed_limits;
 
 /* Loads and validates a seed file; "-" is standard input. On failure err
- * names file:line:column and the field. */
+ * names file:line:column and the field. Free the seed either way. */
 int idem_seed_load(struct idem_seed *seed, const char *path, struct idem_error *err);
 void idem_seed_free(struct idem_seed *seed);
 
