@@ -60,7 +60,9 @@ write_stream(const struct idem_seed *s)
 {
 	char *owned[8];
 	const char *seed_row[20], *expect_row[4], *row[6];
+	struct idem_seed_job buf = { 0 };
 	size_t i, nowned = 0;
+	long long n, njobs = idem_seed_njobs(s);
 
 	idem_tsv_write_header(stdout);
 	seed_row[0] = s->path;
@@ -107,8 +109,9 @@ write_stream(const struct idem_seed *s)
 		row[5] = within;
 		idem_tsv_write_row(stdout, "scenario", row, 6);
 	}
-	for (i = 0; i < s->njobs; i++) {
-		const struct idem_seed_job *j = &s->jobs[i];
+	/* generated jobs are made as they are written */
+	for (n = 0; n < njobs; n++) {
+		const struct idem_seed_job *j = idem_seed_job(s, n, &buf);
 
 		row[0] = j->id;
 		row[1] = j->business_key;
@@ -117,6 +120,7 @@ write_stream(const struct idem_seed *s)
 		row[4] = j->scenario >= 0 ? s->scenarios[j->scenario].name : NULL;
 		idem_tsv_write_row(stdout, "job", row, 5);
 	}
+	idem_seed_job_clear(&buf);
 }
 
 /* The ticket lists the declared jobs and every job a scenario touches, not
@@ -125,17 +129,18 @@ static void
 write_ticket(const struct idem_seed *s)
 {
 	struct idem_error err;
-	json_t *ctx = idem_seed_to_json(s), *jobs, *shown = json_array(), *job;
-	size_t i;
+	struct idem_seed_job buf = { 0 };
+	json_t *ctx = idem_seed_to_json(s), *shown = json_array();
+	long long i, njobs = idem_seed_njobs(s);
 	char *text;
 
-	jobs = json_object_get(ctx, "jobs");
-	json_array_foreach(jobs, i, job) {
-		if (json_array_size(shown) == TICKET_JOBS)
-			break;
-		if (s->jobs[i].line > 0 || s->jobs[i].scenario >= 0)
-			json_array_append(shown, job);
+	for (i = 0; i < njobs && json_array_size(shown) < TICKET_JOBS; i++) {
+		const struct idem_seed_job *j = idem_seed_job(s, i, &buf);
+
+		if (j->line > 0 || j->scenario >= 0)
+			json_array_append_new(shown, idem_seed_job_to_json(s, j));
 	}
+	idem_seed_job_clear(&buf);
 	json_object_set_new(ctx, "ticket_jobs", shown);
 	text = idem_template_render("ticket.md", idem_tpl_ticket, ctx, IDEM_ESCAPE_MARKDOWN, &err);
 	json_decref(ctx);

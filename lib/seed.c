@@ -18,6 +18,14 @@ const struct idem_yaml_limits idem_seed_limits = {
 	.bytes = 16 << 20, .nodes = 1000000, .depth = 64, .expanded = 1000000, .kind = "a seed",
 };
 
+/* What the loader indexes, for its checks and for generated jobs. */
+struct idem_seed_index {
+	json_t *declared;	/* declared job id -> the index of its first declaration */
+	json_t *named;		/* generated job id named by a scenario -> the scenario */
+	json_t *fields;		/* payload_schema field name -> its index */
+	int width;		/* digits of a generated job's number */
+};
+
 /* Parsing state: the YAML document and where errors go. */
 struct loader {
 	const char *path;
@@ -429,9 +437,8 @@ load_schema(struct loader *l, const yaml_node_t *root)
 		if (scalar(k) == NULL || !*scalar(k))
 			return fail_at(l, k, "payload_schema", "field names must be text");
 		field_name(field, sizeof(field), "payload_schema", scalar(k));
-		for (i = 0; i < s->nschema; i++)
-			if (strcmp(s->schema[i].name, scalar(k)) == 0)
-				return fail_at(l, k, field, "key given twice");
+		if (json_object_get(s->index->fields, scalar(k)) != NULL)
+			return fail_at(l, k, field, "key given twice");
 		for (i = 0; i < 5; i++)
 			if (scalar(v) && strcmp(scalar(v), idem_payload_type_name(i)) == 0)
 				break;
@@ -440,20 +447,19 @@ load_schema(struct loader *l, const yaml_node_t *root)
 			    "unknown type (expected string, integer, boolean, object or array)");
 		f->name = idem_estrdup(scalar(k));
 		f->type = i;
+		f->in_key = 0;
+		json_object_set_new_nocheck(s->index->fields, f->name, json_integer((json_int_t)s->nschema));
 		s->nschema++;
 	}
 	return 0;
 }
 
-static const struct idem_seed_field *
+static struct idem_seed_field *
 schema_field(const struct idem_seed *s, const char *name)
 {
-	size_t i;
+	json_t *i = json_object_get(s->index->fields, name);
 
-	for (i = 0; i < s->nschema; i++)
-		if (strcmp(s->schema[i].name, name) == 0)
-			return &s->schema[i];
-	return NULL;
+	return i ? &s->schema[json_integer_value(i)] : NULL;
 }
 
 /* The business key: one column as its plain value, several as a canonical
@@ -480,7 +486,7 @@ business_key(const struct idem_seed *s, const json_t *payload)
 }
 
 static void
-finish_job(struct idem_seed *s, struct idem_seed_job *job)
+finish_job(const struct idem_seed *s, struct idem_seed_job *job)
 {
 	job->payload_json = idem_json_canonical(job->payload);
 	idem_sha256_hex(job->payload_json, strlen(job->payload_json), job->payload_sha256);
@@ -532,26 +538,26 @@ load_jobs(struct loader *l, const yaml_node_t *root)
 	struct idem_seed *s = l->seed;
 	yaml_node_t *list = lookup(l, root, "jobs");
 	yaml_node_item_t *item;
-	size_t n;
 
 	if (list == NULL)
 		return 0;
 	if (list->type != YAML_SEQUENCE_NODE)
 		return fail_at(l, list, "jobs", "expected a list, got a %s", node_kind_name(list));
-	n = (size_t)(list->data.sequence.items.top - list->data.sequence.items.start);
-	s->jobs = idem_ereallocarray(s->jobs, n + (size_t)s->generate_count, sizeof(*s->jobs));
+	s->declared = idem_ereallocarray(NULL,
+	    (size_t)(list->data.sequence.items.top - list->data.sequence.items.start) + 1,
+	    sizeof(*s->declared));
 	for (item = list->data.sequence.items.start; item < list->data.sequence.items.top; item++) {
 		yaml_node_t *j = node(l, *item), *p;
-		struct idem_seed_job *job = &s->jobs[s->njobs];
+		struct idem_seed_job *job = &s->declared[s->ndeclared];
 		char field[64], sub[128];
 
-		snprintf(field, sizeof(field), "jobs[%zu]", s->njobs);
+		snprintf(field, sizeof(field), "jobs[%zu]", s->ndeclared);
 		if (check_mapping(l, j, field, job_keys) < 0)
 			return -1;
 		/* counted before anything is put in it, so idem_seed_free frees it */
 		memset(job, 0, sizeof(*job));
 		job->scenario = -1;
-		s->njobs++;
+		s->ndeclared++;
 		if (get_text(l, j, field, "id", 1, &job->id) < 0)
 			return -1;
 		snprintf(sub, sizeof(sub), "%s.payload", field);
@@ -564,89 +570,11 @@ load_jobs(struct loader *l, const yaml_node_t *root)
 		if (check_payload(l, p, sub, job->payload) < 0)
 			return -1;
 		finish_job(s, job);
+		if (json_object_get(s->index->declared, job->id) == NULL)
+			json_object_set_new_nocheck(s->index->declared, job->id,
+			    json_integer((json_int_t)s->ndeclared - 1));
 	}
 	return 0;
-}
-
-/* Generated jobs: see GENERATED JOBS in idem-seed(5). */
-static void
-generate_jobs(struct idem_seed *s)
-{
-	long long i;
-	int width = 6;
-	long long count;
-	size_t f, k;
-
-	for (count = s->generate_count; count >= 1000000; count /= 10)
-		width++;
-	s->jobs = idem_ereallocarray(s->jobs, s->njobs + (size_t)s->generate_count,
-	    sizeof(*s->jobs));
-	for (i = 1; i <= s->generate_count; i++) {
-		struct idem_seed_job *job = &s->jobs[s->njobs++];
-		unsigned char digest[32];
-		char id[64], text[600];
-		uint32_t h;
-
-		memset(job, 0, sizeof(*job));
-		if (snprintf(id, sizeof(id), "gen-%0*lld", width, i) >= (int)sizeof(id))
-			idem_die(IDEM_EXIT_USAGE, "generated job id too long");
-		job->id = idem_estrdup(id);
-		crypto_hash_sha256(digest, (const unsigned char *)id, strlen(id));
-		h = (uint32_t)digest[0] << 24 | (uint32_t)digest[1] << 16 |
-		    (uint32_t)digest[2] << 8 | digest[3];
-		job->payload = json_object();
-		for (f = 0; f < s->nschema; f++) {
-			const struct idem_seed_field *sf = &s->schema[f];
-			int is_key = 0;
-			json_t *v;
-
-			for (k = 0; k < s->nkey; k++)
-				is_key |= strcmp(s->key[k], sf->name) == 0;
-			switch (sf->type) {
-			case IDEM_TYPE_STRING:
-				if (snprintf(text, sizeof(text), "%s-%0*lld", sf->name, width, i) >= (int)sizeof(text))
-					idem_die(IDEM_EXIT_USAGE, "payload field name %s too long", sf->name);
-				v = json_string(text);
-				break;
-			case IDEM_TYPE_INTEGER:
-				v = json_integer(is_key ? i : (json_int_t)(h % 100000));
-				break;
-			case IDEM_TYPE_BOOLEAN:
-				v = json_boolean(h & 1);
-				break;
-			case IDEM_TYPE_OBJECT:
-				v = json_object();
-				break;
-			default:
-				v = json_array();
-				break;
-			}
-			json_object_set_new(job->payload, sf->name, v);
-		}
-		finish_job(s, job);
-	}
-}
-
-static long
-find_job(const struct idem_seed *s, const char *id)
-{
-	size_t i;
-
-	for (i = 0; i < s->njobs; i++)
-		if (strcmp(s->jobs[i].id, id) == 0)
-			return (long)i;
-	return -1;
-}
-
-static int
-valid_step(const char *step)
-{
-	size_t i;
-
-	for (i = 0; standard_steps[i]; i++)
-		if (strcmp(standard_steps[i], step) == 0)
-			return 1;
-	return *step && strspn(step, "abcdefghijklmnopqrstuvwxyz0123456789-_.") == strlen(step);
 }
 
 static uint64_t
@@ -666,6 +594,152 @@ selection_hash(const char *scenario, const char *job_id)
 	return h;
 }
 
+/* The first scenario with every: K, in the order of the file, that selects
+ * a job no scenario names; or -1. */
+static long
+selected_by_every(const struct idem_seed *s, const char *id)
+{
+	size_t i;
+
+	for (i = 0; i < s->nscenarios; i++)
+		if (s->scenarios[i].every > 0 &&
+		    selection_hash(s->scenarios[i].name, id) % (uint64_t)s->scenarios[i].every == 0)
+			return (long)i;
+	return -1;
+}
+
+/* The number in a generated job's id ("gen-000042"), or in the value of one
+ * of its string fields ("invoice_id-000042"): the seed's width of digits
+ * after the prefix and a hyphen, from 1 to generate.count; else 0. */
+static long long
+generated_number(const struct idem_seed *s, const char *text, const char *prefix)
+{
+	size_t len = strlen(prefix), width = (size_t)s->index->width;
+	long long n = 0;
+	size_t i;
+
+	if (text == NULL || strncmp(text, prefix, len) != 0 || text[len] != '-' ||
+	    strlen(text + len + 1) != width || strspn(text + len + 1, "0123456789") != width)
+		return 0;
+	for (i = len + 1; text[i]; i++)
+		n = n * 10 + (text[i] - '0');
+	return n <= s->generate_count ? n : 0;
+}
+
+/* Generated job number n: see GENERATED JOBS in idem-seed(5). */
+static void
+generate_job(const struct idem_seed *s, long long n, struct idem_seed_job *job)
+{
+	unsigned char digest[32];
+	json_t *named;
+	char *text;
+	uint32_t h;
+	size_t f;
+	int width = s->index->width;
+
+	memset(job, 0, sizeof(*job));
+	if (asprintf(&job->id, "gen-%0*lld", width, n) < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	crypto_hash_sha256(digest, (const unsigned char *)job->id, strlen(job->id));
+	h = (uint32_t)digest[0] << 24 | (uint32_t)digest[1] << 16 | (uint32_t)digest[2] << 8 | digest[3];
+	job->payload = json_object();
+	for (f = 0; f < s->nschema; f++) {
+		const struct idem_seed_field *sf = &s->schema[f];
+		json_t *v;
+
+		switch (sf->type) {
+		case IDEM_TYPE_STRING:
+			if (asprintf(&text, "%s-%0*lld", sf->name, width, n) < 0)
+				idem_die(IDEM_EXIT_ENV, "asprintf:");
+			v = json_string(text);
+			free(text);
+			break;
+		case IDEM_TYPE_INTEGER:
+			v = json_integer(sf->in_key ? n : (json_int_t)(h % 100000));
+			break;
+		case IDEM_TYPE_BOOLEAN:
+			v = json_boolean(h & 1);
+			break;
+		case IDEM_TYPE_OBJECT:
+			v = json_object();
+			break;
+		default:
+			v = json_array();
+			break;
+		}
+		json_object_set_new(job->payload, sf->name, v);
+	}
+	finish_job(s, job);
+	named = json_object_get(s->index->named, job->id);
+	job->scenario = named ? (long)json_integer_value(named) : selected_by_every(s, job->id);
+}
+
+long long
+idem_seed_njobs(const struct idem_seed *s)
+{
+	return (long long)s->ndeclared + s->generate_count;
+}
+
+const struct idem_seed_job *
+idem_seed_job(const struct idem_seed *s, long long i, struct idem_seed_job *buf)
+{
+	if (i < (long long)s->ndeclared)
+		return &s->declared[i];
+	idem_seed_job_clear(buf);
+	generate_job(s, i - (long long)s->ndeclared + 1, buf);
+	return buf;
+}
+
+void
+idem_seed_job_clear(struct idem_seed_job *job)
+{
+	free(job->id);
+	json_decref(job->payload);
+	free(job->payload_json);
+	free(job->business_key);
+	memset(job, 0, sizeof(*job));
+}
+
+static int
+valid_step(const char *step)
+{
+	size_t i;
+
+	for (i = 0; standard_steps[i]; i++)
+		if (strcmp(standard_steps[i], step) == 0)
+			return 1;
+	return *step && strspn(step, "abcdefghijklmnopqrstuvwxyz0123456789-_.") == strlen(step);
+}
+
+/* A job that the last scenario names, declared or generated. */
+static int
+name_job(struct loader *l, const yaml_node_t *n, const char *field)
+{
+	struct idem_seed *s = l->seed;
+	const char *id = scalar(n);
+	json_t *found = id ? json_object_get(s->index->declared, id) : NULL;
+	long scenario = (long)s->nscenarios - 1, other;
+
+	if (found != NULL) {
+		struct idem_seed_job *job = &s->declared[json_integer_value(found)];
+
+		if ((other = job->scenario) < 0) {
+			job->scenario = scenario;
+			return 0;
+		}
+	} else if (id != NULL && generated_number(s, id, "gen") > 0) {
+		if ((found = json_object_get(s->index->named, id)) == NULL) {
+			json_object_set_new_nocheck(s->index->named, id, json_integer(scenario));
+			return 0;
+		}
+		other = (long)json_integer_value(found);
+	} else {
+		return fail_at(l, n, field, "jobs: no job with id \"%s\"", id ? id : "?");
+	}
+	return fail_at(l, n, field, "jobs: job %s is already in scenario %s; a job belongs to at "
+	    "most one scenario", id, s->scenarios[other].name);
+}
+
 static int
 load_scenarios(struct loader *l, const yaml_node_t *root)
 {
@@ -674,18 +748,20 @@ load_scenarios(struct loader *l, const yaml_node_t *root)
 	struct idem_seed *s = l->seed;
 	yaml_node_t *list = lookup(l, root, "scenarios");
 	yaml_node_item_t *item, *ji;
-	long long *every;
-	size_t i, j;
+	json_t *names = json_object();
+	size_t i;
 	int rc = -1;
 
-	if (list == NULL)
-		return 0;
-	if (list->type != YAML_SEQUENCE_NODE)
-		return fail_at(l, list, "scenarios", "expected a list, got a %s",
-		    node_kind_name(list));
+	if (list == NULL) {
+		rc = 0;
+		goto out;
+	}
+	if (list->type != YAML_SEQUENCE_NODE) {
+		fail_at(l, list, "scenarios", "expected a list, got a %s", node_kind_name(list));
+		goto out;
+	}
 	i = (size_t)(list->data.sequence.items.top - list->data.sequence.items.start);
 	s->scenarios = idem_ereallocarray(NULL, i + 1, sizeof(*s->scenarios));
-	every = idem_ereallocarray(NULL, i + 1, sizeof(*every));
 	for (item = list->data.sequence.items.start; item < list->data.sequence.items.top; item++) {
 		yaml_node_t *n = node(l, *item), *jobs;
 		struct idem_seed_scenario *sc = &s->scenarios[s->nscenarios];
@@ -704,15 +780,15 @@ load_scenarios(struct loader *l, const yaml_node_t *root)
 			"duplicates: at most 100 extra copies of a job") < 0) ||
 		    get_duration(l, n, field, "within", 0, &sc->within_ms) < 0 ||
 		    get_int(l, n, field, "attempt", 1, 1, &attempt, &has_attempt) < 0 ||
-		    get_int(l, n, field, "every", 1, 0, &every[s->nscenarios - 1], &has_every) < 0 ||
+		    get_int(l, n, field, "every", 1, 0, &sc->every, &has_every) < 0 ||
 		    get_bool(l, n, field, "conflicting_payloads", &sc->conflicting_payloads) < 0)
 			goto out;
-		for (j = 0; j + 1 < s->nscenarios; j++)
-			if (strcmp(s->scenarios[j].name, sc->name) == 0) {
-				fail_at(l, lookup(l, n, "name"), field, "scenario name \"%s\" used twice",
-				    sc->name);
-				goto out;
-			}
+		if (json_object_get(names, sc->name) != NULL) {
+			fail_at(l, lookup(l, n, "name"), field, "scenario name \"%s\" used twice",
+			    sc->name);
+			goto out;
+		}
+		json_object_set_new_nocheck(names, sc->name, json_true());
 		if (lookup(l, n, "kill") && lookup(l, n, "race")) {
 			fail_at(l, n, field, "declare kill or race, not both");
 			goto out;
@@ -761,35 +837,17 @@ load_scenarios(struct loader *l, const yaml_node_t *root)
 			fail_at(l, jobs, field, "jobs: expected a list of job ids");
 			goto out;
 		}
-		for (ji = jobs->data.sequence.items.start; ji < jobs->data.sequence.items.top; ji++) {
-			yaml_node_t *idn = node(l, *ji);
-			long k = scalar(idn) ? find_job(s, scalar(idn)) : -1;
-
-			if (k < 0) {
-				fail_at(l, idn, field, "jobs: no job with id \"%s\"",
-				    scalar(idn) ? scalar(idn) : "?");
+		for (ji = jobs->data.sequence.items.start; ji < jobs->data.sequence.items.top; ji++)
+			if (name_job(l, node(l, *ji), field) < 0)
 				goto out;
-			}
-			if (s->jobs[k].scenario >= 0) {
-				fail_at(l, idn, field, "jobs: job %s is already in scenario %s; a job "
-				    "belongs to at most one scenario", s->jobs[k].id,
-				    s->scenarios[s->jobs[k].scenario].name);
-				goto out;
-			}
-			s->jobs[k].scenario = (long)s->nscenarios - 1;
-		}
 	}
-	for (i = 0; i < s->nscenarios; i++) {
-		if (every[i] == 0)
-			continue;
-		for (j = 0; j < s->njobs; j++)
-			if (s->jobs[j].scenario < 0 &&
-			    selection_hash(s->scenarios[i].name, s->jobs[j].id) % (uint64_t)every[i] == 0)
-				s->jobs[j].scenario = (long)i;
-	}
+	/* generated jobs are selected as they are made */
+	for (i = 0; i < s->ndeclared; i++)
+		if (s->declared[i].scenario < 0)
+			s->declared[i].scenario = selected_by_every(s, s->declared[i].id);
 	rc = 0;
 out:
-	free(every);
+	json_decref(names);
 	return rc;
 }
 
@@ -808,17 +866,41 @@ by_id(const void *a, const void *b)
 }
 
 static int
-by_key(const void *a, const void *b)
+by_number(const void *a, const void *b)
 {
-	const struct job_ref *x = a, *y = b;
-	int c = strcmp(x->job->business_key, y->job->business_key);
+	const long long *x = a, *y = b;
 
-	return c ? c : (x->index > y->index) - (x->index < y->index);
+	return (*x > *y) - (*x < *y);
+}
+
+/* A job as the checks remember it; id is owned only when kept. */
+struct job_note {
+	char *id;
+	char payload_sha256[65];
+	long long index;
+	long line, column;
+};
+
+static struct job_note
+note_of(const struct idem_seed_job *job, long long index)
+{
+	struct job_note n = { .id = job->id, .index = index, .line = job->line,
+		.column = job->column };
+
+	memcpy(n.payload_sha256, job->payload_sha256, sizeof(n.payload_sha256));
+	return n;
+}
+
+static void
+keep(struct job_note *dst, const struct job_note *src)
+{
+	*dst = *src;
+	dst->id = idem_estrdup(src->id);
 }
 
 static int
-fail_job(struct loader *l, const struct idem_seed_job *job, size_t index, const char *fmt,
-	 const char *a, const char *b)
+fail_job(struct loader *l, const struct job_note *job, const char *fmt, const char *a,
+	 const char *b)
 {
 	char msg[768];
 
@@ -826,8 +908,38 @@ fail_job(struct loader *l, const struct idem_seed_job *job, size_t index, const 
 	if (job->line == 0)
 		return idem_error_set(l->err, IDEM_EXIT_USAGE, "%s: generate: generated job %s: %s",
 		    l->path, job->id, msg);
-	return idem_error_set(l->err, IDEM_EXIT_USAGE, "%s:%ld:%ld: jobs[%zu].%s", l->path,
-	    job->line, job->column, index, msg);
+	return idem_error_set(l->err, IDEM_EXIT_USAGE, "%s:%ld:%ld: jobs[%lld].%s", l->path,
+	    job->line, job->column, job->index, msg);
+}
+
+/* The jobs of one business key seen so far, in job order: the first, and
+ * the first whose payload differs from it, while all are in
+ * conflicting_payloads scenarios; then the first outside such a scenario,
+ * whose payload every job of the key must have. */
+struct key_jobs {
+	struct job_note first, differing, reference;
+};
+
+struct key_check {
+	json_t *index;		/* business key -> index into keys */
+	struct key_jobs *keys;
+	size_t nkeys;
+};
+
+/* a, in no conflicting_payloads scenario, and b share a key, not a payload:
+ * the message points at the declared one of the two, or at the later. */
+static int
+conflict(struct loader *l, const char *key, const struct job_note *a, const struct job_note *b)
+{
+	if ((a->line == 0) == (b->line == 0) ? a->index > b->index : b->line == 0) {
+		const struct job_note *t = a;
+
+		a = b;
+		b = t;
+	}
+	return fail_job(l, b, "payload: business key %s is already seeded by job %s with another "
+	    "payload; put both jobs in a scenario with conflicting_payloads: true if that is the "
+	    "point", key, a->id);
 }
 
 static int
@@ -836,60 +948,141 @@ allows_conflict(const struct idem_seed *s, const struct idem_seed_job *job)
 	return job->scenario >= 0 && s->scenarios[job->scenario].conflicting_payloads;
 }
 
+/* One more job, in job order, of its business key. */
+static int
+check_key(struct loader *l, struct key_check *c, const struct idem_seed_job *job,
+	  long long index)
+{
+	json_t *found = json_object_get(c->index, job->business_key);
+	struct job_note this = note_of(job, index);
+	struct key_jobs *k;
+
+	if (found == NULL) {
+		c->keys = idem_ereallocarray(c->keys, c->nkeys + 1, sizeof(*c->keys));
+		memset(&c->keys[c->nkeys], 0, sizeof(*c->keys));
+		json_object_set_new_nocheck(c->index, job->business_key,
+		    json_integer((json_int_t)c->nkeys));
+		k = &c->keys[c->nkeys++];
+	} else {
+		k = &c->keys[json_integer_value(found)];
+	}
+	if (k->reference.id != NULL)
+		return strcmp(k->reference.payload_sha256, this.payload_sha256) == 0 ? 0 :
+		    conflict(l, job->business_key, &k->reference, &this);
+	if (allows_conflict(l->seed, job)) {
+		if (k->first.id == NULL)
+			keep(&k->first, &this);
+		else if (k->differing.id == NULL &&
+		    strcmp(k->first.payload_sha256, this.payload_sha256) != 0)
+			keep(&k->differing, &this);
+		return 0;
+	}
+	keep(&k->reference, &this);
+	if (k->first.id != NULL && strcmp(k->first.payload_sha256, this.payload_sha256) != 0)
+		return conflict(l, job->business_key, &k->reference, &k->first);
+	if (k->differing.id != NULL)
+		return conflict(l, job->business_key, &k->reference, &k->differing);
+	return 0;
+}
+
+/* The number of the generated job that could share a declared payload's
+ * business key, or 0. Generated keys differ from one another when a key
+ * field is a string or an integer: the first such field holds the number. */
+static long long
+generated_number_of_key(const struct idem_seed *s, const json_t *payload)
+{
+	size_t i;
+
+	for (i = 0; i < s->nkey; i++) {
+		const struct idem_seed_field *f = schema_field(s, s->key[i]);
+		json_t *v = json_object_get(payload, f->name);
+
+		if (f->type == IDEM_TYPE_INTEGER)
+			return json_integer_value(v) >= 1 && json_integer_value(v) <= s->generate_count ?
+			    json_integer_value(v) : 0;
+		if (f->type == IDEM_TYPE_STRING)
+			return generated_number(s, json_string_value(v), f->name);
+	}
+	return 0;
+}
+
+static int
+generated_keys_distinct(const struct idem_seed *s)
+{
+	size_t i;
+
+	for (i = 0; i < s->nkey; i++)
+		if (schema_field(s, s->key[i])->type != IDEM_TYPE_BOOLEAN)
+			return 1;
+	return 0;
+}
+
 /* Duplicate ids, and one business key with two payloads unless the seed
- * declares that is the point. */
+ * declares that is the point; without keeping every generated job. */
 static int
 check_jobs(struct loader *l)
 {
 	struct idem_seed *s = l->seed;
+	long long nd = (long long)s->ndeclared, *numbers = NULL, n;
+	struct key_check keys = { .index = json_object() };
+	struct idem_seed_job buf = { 0 };
+	struct job_note note;
 	struct job_ref *refs;
-	size_t i, end;
+	size_t i, end, nnumbers = 0;
 	int rc = -1;
 
-	refs = idem_ereallocarray(NULL, s->njobs + 1, sizeof(*refs));
-	for (i = 0; i < s->njobs; i++) {
-		refs[i].job = &s->jobs[i];
+	/* generated ids are distinct: each declared id against the other
+	 * declared ones, then against the generated ones */
+	refs = idem_ereallocarray(NULL, s->ndeclared + 1, sizeof(*refs));
+	for (i = 0; i < s->ndeclared; i++) {
+		refs[i].job = &s->declared[i];
 		refs[i].index = i;
 	}
-	qsort(refs, s->njobs, sizeof(*refs), by_id);
-	for (i = 1; i < s->njobs; i++)
-		if (strcmp(refs[i].job->id, refs[i - 1].job->id) == 0) {
-			fail_job(l, refs[i].job, refs[i].index, "id: job id \"%s\" is used twice%s",
-			    refs[i].job->id, "");
-			goto out;
-		}
-	/* within one business key, any two payloads that differ must both be
-	 * in a conflicting_payloads scenario */
-	qsort(refs, s->njobs, sizeof(*refs), by_key);
-	for (i = 0; i < s->njobs; i = end) {
-		size_t first, other;
-
-		for (end = i + 1; end < s->njobs &&
-		    strcmp(refs[end].job->business_key, refs[i].job->business_key) == 0; end++)
+	qsort(refs, s->ndeclared, sizeof(*refs), by_id);
+	for (i = 0; i < s->ndeclared; i = end) {
+		for (end = i + 1; end < s->ndeclared && strcmp(refs[end].job->id, refs[i].job->id) == 0; end++)
 			;
-		/* the payload every job outside such a scenario must have */
-		for (first = i; first < end && allows_conflict(s, refs[first].job); first++)
-			;
-		for (other = i; first < end && other < end; other++) {
-			const struct job_ref *a = &refs[first], *b = &refs[other];
-
-			if (strcmp(a->job->payload_sha256, b->job->payload_sha256) == 0)
-				continue;
-			if (b->job->line == 0 || (a->job->line != 0 && a->index > b->index)) {
-				const struct job_ref *t = a;
-
-				a = b;
-				b = t;
-			}
-			fail_job(l, b->job, b->index, "payload: business key %s is already seeded "
-			    "by job %s with another payload; put both jobs in a scenario with "
-			    "conflicting_payloads: true if that is the point", b->job->business_key,
-			    a->job->id);
+		if (end - i > 1)
+			note = note_of(refs[i + 1].job, (long long)refs[i + 1].index);
+		else if ((n = generated_number(s, refs[i].job->id, "gen")) > 0)
+			note = note_of(idem_seed_job(s, nd + n - 1, &buf), nd + n - 1);
+		else
+			continue;
+		fail_job(l, &note, "id: job id \"%s\" is used twice%s", note.id, "");
+		goto out;
+	}
+	/* business keys, in job order: the declared jobs, then the generated
+	 * ones that may share a key with one of them, or, when generated keys
+	 * may share one among themselves (booleans only), every one */
+	for (i = 0; i < s->ndeclared; i++)
+		if (check_key(l, &keys, &s->declared[i], (long long)i) < 0)
 			goto out;
-		}
+	if (generated_keys_distinct(s)) {
+		numbers = idem_ereallocarray(NULL, s->ndeclared + 1, sizeof(*numbers));
+		for (i = 0; i < s->ndeclared; i++)
+			if ((n = generated_number_of_key(s, s->declared[i].payload)) > 0)
+				numbers[nnumbers++] = n;
+		qsort(numbers, nnumbers, sizeof(*numbers), by_number);
+		for (i = 0; i < nnumbers; i++)
+			if ((i == 0 || numbers[i] != numbers[i - 1]) && check_key(l, &keys,
+			    idem_seed_job(s, nd + numbers[i] - 1, &buf), nd + numbers[i] - 1) < 0)
+				goto out;
+	} else {
+		for (n = 1; n <= s->generate_count; n++)
+			if (check_key(l, &keys, idem_seed_job(s, nd + n - 1, &buf), nd + n - 1) < 0)
+				goto out;
 	}
 	rc = 0;
 out:
+	for (i = 0; i < keys.nkeys; i++) {
+		free(keys.keys[i].first.id);
+		free(keys.keys[i].differing.id);
+		free(keys.keys[i].reference.id);
+	}
+	free(keys.keys);
+	json_decref(keys.index);
+	idem_seed_job_clear(&buf);
+	free(numbers);
 	free(refs);
 	return rc;
 }
@@ -937,6 +1130,7 @@ load_root(struct loader *l, const yaml_node_t *root)
 	static const char *const generate_keys[] = { "count", NULL };
 	struct idem_seed *s = l->seed;
 	yaml_node_t *n;
+	long long count;
 	size_t i;
 	int rc = -1;
 
@@ -996,7 +1190,7 @@ load_root(struct loader *l, const yaml_node_t *root)
 	if (load_schema(l, root) < 0)
 		goto out;
 	for (i = 0; i < s->nkey; i++) {
-		const struct idem_seed_field *f = schema_field(s, s->key[i]);
+		struct idem_seed_field *f = schema_field(s, s->key[i]);
 
 		if (f == NULL || f->type == IDEM_TYPE_OBJECT || f->type == IDEM_TYPE_ARRAY) {
 			fail_at(l, lookup(l, n, "key"), "effect.key",
@@ -1004,6 +1198,7 @@ load_root(struct loader *l, const yaml_node_t *root)
 			    s->key[i]);
 			goto out;
 		}
+		f->in_key = 1;
 	}
 	if ((n = lookup(l, root, "expect")) == NULL) {
 		fail_at(l, root, "expect", "required: write the expected counts before the run "
@@ -1029,10 +1224,11 @@ load_root(struct loader *l, const yaml_node_t *root)
 		fail_at(l, lookup(l, n, "count"), "generate.count", "at most 100000000");
 		goto out;
 	}
+	for (count = s->generate_count; count >= 1000000; count /= 10)
+		s->index->width++;
 	if (load_jobs(l, root) < 0)
 		goto out;
-	generate_jobs(s);
-	if (s->njobs == 0) {
+	if (s->ndeclared == 0 && s->generate_count == 0) {
 		fail_at(l, root, "jobs", "no jobs: list some under jobs: or set generate: { count: N }");
 		goto out;
 	}
@@ -1054,6 +1250,11 @@ idem_seed_load(struct idem_seed *seed, const char *path, struct idem_error *err)
 
 	memset(seed, 0, sizeof(*seed));
 	seed->path = idem_estrdup(path);
+	seed->index = idem_emalloc(sizeof(*seed->index));
+	seed->index->declared = json_object();
+	seed->index->named = json_object();
+	seed->index->fields = json_object();
+	seed->index->width = 6;
 	if ((text = idem_read_file_max(path, idem_seed_limits.bytes, &len, err)) == NULL)
 		return -1;
 	idem_sha256_hex(text, len, seed->sha256);
@@ -1102,13 +1303,15 @@ idem_seed_free(struct idem_seed *s)
 	for (i = 0; i < s->nschema; i++)
 		free(s->schema[i].name);
 	free(s->schema);
-	for (i = 0; i < s->njobs; i++) {
-		free(s->jobs[i].id);
-		json_decref(s->jobs[i].payload);
-		free(s->jobs[i].payload_json);
-		free(s->jobs[i].business_key);
+	for (i = 0; i < s->ndeclared; i++)
+		idem_seed_job_clear(&s->declared[i]);
+	free(s->declared);
+	if (s->index != NULL) {
+		json_decref(s->index->declared);
+		json_decref(s->index->named);
+		json_decref(s->index->fields);
+		free(s->index);
 	}
-	free(s->jobs);
 	for (i = 0; i < s->nscenarios; i++) {
 		free(s->scenarios[i].name);
 		free(s->scenarios[i].step);
@@ -1121,6 +1324,17 @@ static json_t *
 text_or_null(const char *s)
 {
 	return s ? json_string(s) : json_null();
+}
+
+json_t *
+idem_seed_job_to_json(const struct idem_seed *s, const struct idem_seed_job *j)
+{
+	json_t *v = json_pack("{s:s,s:s,s:s,s:s}", "id", j->id, "business_key", j->business_key,
+	    "payload", j->payload_json, "payload_sha256", j->payload_sha256);
+
+	json_object_set_new(v, "scenario",
+	    j->scenario >= 0 ? json_string(s->scenarios[j->scenario].name) : json_null());
+	return v;
 }
 
 json_t *
@@ -1160,15 +1374,8 @@ idem_seed_to_json(const struct idem_seed *s)
 		    "type", idem_payload_type_name(s->schema[i].type)));
 	json_object_set_new(o, "payload_schema", a);
 	a = json_array();
-	for (i = 0; i < s->njobs; i++) {
-		const struct idem_seed_job *j = &s->jobs[i];
-
-		v = json_pack("{s:s,s:s,s:s,s:s}", "id", j->id, "business_key", j->business_key,
-		    "payload", j->payload_json, "payload_sha256", j->payload_sha256);
-		json_object_set_new(v, "scenario",
-		    j->scenario >= 0 ? json_string(s->scenarios[j->scenario].name) : json_null());
-		json_array_append_new(a, v);
-	}
+	for (i = 0; i < s->ndeclared; i++)
+		json_array_append_new(a, idem_seed_job_to_json(s, &s->declared[i]));
 	json_object_set_new(o, "jobs", a);
 	a = json_array();
 	for (i = 0; i < s->nscenarios; i++) {

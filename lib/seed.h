@@ -15,6 +15,7 @@ enum idem_payload_type {
 struct idem_seed_field {
 	char *name;
 	enum idem_payload_type type;
+	int in_key;		/* named by effect.key */
 };
 
 struct idem_seed_job {
@@ -34,8 +35,11 @@ struct idem_seed_scenario {
 	long long attempt;	/* kill attempt, or 0 */
 	long long duplicates;	/* extra copies published */
 	long long within_ms;
+	long long every;	/* selects one job in every, or 0 */
 	int conflicting_payloads;
 };
+
+struct idem_seed_index;
 
 struct idem_seed {
 	char *path;
@@ -51,11 +55,12 @@ struct idem_seed {
 	size_t nschema;
 	char **cannot_reproduce;
 	size_t ncannot_reproduce;
-	struct idem_seed_job *jobs;
-	size_t njobs;
+	struct idem_seed_job *declared;	/* the jobs the file lists */
+	size_t ndeclared;
 	struct idem_seed_scenario *scenarios;
 	size_t nscenarios;
-	long long generate_count;
+	long long generate_count;	/* jobs made on demand after them */
+	struct idem_seed_index *index;	/* lookups of the loader's own */
 	long long expect_effects, expect_duplicates, expect_missing, expect_pending;
 };
 
@@ -67,10 +72,23 @@ extern const struct idem_yaml_limits idem_seed_limits;
 int idem_seed_load(struct idem_seed *seed, const char *path, struct idem_error *err);
 void idem_seed_free(struct idem_seed *seed);
 
+/* The number of jobs: the declared ones, then the generated ones. */
+long long idem_seed_njobs(const struct idem_seed *seed);
+/* Job i, 0 <= i < idem_seed_njobs(seed): a declared job where it is, or a
+ * generated one made into buf (which the next call reuses), so that a run
+ * of any length costs one job's memory. Clear buf when done. */
+const struct idem_seed_job *idem_seed_job(const struct idem_seed *seed, long long i,
+					  struct idem_seed_job *buf);
+void idem_seed_job_clear(struct idem_seed_job *job);
+
 const char *idem_payload_type_name(enum idem_payload_type type);
 /* Canonical JSON of a value (sorted keys, compact, UTF-8); caller frees. */
 char *idem_json_canonical(const json_t *value);
-/* The seed as a JSON object, for rendering templates; caller decrefs. */
+/* A job as a JSON object: id, business_key, payload (canonical JSON),
+ * payload_sha256 and scenario (a name or null); caller decrefs. */
+json_t *idem_seed_job_to_json(const struct idem_seed *seed, const struct idem_seed_job *job);
+/* The seed as a JSON object, for rendering templates, with its declared
+ * jobs under "jobs"; caller decrefs. */
 json_t *idem_seed_to_json(const struct idem_seed *seed);
 
 #endif

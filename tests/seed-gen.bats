@@ -43,6 +43,54 @@ setup() {
 	[ "$(grep -c ' kills$' "$out.1")" -gt 5 ]
 }
 
+@test "generated jobs and their selection are what idem-seed(5) says, as Python computes them" {
+	seed-gen tests/fixtures/seeds/generate-named.yaml >"$out"
+	python3 - "$out" <<'PY'
+import hashlib, json, sys
+
+def sha256(data):
+    return hashlib.sha256(data).digest()
+
+count, width = 3000, 6
+schema = [("order_id", "string"), ("line_no", "integer"), ("amount_cents", "integer"),
+          ("urgent", "boolean"), ("extra", "object"), ("tags", "array")]
+key = ["order_id", "line_no"]
+named = {"gen-000007": "named", "gen-002999": "named", "gen-000100": "race"}
+every = [("dups", 10), ("kills", 7)]
+want = []
+for n in range(1, count + 1):
+    job_id = "gen-%0*d" % (width, n)
+    h = int.from_bytes(sha256(job_id.encode())[:4], "big")
+    payload = {}
+    for name, kind in schema:
+        payload[name] = {"string": "%s-%0*d" % (name, width, n),
+                         "integer": n if name in key else h % 100000,
+                         "boolean": h % 2 == 1, "object": {}, "array": []}[kind]
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+    scenario = named.get(job_id)
+    for name, k in every:
+        if scenario is None and int.from_bytes(sha256(name.encode() + b"\0" + job_id.encode())[:8], "big") % k == 0:
+            scenario = name
+    want.append(["job", job_id, json.dumps([payload[f] for f in key], separators=(",", ":")), text,
+                 hashlib.sha256(text.encode()).hexdigest(), scenario or "\\N"])
+got = [line.rstrip("\n").split("\t") for line in open(sys.argv[1]) if line.startswith("job\tgen-")]
+assert len(got) == len(want), (len(got), len(want))
+for g, w in zip(got, want):
+    assert g == w, (g, w)
+PY
+}
+
+@test "seed-gen makes generated jobs as it writes them: a million within 200 MB of address space" {
+	case "${BIN:-}${BUILD:-}" in
+	*sanitize*) skip "an ASan build reserves more address space than the limit" ;;
+	esac
+	command -v prlimit >/dev/null || skip "no prlimit"
+	sed 's/count: 1000 }/count: 1000000 }/' tests/fixtures/seeds/generate.yaml >"$BATS_TEST_TMPDIR/million.yaml"
+	prlimit --as=209715200 -- seed-gen "$BATS_TEST_TMPDIR/million.yaml" >"$out"
+	assert_equal "$(rows_of job "$out")" 1000001
+	assert_equal "$(tail -n 1 "$out" | cut -f 2,3)" "$(printf 'gen-1000000\t["order_id-1000000",1000000]')"
+}
+
 @test "tabs, newlines, backslashes and \\N in ids, keys and payloads are escaped, not lost" {
 	seed-gen tests/fixtures/seeds/escapes.yaml >"$out"
 	# every row of a known kind has its fixed number of fields

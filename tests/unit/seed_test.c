@@ -8,9 +8,9 @@ job(const struct idem_seed *s, const char *id)
 {
 	size_t i;
 
-	for (i = 0; i < s->njobs; i++)
-		if (strcmp(s->jobs[i].id, id) == 0)
-			return &s->jobs[i];
+	for (i = 0; i < s->ndeclared; i++)
+		if (strcmp(s->declared[i].id, id) == 0)
+			return &s->declared[i];
 	return NULL;
 }
 
@@ -18,9 +18,11 @@ int
 main(void)
 {
 	struct idem_seed s, again;
+	struct idem_seed_job buf = { 0 }, buf_again = { 0 };
 	struct idem_error err;
-	const struct idem_seed_job *j;
-	size_t i, in_dups = 0, in_kills = 0, same = 1;
+	const struct idem_seed_job *j, *k;
+	size_t in_dups = 0, in_kills = 0, same = 1;
+	long long i;
 
 	CHECK(idem_seed_load(&s, "seeds/invoice-line.yaml", &err) == 0, "example seed loads");
 	j = job(&s, "job-0001");
@@ -55,15 +57,20 @@ main(void)
 
 	CHECK(idem_seed_load(&s, "tests/fixtures/seeds/generate.yaml", &err) == 0, "volume seed loads");
 	CHECK(idem_seed_load(&again, "tests/fixtures/seeds/generate.yaml", &err) == 0, "and again");
-	CHECK(s.njobs == 1001, "listed and generated jobs");
-	CHECK_STR(s.jobs[1].id, "gen-000001", "generated ids");
-	CHECK_STR(s.jobs[1000].business_key, "[\"order_id-001000\",1000]", "generated keys are distinct");
-	for (i = 0; i < s.njobs; i++) {
-		same &= strcmp(s.jobs[i].payload_sha256, again.jobs[i].payload_sha256) == 0 &&
-		    s.jobs[i].scenario == again.jobs[i].scenario;
-		in_dups += s.jobs[i].scenario == 0;
-		in_kills += s.jobs[i].scenario == 1;
+	CHECK(s.ndeclared == 1 && idem_seed_njobs(&s) == 1001, "listed and generated jobs");
+	CHECK_STR(idem_seed_job(&s, 1, &buf)->id, "gen-000001", "generated ids");
+	CHECK_STR(idem_seed_job(&s, 1000, &buf)->business_key, "[\"order_id-001000\",1000]",
+	    "generated keys are distinct");
+	CHECK_STR(idem_seed_job(&s, 0, &buf)->id, "job-0001", "the declared job first");
+	for (i = 0; i < idem_seed_njobs(&s); i++) {
+		j = idem_seed_job(&s, i, &buf);
+		k = idem_seed_job(&again, i, &buf_again);
+		same &= strcmp(j->payload_sha256, k->payload_sha256) == 0 && j->scenario == k->scenario;
+		in_dups += j->scenario == 0;
+		in_kills += j->scenario == 1;
 	}
+	idem_seed_job_clear(&buf);
+	idem_seed_job_clear(&buf_again);
 	CHECK(same, "generation and selection are pure functions of the seed");
 	CHECK(in_dups > 60 && in_dups < 140, "every: 10 selects about a tenth");
 	CHECK(in_kills > 5 && in_kills < 40, "every: 50 selects about a fiftieth of the rest");
