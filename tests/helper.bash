@@ -35,6 +35,17 @@ assert_golden() {
 	fi
 }
 
+# Runs a command that must refuse its input: exit 2, nothing on standard
+# output, and on standard error the message of the golden file $1.
+assert_refused() {
+	local golden=$1 rc=0
+	shift
+	"$@" >"$BATS_TEST_TMPDIR/refused.out" 2>"$BATS_TEST_TMPDIR/refused.err" || rc=$?
+	[ "$rc" -eq 2 ] || { echo "$*: status $rc" >&2; cat "$BATS_TEST_TMPDIR/refused.err" >&2; return 1; }
+	[ ! -s "$BATS_TEST_TMPDIR/refused.out" ] || { echo "$*: wrote to standard output" >&2; return 1; }
+	assert_golden "$BATS_TEST_TMPDIR/refused.err" "$golden"
+}
+
 assert_equal() {
 	if [ "$1" != "$2" ]; then
 		printf 'got:  %s\nwant: %s\n' "$1" "$2" >&2
