@@ -118,7 +118,6 @@ idem_yaml_from_json(const json_t *value, struct idem_error *err)
 	return o.buf;
 }
 
-
 const struct idem_yaml_limits idem_record_limits = {
 	.bytes = 32 << 20, .nodes = 2000000, .depth = 64, .expanded = 0, .kind = "a record",
 };
@@ -207,6 +206,12 @@ offset_mark(const char *text, size_t len, size_t offset)
 }
 
 static int
+out_of_memory(struct loader *l)
+{
+	return idem_error_set(l->err, IDEM_EXIT_ENV, "%s: YAML: out of memory", l->name);
+}
+
+static int
 parse_error(struct loader *l)
 {
 	yaml_parser_t *p = &l->parser;
@@ -214,7 +219,7 @@ parse_error(struct loader *l)
 	char value[32] = "";
 
 	if (p->error == YAML_MEMORY_ERROR)
-		return idem_error_set(l->err, IDEM_EXIT_ENV, "%s: YAML: out of memory", l->name);
+		return out_of_memory(l);
 	/* the reader decodes ahead of the scanner and gives no mark, only the
 	 * offset of the byte at fault */
 	if (p->error == YAML_READER_ERROR) {
@@ -260,13 +265,13 @@ add_anchor(struct loader *l, const yaml_char_t *name, int node, long expanded,
 /* Makes node a child of the innermost open mapping or list; the first node
  * of the document is its root. */
 static int
-attach(struct loader *l, int node, const yaml_mark_t *mark)
+attach(struct loader *l, int node)
 {
 	struct frame *f;
 	int ok = 1;
 
 	if (node == 0)
-		return fail_at(l, mark, "YAML: out of memory");
+		return out_of_memory(l);
 	if (l->depth == 0)
 		return 0;
 	f = &l->frames[l->depth - 1];
@@ -278,7 +283,7 @@ attach(struct loader *l, int node, const yaml_mark_t *mark)
 		ok = yaml_document_append_mapping_pair(l->doc, f->node, f->key, node);
 		f->key = 0;
 	}
-	return ok ? 0 : fail_at(l, mark, "YAML: out of memory");
+	return ok ? 0 : out_of_memory(l);
 }
 
 static yaml_node_t *
@@ -309,7 +314,7 @@ load_event(struct loader *l, yaml_event_t *ev)
 			return idem_error_set(l->err, l->status, "%s: more than one YAML document",
 			    l->name);
 		if (!yaml_document_initialize(l->doc, NULL, NULL, NULL, 1, 1))
-			return fail_at(l, mark, "YAML: out of memory");
+			return out_of_memory(l);
 		l->have_doc = 1;
 		return 0;
 	case YAML_ALIAS_EVENT:
@@ -327,7 +332,7 @@ load_event(struct loader *l, yaml_event_t *ev)
 			return fail_at(l, mark, "aliases expand to more than %ld nodes",
 			    l->limits->expanded);
 		l->expanded += a->expanded;
-		return attach(l, a->node, mark);
+		return attach(l, a->node);
 	case YAML_SCALAR_EVENT:
 		if (count_node(l, mark) < 0)
 			return -1;
@@ -341,7 +346,7 @@ load_event(struct loader *l, yaml_event_t *ev)
 			last_node(l)->start_mark = ev->start_mark;
 			last_node(l)->end_mark = ev->end_mark;
 		}
-		if (attach(l, node, mark) < 0)
+		if (attach(l, node) < 0)
 			return -1;
 		return add_anchor(l, ev->data.scalar.anchor, node, 1, mark);
 	case YAML_SEQUENCE_START_EVENT:
@@ -359,7 +364,7 @@ load_event(struct loader *l, yaml_event_t *ev)
 			    ev->data.mapping_start.style);
 		if (node)
 			last_node(l)->start_mark = ev->start_mark;
-		if (attach(l, node, mark) < 0)
+		if (attach(l, node) < 0)
 			return -1;
 		f = &l->frames[l->depth++];
 		f->node = node;
