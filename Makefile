@@ -89,6 +89,15 @@ fuzz: deps
 	@$(MAKE) --no-print-directory $(addprefix build/fuzz/,$(FUZZ))
 	@FUZZ="$(FUZZ)" FUZZ_SECONDS="$(FUZZ_SECONDS)" tests/fuzz/run
 
+# Programs that only the command tests run, beside the real ones.
+TEST_TOOLS = signers-check
+
+$(BUILD)/tests/%: tests/tools/%.c lib/*.h $(BUILD)/lib/libidem.a
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/lib/libidem.a $(LDLIBS)
+
+test: $(addprefix $(BUILD)/tests/,$(TEST_TOOLS))
+
 # Installs missing Debian packages when run as root; otherwise names them.
 deps:
 	@missing=""; for p in $(DEBS) $(EXTRA_DEBS); do \

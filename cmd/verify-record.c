@@ -91,13 +91,19 @@ str(const json_t *o, const char *path)
 	return json_string_value(json_object_get(o, path));
 }
 
+/* A line ssh-keygen would refuse trusts nobody, and is named, as
+ * ssh-keygen names it, without stopping the check. */
 static void
 load_signers(void)
 {
 	struct idem_error err;
+	const char *skipped;
+	size_t i;
 
 	if (signers == NULL && (signers = idem_signers_load(signers_path, &err)) == NULL)
 		idem_die(IDEM_EXIT_USAGE, "%s", err.text);
+	for (i = 0; (skipped = idem_signers_skipped(signers, i)) != NULL; i++)
+		idem_warn("%s: line skipped, as ssh-keygen skips it", skipped);
 }
 
 /* The signature first: the key must be an allowed signer for the

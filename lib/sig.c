@@ -1,8 +1,6 @@
 #include <sys/stat.h>
 
-#include <ctype.h>
 #include <errno.h>
-#include <fnmatch.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -405,10 +403,15 @@ idem_sig_check(const struct idem_sig *sig, const char *namespace, const void *da
 	return 0;
 }
 
+/*
+ * allowed_signers, read as OpenSSH's ssh-keygen -Y verify reads it (sshsig.c,
+ * match.c and misc.c of OpenSSH 9.2): the same tokens, the same options and
+ * patterns, the same times, and a line that does not parse is skipped, as
+ * ssh-keygen skips it, never the whole file.
+ */
 struct signer {
 	char *principals;
-	char **namespaces;
-	size_t nnamespaces;
+	char *namespaces;		/* the pattern list; NULL: every namespace */
 	time_t valid_after, valid_before;	/* 0: unset */
 	int cert_authority;
 	unsigned char public_key[32];
@@ -417,219 +420,391 @@ struct signer {
 struct idem_signers {
 	struct signer *list;
 	size_t n;
+	char **skipped;			/* "file:line: why", one a skipped line */
+	size_t nskipped;
 };
 
-/* YYYYMMDD[Z] or YYYYMMDDHHMM[SS][Z]; local time unless Z. */
+#define WHITESPACE " \t\r\n"
+#define PATTERN_MAX 1023		/* a longer pattern matches nothing */
+
+/* One pattern against a string: '*' is any run of characters, '?' any
+ * one character, every other character itself. */
+static int
+wildcard_match(const char *s, const char *pattern, size_t len)
+{
+	size_t p = 0, star_at = 0;
+	const char *retry = NULL;
+
+	while (*s != '\0') {
+		if (p < len && pattern[p] == '*') {
+			star_at = ++p;
+			retry = s;
+		} else if (p < len && (pattern[p] == '?' || pattern[p] == *s)) {
+			p++;
+			s++;
+		} else if (retry != NULL) {
+			p = star_at;
+			s = ++retry;
+		} else {
+			return 0;
+		}
+	}
+	while (p < len && pattern[p] == '*')
+		p++;
+	return p == len;
+}
+
+int
+idem_signers_match(const char *string, const char *patterns)
+{
+	const char *p = patterns;
+	int positive = 0;
+
+	while (*p != '\0') {
+		int negated = *p == '!';
+		size_t len;
+
+		p += negated;
+		len = strcspn(p, ",");
+		if (len >= PATTERN_MAX)
+			return 0;
+		if (wildcard_match(string, p, len)) {
+			if (negated)
+				return -1;
+			positive = 1;
+		}
+		p += len;
+		if (*p == ',')
+			p++;
+	}
+	return positive;
+}
+
+/* YYYYMMDD, YYYYMMDDHHMM or YYYYMMDDHHMMSS, in local time unless followed
+ * by Z or UTC (either case); read with strptime and mktime or timegm from
+ * a zeroed struct tm (so local times are taken as standard time), as
+ * OpenSSH reads them. Times at or before the epoch are refused. */
 static int
 parse_time(const char *s, time_t *out)
 {
-	struct tm tm = { 0 };
-	size_t digits = strspn(s, "0123456789");
-	int utc = s[digits] == 'Z' || s[digits] == 'z';
-	char buf[16];
+	static const char separators[] = "--T::";
+	static const char *const formats[] = { "%Y-%m-%d", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S" };
+	size_t len = strlen(s), i, o = 0, fields;
+	char buf[32];
+	const char *end;
+	struct tm tm;
+	int utc = 0;
+	time_t t;
 
-	if ((digits != 8 && digits != 12 && digits != 14) || s[digits + (size_t)utc] != '\0')
-		return -1;
-	memcpy(buf, s, digits);
-	buf[digits] = '\0';
-	if (sscanf(buf, "%4d%2d%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday) != 3)
-		return -1;
-	if (digits >= 12 && sscanf(buf + 8, "%2d%2d", &tm.tm_hour, &tm.tm_min) != 2)
-		return -1;
-	if (digits == 14 && sscanf(buf + 12, "%2d", &tm.tm_sec) != 1)
-		return -1;
-	tm.tm_year -= 1900;
-	tm.tm_mon -= 1;
-	tm.tm_isdst = -1;
-	*out = utc ? timegm(&tm) : mktime(&tm);
-	return *out == (time_t)-1 ? -1 : 0;
-}
-
-static char *
-next_token(char **p)
-{
-	char *start, *o;
-	int quoted = 0;
-
-	while (**p == ' ' || **p == '\t')
-		(*p)++;
-	if (**p == '\0')
-		return NULL;
-	start = o = *p;
-	for (; **p && (quoted || (**p != ' ' && **p != '\t')); (*p)++) {
-		if (**p == '"')
-			quoted = !quoted;
-		*o++ = **p;
+	if (len > 1 && (s[len - 1] == 'Z' || s[len - 1] == 'z')) {
+		utc = 1;
+		len -= 1;
+	} else if (len > 3 && strcasecmp(s + len - 3, "UTC") == 0) {
+		utc = 1;
+		len -= 3;
 	}
-	if (**p)
-		(*p)++;
-	*o = '\0';
-	return start;
+	if (len != 8 && len != 12 && len != 14)
+		return -1;
+	/* the year, then two characters a field, a separator before each */
+	fields = (len - 4) / 2;
+	memcpy(buf, s, 4);
+	o = 4;
+	for (i = 0; i < fields; i++) {
+		buf[o++] = separators[i];
+		buf[o++] = s[4 + 2 * i];
+		buf[o++] = s[5 + 2 * i];
+	}
+	buf[o] = '\0';
+	memset(&tm, 0, sizeof(tm));
+	end = strptime(buf, formats[len == 8 ? 0 : len == 12 ? 1 : 2], &tm);
+	if (end == NULL || *end != '\0')
+		return -1;
+	t = utc ? timegm(&tm) : mktime(&tm);
+	if (t <= 0)
+		return -1;
+	*out = t;
+	return 0;
 }
 
-static int
-parse_options(struct signer *s, char *options, const char *where, struct idem_error *err)
+/* A quoted option value: "..." with \" for a quote; *p moves past it. */
+static char *
+dequote(const char **p, const char **why)
 {
-	char *p = options, *opt;
-	int seen_after = 0, seen_before = 0, seen_ns = 0;
+	const char *s = *p;
+	char *out;
+	size_t n = 0;
 
-	while (*p) {
-		int quoted = 0;
+	if (*s != '"') {
+		*why = "missing start quote";
+		return NULL;
+	}
+	out = idem_emalloc(strlen(s));
+	for (s++; *s != '\0' && *s != '"'; s++) {
+		if (s[0] == '\\' && s[1] == '"')
+			s++;
+		out[n++] = *s;
+	}
+	if (*s == '\0') {
+		free(out);
+		*why = "missing end quote";
+		return NULL;
+	}
+	out[n] = '\0';
+	*p = s + 1;
+	return out;
+}
 
-		opt = p;
-		for (; *p && (quoted || *p != ','); p++)
-			if (*p == '"')
-				quoted = !quoted;
-		if (*p)
-			*p++ = '\0';
-		if (strcasecmp(opt, "cert-authority") == 0) {
+/* name=, its name in any case. */
+static int
+option_named(const char **p, const char *name)
+{
+	size_t len = strlen(name);
+
+	if (strncasecmp(*p, name, len) != 0 || (*p)[len] != '=')
+		return 0;
+	*p += len + 1;
+	return 1;
+}
+
+static const char *
+time_option(const char **p, time_t *t, const char *repeated, const char *invalid)
+{
+	const char *why = NULL;
+	char *value;
+	int bad;
+
+	if (*t != 0)
+		return repeated;
+	if ((value = dequote(p, &why)) == NULL)
+		return why;
+	bad = parse_time(value, t) < 0;
+	free(value);
+	return bad ? invalid : NULL;
+}
+
+/* The options of a line, comma-separated; NULL, or why they are bad. An
+ * empty option between commas is passed over, as OpenSSH passes it. */
+static const char *
+parse_options(struct signer *s, const char *p)
+{
+	const char *why = NULL;
+
+	while (*p != '\0') {
+		if (strncasecmp(p, "cert-authority", 14) == 0) {
 			s->cert_authority = 1;
-		} else if (strncasecmp(opt, "namespaces=", 11) == 0) {
-			char *v = opt + 11, *ns, *save = NULL;
-			size_t vlen = strlen(v);
+			p += 14;
+		} else if (option_named(&p, "namespaces")) {
+			if (s->namespaces != NULL)
+				return "multiple \"namespaces\" clauses";
+			if ((s->namespaces = dequote(&p, &why)) == NULL)
+				return why;
+		} else if (option_named(&p, "valid-after")) {
+			if ((why = time_option(&p, &s->valid_after, "multiple \"valid-after\" clauses",
+			    "invalid \"valid-after\" time")) != NULL)
+				return why;
+		} else if (option_named(&p, "valid-before")) {
+			if ((why = time_option(&p, &s->valid_before, "multiple \"valid-before\" clauses",
+			    "invalid \"valid-before\" time")) != NULL)
+				return why;
+		}
+		if (*p == '\0')
+			break;
+		if (*p != ',')
+			return "unknown key option";
+		if (*++p == '\0')
+			return "unexpected end-of-options";
+	}
+	if (s->valid_after != 0 && s->valid_before != 0 && s->valid_before <= s->valid_after)
+		return "\"valid-before\" time is before \"valid-after\"";
+	return NULL;
+}
 
-			if (seen_ns++)
-				return idem_error_set(err, IDEM_EXIT_USAGE, "%s: namespaces given twice", where);
-			if (vlen >= 2 && v[0] == '"' && v[vlen - 1] == '"') {
-				v[vlen - 1] = '\0';
-				v++;
-			}
-			for (ns = strtok_r(v, ",", &save); ns; ns = strtok_r(NULL, ",", &save)) {
-				s->namespaces = idem_ereallocarray(s->namespaces, s->nnamespaces + 1,
-				    sizeof(char *));
-				s->namespaces[s->nnamespaces++] = idem_estrdup(ns);
-			}
-		} else if (strncasecmp(opt, "valid-after=", 12) == 0) {
-			char *v = opt + 12;
+/* The key types OpenSSH 9.2 knows besides ssh-ed25519: a line with one of
+ * them is a line for another key, never for an idem signature. */
+static int
+other_key_type(const char *s, size_t len)
+{
+	static const char *const types[] = {
+		"ssh-rsa", "ssh-dss", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384",
+		"ecdsa-sha2-nistp521", "sk-ecdsa-sha2-nistp256@openssh.com",
+		"sk-ssh-ed25519@openssh.com", "ssh-xmss@openssh.com", "rsa-sha2-256",
+		"rsa-sha2-512", "ssh-rsa-cert-v01@openssh.com", "ssh-dss-cert-v01@openssh.com",
+		"ecdsa-sha2-nistp256-cert-v01@openssh.com", "ecdsa-sha2-nistp384-cert-v01@openssh.com",
+		"ecdsa-sha2-nistp521-cert-v01@openssh.com", "ssh-ed25519-cert-v01@openssh.com",
+		"sk-ecdsa-sha2-nistp256-cert-v01@openssh.com",
+		"sk-ssh-ed25519-cert-v01@openssh.com", "ssh-xmss-cert-v01@openssh.com",
+		"rsa-sha2-256-cert-v01@openssh.com", "rsa-sha2-512-cert-v01@openssh.com", NULL
+	};
+	size_t i;
 
-			if (*v == '"')
-				v++, v[strcspn(v, "\"")] = '\0';
-			if (seen_after++ || parse_time(v, &s->valid_after) < 0)
-				return idem_error_set(err, IDEM_EXIT_USAGE, "%s: bad or repeated valid-after",
-				    where);
-		} else if (strncasecmp(opt, "valid-before=", 13) == 0) {
-			char *v = opt + 13;
+	for (i = 0; types[i] != NULL; i++)
+		if (strlen(types[i]) == len && memcmp(types[i], s, len) == 0)
+			return 1;
+	return 0;
+}
 
-			if (*v == '"')
-				v++, v[strcspn(v, "\"")] = '\0';
-			if (seen_before++ || parse_time(v, &s->valid_before) < 0)
-				return idem_error_set(err, IDEM_EXIT_USAGE, "%s: bad or repeated valid-before",
-				    where);
-		} else {
-			return idem_error_set(err, IDEM_EXIT_USAGE, "%s: unknown option %s", where, opt);
+enum { KEY_NONE = -1, KEY_ED25519 = 0, KEY_OTHER = 1 };
+
+/* "keytype base64 [comment]", as OpenSSH reads a public key: the type and
+ * the base64 end at a space or tab, and whitespace inside the base64 is
+ * ignored. A key of another type is taken as it comes. */
+static int
+read_key(const char *p, unsigned char public_key[32])
+{
+	size_t type_len = strcspn(p, " \t"), text_len, blob_len;
+	unsigned char blob[128];
+	const unsigned char *s;
+	struct reader r;
+	size_t len;
+
+	if (p[type_len] == '\0')
+		return KEY_NONE;
+	if (type_len != strlen(KEY_TYPE) || memcmp(p, KEY_TYPE, type_len) != 0)
+		return other_key_type(p, type_len) ? KEY_OTHER : KEY_NONE;
+	p += type_len;
+	p += strspn(p, " \t");
+	text_len = strcspn(p, " \t");
+	if (text_len == 0 || sodium_base642bin(blob, sizeof(blob), p, text_len, "\n\r\v\f",
+	    &blob_len, NULL, sodium_base64_VARIANT_ORIGINAL) != 0)
+		return KEY_NONE;
+	r.p = blob;
+	r.left = blob_len;
+	if (get_string(&r, &s, &len) < 0 || !string_is(s, len, KEY_TYPE) ||
+	    get_string(&r, &s, &len) < 0 || len != 32 || r.left != 0)
+		return KEY_NONE;
+	memcpy(public_key, s, 32);
+	return KEY_ED25519;
+}
+
+/*
+ * One line: "principals [options] keytype base64 [comment]". Returns 1 for
+ * an ed25519 key, 0 for a blank line, a comment or another key type, -1
+ * with why for a line OpenSSH would refuse. The principals are a word that
+ * ends at whitespace or at the second of two quotes, which are removed.
+ */
+static int
+parse_line(char *line, struct signer *s, const char **why)
+{
+	char *p = line + strspn(line, WHITESPACE), *principals, *options = NULL, *q;
+	int key;
+
+	if (*p == '#' || *p == '\0')
+		return 0;
+	principals = p;
+	if ((q = strpbrk(p, WHITESPACE "\"")) == NULL) {
+		*why = "invalid line";
+		return -1;
+	}
+	if (*q == '"') {
+		memmove(q, q + 1, strlen(q));
+		if ((q = strchr(q, '"')) == NULL) {
+			*why = "invalid line";
+			return -1;
 		}
 	}
-	if (s->valid_after && s->valid_before && s->valid_before <= s->valid_after)
-		return idem_error_set(err, IDEM_EXIT_USAGE, "%s: valid-before is not after valid-after",
-		    where);
-	return 0;
+	*q = '\0';
+	p = q + 1 + strspn(q + 1, WHITESPACE);
+	/* a key straight away, or options first */
+	if ((key = read_key(p, s->public_key)) == KEY_NONE) {
+		int quoted = 0;
+
+		for (options = p; *p != '\0' && (quoted || (*p != ' ' && *p != '\t')); p++) {
+			if (p[0] == '\\' && p[1] == '"')
+				p++;
+			else if (*p == '"')
+				quoted = !quoted;
+		}
+		if (*p == '\0') {
+			*why = quoted ? "invalid options" : "missing key";
+			return -1;
+		}
+		*p++ = '\0';
+		p += strspn(p, " \t");
+		if ((key = read_key(p, s->public_key)) == KEY_NONE) {
+			*why = "invalid key";
+			return -1;
+		}
+	}
+	if (options != NULL && (*why = parse_options(s, options)) != NULL)
+		return -1;
+	if (key != KEY_ED25519)
+		return 0;
+	s->principals = idem_estrdup(principals);
+	return 1;
+}
+
+static void
+signer_free(struct signer *s)
+{
+	free(s->principals);
+	free(s->namespaces);
 }
 
 void
 idem_signers_free(struct idem_signers *signers)
 {
-	size_t i, j;
+	size_t i;
 
 	if (signers == NULL)
 		return;
-	for (i = 0; i < signers->n; i++) {
-		free(signers->list[i].principals);
-		for (j = 0; j < signers->list[i].nnamespaces; j++)
-			free(signers->list[i].namespaces[j]);
-		free(signers->list[i].namespaces);
-	}
+	for (i = 0; i < signers->n; i++)
+		signer_free(&signers->list[i]);
+	for (i = 0; i < signers->nskipped; i++)
+		free(signers->skipped[i]);
 	free(signers->list);
+	free(signers->skipped);
 	free(signers);
 }
 
 struct idem_signers *
 idem_signers_load(const char *path, struct idem_error *err)
 {
-	struct idem_signers *signers = calloc(1, sizeof(*signers));
-	char *text, *line, *save, where[512];
+	struct idem_signers *signers;
+	char *text, *line, *end;
 	size_t len;
 	long line_no = 0;
 
 	if (sodium_init() < 0)
 		idem_die(IDEM_EXIT_ENV, "libsodium could not start");
-	if (signers == NULL)
+	if ((text = idem_read_file(path, &len, err)) == NULL)
+		return NULL;
+	if ((signers = calloc(1, sizeof(*signers))) == NULL)
 		idem_die(IDEM_EXIT_ENV, "calloc:");
-	if ((text = idem_read_file(path, &len, err)) == NULL) {
-		free(signers);
-		return NULL;
-	}
-	for (save = text; (line = strsep(&save, "\n")) != NULL; ) {
-		char *p = line, *principals, *tok, *type, *b64;
-		unsigned char blob[128];
-		size_t blob_len;
+	/* line by line, as getline reads them: a NUL byte ends its line only */
+	for (line = text; line < text + len; line = end + 1) {
 		struct signer s = { 0 };
-		struct reader r;
-		const unsigned char *str;
-		size_t str_len;
+		const char *why = NULL;
+		int rc;
 
+		if ((end = memchr(line, '\n', (size_t)(text + len - line))) == NULL)
+			end = text + len;
+		*end = '\0';
 		line_no++;
-		line[strcspn(line, "\r")] = '\0';
-		while (*p == ' ' || *p == '\t')
-			p++;
-		if (*p == '\0' || *p == '#')
+		rc = parse_line(line, &s, &why);
+		if (rc == 1) {
+			signers->list = idem_ereallocarray(signers->list, signers->n + 1, sizeof(s));
+			signers->list[signers->n++] = s;
 			continue;
-		snprintf(where, sizeof(where), "%s:%ld", path, line_no);
-		principals = next_token(&p);
-		tok = next_token(&p);
-		if (tok != NULL && strncmp(tok, "ssh-", 4) != 0 && strncmp(tok, "ecdsa-", 6) != 0 &&
-		    strncmp(tok, "sk-", 3) != 0) {
-			if (parse_options(&s, tok, where, err) < 0)
-				goto fail;
-			tok = next_token(&p);
 		}
-		type = tok;
-		b64 = next_token(&p);
-		if (principals == NULL || type == NULL || b64 == NULL) {
-			idem_error_set(err, IDEM_EXIT_USAGE, "%s: expected principals [options] "
-			    "keytype key", where);
-			goto fail;
-		}
-		if (strcmp(type, KEY_TYPE) != 0 || s.cert_authority)
-			goto skip;	/* other key types and certificate authorities: not ours */
-		if (sodium_base642bin(blob, sizeof(blob), b64, strlen(b64), NULL, &blob_len, NULL,
-		    sodium_base64_VARIANT_ORIGINAL) != 0)
-			goto bad_key;
-		r.p = blob;
-		r.left = blob_len;
-		if (get_string(&r, &str, &str_len) < 0 || !string_is(str, str_len, KEY_TYPE) ||
-		    get_string(&r, &str, &str_len) < 0 || str_len != 32 || r.left != 0)
-			goto bad_key;
-		memcpy(s.public_key, str, 32);
-		s.principals = idem_estrdup(principals);
-		signers->list = idem_ereallocarray(signers->list, signers->n + 1, sizeof(s));
-		signers->list[signers->n++] = s;
-		continue;
-bad_key:
-		idem_error_set(err, IDEM_EXIT_USAGE, "%s: a malformed ssh-ed25519 key", where);
-		goto fail;
-skip:
-		{
-			size_t j;
+		signer_free(&s);
+		if (rc < 0) {
+			char *msg;
 
-			for (j = 0; j < s.nnamespaces; j++)
-				free(s.namespaces[j]);
-			free(s.namespaces);
+			if (asprintf(&msg, "%s:%ld: %s", path, line_no, why) < 0)
+				idem_die(IDEM_EXIT_ENV, "asprintf:");
+			signers->skipped = idem_ereallocarray(signers->skipped, signers->nskipped + 1,
+			    sizeof(char *));
+			signers->skipped[signers->nskipped++] = msg;
 		}
-		continue;
-fail:
-		{
-			size_t j;
-
-			for (j = 0; j < s.nnamespaces; j++)
-				free(s.namespaces[j]);
-			free(s.namespaces);
-		}
-		free(text);
-		idem_signers_free(signers);
-		return NULL;
 	}
 	free(text);
 	return signers;
+}
+
+const char *
+idem_signers_skipped(const struct idem_signers *signers, size_t i)
+{
+	return i < signers->nskipped ? signers->skipped[i] : NULL;
 }
 
 static char *
@@ -649,28 +824,52 @@ fingerprint(const unsigned char public_key[32])
 	return out;
 }
 
+/* Whether a line names a principal that its own list allows: some
+ * comma-separated word of it that matches it. "!*" names nobody. */
+static int
+names_someone(const char *principals)
+{
+	char *copy = idem_estrdup(principals), *word, *rest = copy;
+	int found = 0;
+
+	while (!found && (word = strsep(&rest, ",")) != NULL)
+		found = idem_signers_match(word, principals) == 1;
+	free(copy);
+	return found;
+}
+
 char *
-idem_signers_find(const struct idem_signers *signers, const unsigned char public_key[32],
-		  const char *namespace, time_t when, struct idem_error *err)
+idem_signers_find_for(const struct idem_signers *signers, const unsigned char public_key[32],
+		      const char *principal, const char *namespace, time_t when,
+		      struct idem_error *err)
 {
 	const char *reason = NULL;
 	char *fp = fingerprint(public_key);
-	size_t i, j;
+	size_t i;
 
 	for (i = 0; i < signers->n; i++) {
 		const struct signer *s = &signers->list[i];
-		int ns_ok = s->nnamespaces == 0;
 
+		if (principal != NULL && idem_signers_match(principal, s->principals) != 1)
+			continue;
 		if (sodium_memcmp(s->public_key, public_key, 32) != 0)
 			continue;
-		for (j = 0; j < s->nnamespaces; j++)
-			ns_ok |= fnmatch(s->namespaces[j], namespace, 0) == 0;
-		if (!ns_ok) {
+		/* a certificate authority signs certificates, and idem takes
+		 * plain keys only */
+		if (s->cert_authority) {
+			reason = "is a cert-authority key, which signs only certificates";
+			continue;
+		}
+		if (principal == NULL && !names_someone(s->principals)) {
+			reason = "is on a line whose principals allow none of its names";
+			continue;
+		}
+		if (s->namespaces != NULL && idem_signers_match(namespace, s->namespaces) != 1) {
 			reason = "is not allowed to sign in this namespace";
 			continue;
 		}
-		if ((s->valid_after && when < s->valid_after) ||
-		    (s->valid_before && when > s->valid_before)) {
+		if ((s->valid_after != 0 && when < s->valid_after) ||
+		    (s->valid_before != 0 && when > s->valid_before)) {
 			reason = "is outside its validity window";
 			continue;
 		}
@@ -679,8 +878,18 @@ idem_signers_find(const struct idem_signers *signers, const unsigned char public
 	}
 	if (reason)
 		idem_error_set(err, IDEM_EXIT_FINDING, "key %s %s (namespace %s)", fp, reason, namespace);
+	else if (principal != NULL)
+		idem_error_set(err, IDEM_EXIT_FINDING, "key %s is not in allowed_signers for %s", fp,
+		    principal);
 	else
 		idem_error_set(err, IDEM_EXIT_FINDING, "key %s is not in allowed_signers", fp);
 	free(fp);
 	return NULL;
+}
+
+char *
+idem_signers_find(const struct idem_signers *signers, const unsigned char public_key[32],
+		  const char *namespace, time_t when, struct idem_error *err)
+{
+	return idem_signers_find_for(signers, public_key, NULL, namespace, when, err);
 }

@@ -43,14 +43,32 @@ int idem_sig_parse(struct idem_sig *sig, const char *armor, size_t armor_len,
 int idem_sig_check(const struct idem_sig *sig, const char *namespace, const void *data,
 		   size_t len, struct idem_error *err);
 
-/* allowed_signers: which principal may sign with a key, for a namespace, at
- * a time. Returns the matching principal patterns (malloc'd) or NULL with
- * err set to the reason none matched. */
+/* allowed_signers, read as ssh-keygen -Y verify of OpenSSH 9.2 reads it.
+ * Loading fails only when the file cannot be read: a line ssh-keygen would
+ * refuse is skipped, and idem_signers_skipped(signers, i) says why
+ * ("file:line: why"), NULL past the last. */
 struct idem_signers;
 struct idem_signers *idem_signers_load(const char *path, struct idem_error *err);
 void idem_signers_free(struct idem_signers *signers);
+const char *idem_signers_skipped(const struct idem_signers *signers, size_t i);
+
+/* Who may sign with a key, for a namespace, at a time: the principals of
+ * the first line that allows it, as written (malloc'd), or NULL with err
+ * set to the reason none did. idem_signers_find_for takes only the lines
+ * whose principals match principal, as ssh-keygen -Y verify -I does;
+ * idem_signers_find takes any line that names a principal its own list
+ * allows. cert-authority lines never allow a plain key. */
 char *idem_signers_find(const struct idem_signers *signers,
 			const unsigned char public_key[IDEM_SIG_PUBLIC_BYTES],
 			const char *namespace, time_t when, struct idem_error *err);
+char *idem_signers_find_for(const struct idem_signers *signers,
+			    const unsigned char public_key[IDEM_SIG_PUBLIC_BYTES],
+			    const char *principal, const char *namespace, time_t when,
+			    struct idem_error *err);
+
+/* An OpenSSH pattern list against a string: 1 when a pattern matches, -1
+ * when a negated one (!pattern) does, whatever else matches, 0 otherwise.
+ * Patterns are comma-separated, with * and ? as wildcards. */
+int idem_signers_match(const char *string, const char *patterns);
 
 #endif

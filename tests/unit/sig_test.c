@@ -36,6 +36,58 @@ verifies(const struct idem_signers *signers, const char *armor, size_t armor_len
 	return idem_sig_check(&sig, namespace, data, len, &err) == 0;
 }
 
+/* OpenSSH's match_pattern_list, as ssh_config(5) PATTERNS describes it. */
+static void
+check_patterns(void)
+{
+	static const struct { const char *string, *patterns; int want; } cases[] = {
+		{ "idem-record", "idem-record", 1 },
+		{ "idem-record", "*", 1 },
+		{ "idem-record", "*,!idem-record", -1 },
+		{ "idem-record", "!idem-record,*", -1 },
+		{ "idem-record", "", 0 },
+		{ "idem-record", "git", 0 },
+		{ "idem-record", "idem-*", 1 },
+		{ "idem-record", "idem-recor?", 1 },
+		{ "idem-record", "idem-record?", 0 },
+		{ "idem-record", "git,idem-record", 1 },
+		{ "idem-record", "git,,idem-record", 1 },
+		{ "idem-record", "git, idem-record", 0 },
+		{ "idem-record", "IDEM-RECORD", 0 },
+		{ "idem-record", "[i]dem-record", 0 },
+		{ "idem-record", "*-*-*", 0 },
+		{ "a-b-c", "*-*-*", 1 },
+		{ "", "", 0 },
+		{ "", "*", 1 },
+		{ "", "a,", 0 },
+		{ "", ",a", 1 },
+		{ "", "a,!", -1 },
+		{ "*", "?", 1 },
+		{ "bob", "!bob,*", -1 },
+		{ "eve", "!bob,*", 1 },
+		{ "!bob", "!bob,*", 1 },
+		{ "aaab", "*a*ab", 1 },
+		{ "aaac", "*a*ab", 0 },
+	};
+	char long_list[1100];
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char name[128];
+
+		snprintf(name, sizeof(name), "\"%s\" against \"%s\"", cases[i].string, cases[i].patterns);
+		CHECK(idem_signers_match(cases[i].string, cases[i].patterns) == cases[i].want, name);
+	}
+	/* a pattern of 1023 characters or more matches nothing, and ends the
+	 * list there, an earlier match or not */
+	strcpy(long_list, "idem-record,");
+	memset(long_list + 12, 'x', 1022);
+	long_list[12 + 1022] = '\0';
+	CHECK(idem_signers_match("idem-record", long_list) == 1, "a pattern of 1022 characters is one");
+	strcat(long_list, "x");
+	CHECK(idem_signers_match("idem-record", long_list) == 0, "a pattern of 1023 characters ends the list");
+}
+
 int
 main(void)
 {
@@ -83,6 +135,7 @@ main(void)
 		    strstr(err.text, "permissions 0644 are too open") != NULL,
 		    "a key file others may read is refused before anything else");
 	}
+	check_patterns();
 	free(record);
 	free(sig);
 	free(forged);

@@ -1,0 +1,315 @@
+#!/usr/bin/env bats
+# allowed_signers, case by case, with ssh-keygen -Y verify of OpenSSH as the
+# referee: every line below goes through ssh-keygen and through idem's own
+# check (signers-check, which verify-record's code path runs with the
+# identity and the time given), at the same instant, and both must give
+# the verdict the table expects. The first table goes through
+# verify-record itself too. No PostgreSQL: only keys, a record and its
+# signature.
+
+load helper
+
+setup_file() {
+	cd "$BATS_TEST_DIRNAME/.."
+	export CHECK="${BUILD:?make test sets BUILD}/tests/signers-check"
+	# the project's own record, signed by the test fixture key
+	RECORD=$(ls records/*.yaml | head -n 1)
+	export RECORD
+	export KEY_TEXT=$(cut -d' ' -f1-2 tests/fixtures/keys/idem-test-fixture-NOT-SECRET_ed25519.pub)
+	ssh-keygen -q -t ed25519 -N '' -f "$BATS_FILE_TMPDIR/other"
+	export OTHER_TEXT=$(cut -d' ' -f1-2 "$BATS_FILE_TMPDIR/other.pub")
+	export TRAILING=$(blob_variant trailing) B64CR=$(blob_variant cr) FLIPPED=$(blob_variant flipped)
+	export LONG=$(printf 'x%.0s' $(seq 1023)) LONG1022=$(printf 'x%.0s' $(seq 1022))
+}
+
+# The key's base64 changed as a line of allowed_signers might hold it.
+blob_variant() {
+	python3 - "${KEY_TEXT#ssh-ed25519 }" "$1" <<-'EOF'
+		import base64, sys
+		text, how = sys.argv[1], sys.argv[2]
+		blob = base64.b64decode(text)
+		if how == "trailing":   # one byte more than an ed25519 key blob holds
+		    print(base64.b64encode(blob + b"\0").decode())
+		elif how == "cr":       # a carriage return inside the base64
+		    print(text[:20] + "\r" + text[20:])
+		elif how == "flipped":  # another key: one bit of it changed
+		    print(base64.b64encode(blob[:-1] + bytes([blob[-1] ^ 1])).decode())
+	EOF
+}
+
+# Expands a table line: \n, \r, \t and the placeholders.
+expand() {
+	local line=$1
+	line=${line//@KEY@/$KEY_TEXT}
+	line=${line//@OTHER@/$OTHER_TEXT}
+	line=${line//@B64@/${KEY_TEXT#ssh-ed25519 }}
+	line=${line//@TRAILING@/$TRAILING}
+	line=${line//@B64CR@/$B64CR}
+	line=${line//@FLIPPED@/$FLIPPED}
+	line=${line//@LONG@/$LONG}
+	line=${line//@LONG1022@/$LONG1022}
+	line=${line//@PAST@/$PAST}
+	line=${line//@FUTURE@/$FUTURE}
+	line=${line//@PASTHM@/$PASTHM}
+	line=${line//@FUTUREHM@/$FUTUREHM}
+	line=${line//@PASTHMS@/$PASTHMS}
+	line=${line//@FUTUREHMS@/$FUTUREHMS}
+	printf '%b' "$line"
+}
+
+# ssh-keygen's verdict and ours, for one identity, at one instant (epoch
+# seconds), in one time zone: "yes" or "no".
+referee() {
+	TZ=$1 ssh-keygen -Y verify -f "$BATS_TEST_TMPDIR/allowed" -I "$2" -n idem-record \
+		-s "$RECORD.sig" -Overify-time="$(date -u -d "@$3" +%Y%m%d%H%M%SZ)" <"$RECORD" \
+		>/dev/null 2>&1 && echo yes || echo no
+}
+
+ours() {
+	local status=0
+	TZ=$1 "$CHECK" -I "$2" -f "$BATS_TEST_TMPDIR/allowed" -n idem-record -s "$RECORD.sig" \
+		-t "$3" <"$RECORD" >/dev/null 2>"$BATS_TEST_TMPDIR/check.err" || status=$?
+	case $status in
+	0) echo yes ;;
+	1) echo no ;;
+	*) echo "error $status: $(cat "$BATS_TEST_TMPDIR/check.err")" ;;
+	esac
+}
+
+trim() {
+	local s=$1
+	s=${s#"${s%%[![:space:]]*}"}
+	printf '%s' "${s%"${s##*[![:space:]]}"}"
+}
+
+# Runs a table: "expected | identity | time zone | epoch | line", where
+# expected is "yes" or "no", or, with verify-record in the run, "yes/no"
+# for ssh-keygen -I identity and then verify-record, which asks for no
+# identity. Every disagreement is listed; any one fails the test.
+run_table() {
+	local with_verify_record=$1 failed=0 n=0 expected identity tz when line want_any got_any
+	while IFS='|' read -r expected identity tz when line; do
+		expected=$(trim "$expected")
+		[ -n "$expected" ] && [ "${expected#\#}" = "$expected" ] || continue
+		identity=$(expand "$(trim "$identity")")
+		tz=$(trim "$tz")
+		when=$(trim "$when")
+		[ "$when" = now ] && when=$NOW
+		line=${line# }
+		n=$((n + 1))
+		expand "$line" >"$BATS_TEST_TMPDIR/allowed"
+		echo >>"$BATS_TEST_TMPDIR/allowed"
+		want_any=${expected#*/}
+		expected=${expected%/*}
+		ssh=$(referee "$tz" "$identity" "$when")
+		idem=$(ours "$tz" "$identity" "$when")
+		if [ "$ssh" != "$expected" ] || [ "$idem" != "$expected" ]; then
+			echo "case $n: expected $expected, ssh-keygen $ssh, idem $idem: -I '$identity' TZ=$tz: $line" >&2
+			failed=1
+		fi
+		[ "$with_verify_record" = yes ] || continue
+		got_any=$(TZ=$tz verify-record -f "$BATS_TEST_TMPDIR/allowed" "$RECORD" 2>/dev/null || true)
+		case $got_any in
+		*": verified, signed by "*)
+			# verify-record names the principals; ssh-keygen must accept one of them
+			local principals=${got_any##*signed by } p backed=no
+			IFS=, read -r -a names <<<"$principals"
+			for p in "${names[@]}"; do
+				[ "$(referee "$tz" "$p" "$NOW")" = yes ] && backed=yes
+			done
+			if [ "$backed" = no ]; then
+				echo "case $n: verify-record accepts for '$principals', which ssh-keygen refuses: $line" >&2
+				failed=1
+			fi
+			got_any=yes ;;
+		*"NOT verified"*) got_any=no ;;
+		*) got_any="an error" ;;
+		esac
+		if [ "$got_any" != "$want_any" ]; then
+			echo "case $n: verify-record: expected $want_any, got $got_any: $line" >&2
+			failed=1
+		fi
+	done
+	[ "$n" -gt 0 ] || { echo "no case ran" >&2; return 1; }
+	return $failed
+}
+
+# Dates around now, as the time options write them, in local time.
+around_now() {
+	NOW=$(date +%s)
+	PAST=$(date -d "@$((NOW - 3 * 86400))" +%Y%m%d)
+	FUTURE=$(date -d "@$((NOW + 3 * 86400))" +%Y%m%d)
+	PASTHM=$(date -d "@$((NOW - 3 * 86400))" +%Y%m%d%H%M)
+	FUTUREHM=$(date -d "@$((NOW + 3 * 86400))" +%Y%m%d%H%M)
+	PASTHMS=$(date -d "@$((NOW - 3 * 86400))" +%Y%m%d%H%M%S)
+	FUTUREHMS=$(date -d "@$((NOW + 3 * 86400))" +%Y%m%d%H%M%S)
+}
+
+@test "allowed_signers lines: ssh-keygen, idem and verify-record give the same verdicts" {
+	around_now
+	run_table yes <<-'TABLE'
+		# plain
+		yes/yes | eng | UTC | now | eng @KEY@
+		# namespaces: an OpenSSH pattern list that idem-record must match
+		yes/yes | eng | UTC | now | eng namespaces="idem-record" @KEY@
+		yes/yes | eng | UTC | now | eng namespaces="*" @KEY@
+		no/no   | eng | UTC | now | eng namespaces="*,!idem-record" @KEY@
+		no/no   | eng | UTC | now | eng namespaces="!idem-record,*" @KEY@
+		no/no   | eng | UTC | now | eng namespaces="" @KEY@
+		no/no   | eng | UTC | now | eng namespaces="git" @KEY@
+		yes/yes | eng | UTC | now | eng namespaces="idem-*" @KEY@
+		yes/yes | eng | UTC | now | eng namespaces="idem-recor?" @KEY@
+		no/no   | eng | UTC | now | eng namespaces="idem" @KEY@
+		no/no   | eng | UTC | now | eng namespaces="idem-record?" @KEY@
+		yes/yes | eng | UTC | now | eng namespaces="git,idem-record" @KEY@
+		yes/yes | eng | UTC | now | eng namespaces="git,,idem-record" @KEY@
+		yes/yes | eng | UTC | now | eng namespaces="*,!git" @KEY@
+		no/no   | eng | UTC | now | eng namespaces="git, idem-record" @KEY@
+		no/no   | eng | UTC | now | eng namespaces="IDEM-RECORD" @KEY@
+		yes/yes | eng | UTC | now | eng NameSpaces="idem-record" @KEY@
+		yes/yes | eng | UTC | now | eng namespaces="a\\"b,idem-record" @KEY@
+		no/no   | eng | UTC | now | eng namespaces=idem-record @KEY@
+		no/no   | eng | UTC | now | eng namespaces="idem-record @KEY@
+		no/no   | eng | UTC | now | eng namespaces="git",namespaces="idem-record" @KEY@
+		no/no   | eng | UTC | now | eng namespaces="idem-record,@LONG@" @KEY@
+		yes/yes | eng | UTC | now | eng namespaces="idem-record,@LONG1022@" @KEY@
+		# principals: an OpenSSH pattern list that the identity must match
+		no/yes  | eng | UTC | now | bob @KEY@
+		no/yes  | Eng | UTC | now | eng @KEY@
+		yes/yes | eng | UTC | now | e?g @KEY@
+		yes/yes | eng | UTC | now | e* @KEY@
+		yes/yes | eng | UTC | now | bob,eng @KEY@
+		yes/yes | eng | UTC | now | !bob,* @KEY@
+		no/yes  | bob | UTC | now | !bob,* @KEY@
+		no/no   | eng | UTC | now | !* @KEY@
+		no/no   | eng | UTC | now | *,!* @KEY@
+		yes/yes | eng@example.org | UTC | now | *@example.org @KEY@
+		yes/yes | a b | UTC | now | "a b" @KEY@
+		no/no   | @LONG@ | UTC | now | @LONG@ @KEY@
+		# cert-authority: a key that signs certificates, never a plain signature
+		no/no   | eng | UTC | now | eng cert-authority @KEY@
+		no/no   | eng | UTC | now | eng CERT-AUTHORITY,namespaces="idem-record" @KEY@
+		no/no   | eng | UTC | now | eng cert-authorityx @KEY@
+		# validity, at the current time
+		yes/yes | eng | UTC | now | eng valid-after="@PAST@" @KEY@
+		no/no   | eng | UTC | now | eng valid-after="@FUTURE@" @KEY@
+		yes/yes | eng | UTC | now | eng valid-before="@FUTURE@" @KEY@
+		no/no   | eng | UTC | now | eng valid-before="@PAST@" @KEY@
+		yes/yes | eng | UTC | now | eng valid-after="@PAST@",valid-before="@FUTURE@" @KEY@
+		yes/yes | eng | Europe/Berlin | now | eng valid-after="@PAST@Z" @KEY@
+		yes/yes | eng | Europe/Berlin | now | eng valid-after="@PASTHM@" @KEY@
+		no/no   | eng | Europe/Berlin | now | eng valid-after="@FUTUREHM@Z" @KEY@
+		yes/yes | eng | Europe/Berlin | now | eng valid-after="@PASTHMS@Z" @KEY@
+		no/no   | eng | Europe/Berlin | now | eng valid-before="@PASTHMS@" @KEY@
+		yes/yes | eng | UTC | now | eng valid-before="@FUTUREHMS@" @KEY@
+		yes/yes | eng | UTC | now | eng valid-after="@PAST@utc" @KEY@
+		no/no   | eng | UTC | now | eng valid-after="@PAST@",valid-after="@PAST@" @KEY@
+		no/no   | eng | UTC | now | eng valid-before="@FUTURE@",valid-before="@FUTURE@" @KEY@
+		no/no   | eng | UTC | now | eng valid-after="@FUTURE@",valid-before="@PAST@" @KEY@
+		no/no   | eng | UTC | now | eng valid-after="@PAST@",valid-before="@PAST@" @KEY@
+		no/no   | eng | UTC | now | eng valid-after="20261301" @KEY@
+		no/no   | eng | UTC | now | eng valid-after="2026010" @KEY@
+		no/no   | eng | UTC | now | eng valid-after="19700101Z" @KEY@
+		no/no   | eng | UTC | now | eng valid-after="2026-01-01" @KEY@
+		no/no   | eng | UTC | now | eng valid-after=@PAST@ @KEY@
+		# options: unknown ones, empty ones, a trailing comma
+		no/no   | eng | UTC | now | eng foo @KEY@
+		no/no   | eng | UTC | now | eng foo="x" @KEY@
+		no/no   | eng | UTC | now | eng namespaces="idem-record", @KEY@
+		yes/yes | eng | UTC | now | eng ,namespaces="idem-record" @KEY@
+		no/no   | eng | UTC | now | eng , @KEY@
+		# keys
+		no/no   | eng | UTC | now | eng @OTHER@
+		no/no   | eng | UTC | now | eng ssh-ed25519 @TRAILING@
+		no/no   | eng | UTC | now | eng ssh-ed25519 @FLIPPED@
+		no/no   | eng | UTC | now | eng ssh-rsa @B64@
+		yes/yes | eng | UTC | now | eng ssh-ed25519 @B64CR@
+		yes/yes | eng | UTC | now | eng @KEY@ a comment, with words
+		no/no   | eng | UTC | now | eng
+		no/no   | eng | UTC | now | eng namespaces="idem-record"
+		no/no   | eng | UTC | now |
+		# several lines: a later one that allows
+		yes/yes | eng | UTC | now | eng @OTHER@\neng @KEY@
+		yes/yes | eng | UTC | now | bob @KEY@\neng @KEY@
+		yes/yes | eng | UTC | now | eng namespaces="git" @KEY@\neng namespaces="idem-record" @KEY@
+		yes/yes | eng | UTC | now | eng valid-after="@FUTURE@" @KEY@\neng @KEY@
+		yes/yes | eng | UTC | now | eng cert-authority @KEY@\neng @KEY@
+		yes/yes | eng | UTC | now | eng foo @KEY@\neng @KEY@
+		yes/yes | eng | UTC | now | eng ssh-rsa AAAA\neng @KEY@
+		yes/yes | eng | UTC | now | eng ssh-foo AAAA\neng @KEY@
+		yes/yes | eng | UTC | now | eng namespaces="git",namespaces="idem-record" @KEY@\neng @KEY@
+		yes/yes | eng | UTC | now | eng valid-after="@FUTURE@",valid-before="@PAST@" @KEY@\neng @KEY@
+		# white space, CRLF, comments, blank lines
+		yes/yes | eng | UTC | now |    eng @KEY@
+		yes/yes | eng | UTC | now | \teng\tnamespaces="idem-record"\t@KEY@
+		yes/yes | eng | UTC | now | eng   namespaces="idem-record"   ssh-ed25519   @B64@
+		yes/yes | eng | UTC | now | eng @KEY@\r
+		yes/yes | eng | UTC | now | # a comment\r\n\r\neng namespaces="idem-record" @KEY@\r\n# the end\r
+		yes/yes | eng | UTC | now | # eng namespaces="git" @KEY@\n\n   \neng @KEY@
+		no/no   | eng | UTC | now | #eng @KEY@
+		no/no   | eng | UTC | now |    # eng @KEY@
+	TABLE
+}
+
+@test "valid-after and valid-before at exact instants, in local time, in UTC, across summer time" {
+	run_table no <<-'TABLE'
+		# both ends included, to the second
+		yes | eng | UTC | 1781524800 | eng valid-after="20260615120000Z" @KEY@
+		no  | eng | UTC | 1781524800 | eng valid-after="20260615120001Z" @KEY@
+		yes | eng | UTC | 1781524800 | eng valid-before="20260615120000Z" @KEY@
+		no  | eng | UTC | 1781524800 | eng valid-before="20260615115959Z" @KEY@
+		yes | eng | UTC | 1781524800 | eng valid-after="202606151200Z" @KEY@
+		no  | eng | UTC | 1781524800 | eng valid-after="202606151201Z" @KEY@
+		yes | eng | UTC | 1781524800 | eng valid-after="20260615Z" @KEY@
+		no  | eng | UTC | 1781524800 | eng valid-after="20260616Z" @KEY@
+		yes | eng | UTC | 1781524800 | eng valid-after="20260615utc" @KEY@
+		# second 60 and the 31st of February are what the C library makes of them
+		yes | eng | UTC | 1781524800 | eng valid-after="20260615115960Z" @KEY@
+		no  | eng | UTC | 1772452800 | eng valid-after="20260231Z" @KEY@
+		yes | eng | UTC | 1772496000 | eng valid-after="20260231Z" @KEY@
+		# local time is standard time, summer or not: 1 July in Berlin
+		# begins at 23:00 UTC the day before, as OpenSSH reads it
+		no  | eng | Europe/Berlin | 1782858600 | eng valid-after="20260701" @KEY@
+		yes | eng | Europe/Berlin | 1782860400 | eng valid-after="20260701" @KEY@
+		yes | eng | Europe/Berlin | 1782858600 | eng valid-before="20260701" @KEY@
+		no  | eng | Europe/Berlin | 1782860401 | eng valid-before="20260701" @KEY@
+		no  | eng | Europe/Berlin | 1798757999 | eng valid-after="20270101" @KEY@
+		yes | eng | Europe/Berlin | 1798758000 | eng valid-after="20270101" @KEY@
+		no  | eng | Europe/Berlin | 1782863999 | eng valid-after="20260701Z" @KEY@
+		yes | eng | Europe/Berlin | 1782864000 | eng valid-after="20260701Z" @KEY@
+		yes | eng | Europe/Berlin | 1782860400 | eng valid-after="202607010000" @KEY@
+		no  | eng | Europe/Berlin | 1782860399 | eng valid-after="20260701000000" @KEY@
+	TABLE
+}
+
+@test "verify-record names a line it skips and goes on to the next, as ssh-keygen does" {
+	around_now
+	{
+		echo "eng namespaces=\"git\",namespaces=\"idem-record\" $KEY_TEXT"
+		echo "eng valid-after=\"$FUTURE\",valid-before=\"$PAST\" $KEY_TEXT"
+		echo "eng namespaces=\"*,!idem-record\" $KEY_TEXT"
+	} >"$BATS_TEST_TMPDIR/allowed"
+	run --separate-stderr verify-record -f "$BATS_TEST_TMPDIR/allowed" "$RECORD"
+	[ "$status" -eq 1 ]
+	assert_equal "$stderr" "verify-record: $BATS_TEST_TMPDIR/allowed:1: multiple \"namespaces\" clauses: line skipped, as ssh-keygen skips it
+verify-record: $BATS_TEST_TMPDIR/allowed:2: \"valid-before\" time is before \"valid-after\": line skipped, as ssh-keygen skips it"
+	[[ "$output" == *"signature: key SHA256:"*" is not allowed to sign in this namespace (namespace idem-record) ($BATS_TEST_TMPDIR/allowed)"* ]]
+	echo "eng $KEY_TEXT" >>"$BATS_TEST_TMPDIR/allowed"
+	run --separate-stderr verify-record -f "$BATS_TEST_TMPDIR/allowed" "$RECORD"
+	[ "$status" -eq 0 ]
+	assert_equal "$output" "$RECORD: verified, signed by eng"
+	# an allowed_signers file that cannot be read stops everything
+	run verify-record -f "$BATS_TEST_TMPDIR/none" "$RECORD"
+	[ "$status" -eq 2 ]
+}
+
+@test "a cert-authority line, and a line that names nobody, are each named as the reason" {
+	echo "eng cert-authority $KEY_TEXT" >"$BATS_TEST_TMPDIR/allowed"
+	run verify-record -f "$BATS_TEST_TMPDIR/allowed" "$RECORD"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"is a cert-authority key, which signs only certificates (namespace idem-record)"* ]]
+	echo "!* $KEY_TEXT" >"$BATS_TEST_TMPDIR/allowed"
+	run verify-record -f "$BATS_TEST_TMPDIR/allowed" "$RECORD"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"is on a line whose principals allow none of its names (namespace idem-record)"* ]]
+}
