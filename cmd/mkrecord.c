@@ -621,6 +621,11 @@ main(int argc, char *argv[])
 	    &err)) == NULL)
 		idem_die_error(&err);
 
+	/* a signature that does not verify is never written */
+	if (key_path != NULL && (sig = idem_sig_sign(&key, "idem-record", yaml, strlen(yaml))) == NULL)
+		idem_die(IDEM_EXIT_USAGE, "%s: the signature made with this key does not verify: the "
+		    "key is damaged", key_path);
+
 	/* from here to the end, all or nothing: an interrupt waits */
 	sigemptyset(&block);
 	sigaddset(&block, SIGINT);
@@ -635,7 +640,6 @@ main(int argc, char *argv[])
 	if (idem_write_file_atomic(record, yaml, strlen(yaml), &err) < 0)
 		idem_die_error(&err);
 	if (key_path != NULL) {
-		sig = idem_sig_sign(&key, "idem-record", yaml, strlen(yaml));
 		if (idem_write_file_atomic(sig_path, sig, strlen(sig), &err) < 0) {
 			unlink(record);
 			idem_die_error(&err);

@@ -261,7 +261,11 @@ idem_git_commit(const char *const *files, size_t nfiles, const char *message,
 		git_fail(err, "making the commit");
 		goto out;
 	}
-	armor = idem_sig_sign(key, "git", buffer.ptr, buffer.size);
+	if ((armor = idem_sig_sign(key, "git", buffer.ptr, buffer.size)) == NULL) {
+		idem_error_set(err, IDEM_EXIT_USAGE, "the signature of the commit does not verify "
+		    "under the key's public key: the key is damaged");
+		goto out;
+	}
 	/* libgit2 adds its own final newline to the header */
 	armor[strlen(armor) - 1] = '\0';
 	if (git_commit_create_with_signature(&commit_id, repo, buffer.ptr, armor, NULL) != 0) {

@@ -153,8 +153,9 @@ unarmor(const char *text, size_t len, const char *begin, const char *end, size_t
 int
 idem_key_load(struct idem_key *key, const char *path, struct idem_error *err)
 {
-	const unsigned char *s, *pub, *sec, *comment, *priv;
-	size_t len, text_len, bin_len = 0, pub_len, sec_len, comment_len, priv_len;
+	const unsigned char *s, *pub, *sec, *comment, *priv, *outer;
+	size_t len, text_len, bin_len = 0, pub_len, sec_len, comment_len, priv_len, outer_len;
+	unsigned char derived_public[32], derived_secret[64];
 	struct reader r, pr;
 	unsigned char *bin = NULL;
 	uint32_t n, check1, check2;
@@ -163,8 +164,13 @@ idem_key_load(struct idem_key *key, const char *path, struct idem_error *err)
 	int rc = -1;
 
 	memset(key, 0, sizeof(*key));
+	if (sodium_init() < 0)
+		return idem_error_set(err, IDEM_EXIT_ENV, "libsodium could not start");
 	if (stat(path, &st) < 0)
 		return idem_error_set(err, IDEM_EXIT_USAGE, "%s:", path);
+	if (!S_ISREG(st.st_mode))
+		return idem_error_set(err, IDEM_EXIT_USAGE, "%s: not a key file but a %s", path,
+		    S_ISDIR(st.st_mode) ? "directory" : "special file");
 	if (st.st_mode & 077)
 		return idem_error_set(err, IDEM_EXIT_USAGE, "%s: permissions %04o are too open: a "
 		    "private key must not be readable by group or others (chmod 600 %s)", path,
@@ -194,7 +200,7 @@ idem_key_load(struct idem_key *key, const char *path, struct idem_error *err)
 	}
 	if (get_string(&r, &s, &len) < 0 || !string_is(s, len, "none") ||
 	    get_string(&r, &s, &len) < 0 || get_u32(&r, &n) < 0 || n != 1 ||
-	    get_string(&r, &pub, &pub_len) < 0 || get_string(&r, &priv, &priv_len) < 0)
+	    get_string(&r, &outer, &outer_len) < 0 || get_string(&r, &priv, &priv_len) < 0)
 		goto bad;
 	pr.p = priv;
 	pr.left = priv_len;
@@ -208,8 +214,23 @@ idem_key_load(struct idem_key *key, const char *path, struct idem_error *err)
 	}
 	if (get_string(&pr, &pub, &pub_len) < 0 || pub_len != 32 ||
 	    get_string(&pr, &sec, &sec_len) < 0 || sec_len != 64 ||
-	    get_string(&pr, &comment, &comment_len) < 0 || memcmp(sec + 32, pub, 32) != 0)
+	    get_string(&pr, &comment, &comment_len) < 0)
 		goto bad;
+	/* one key throughout: the public key of the file, the one of the
+	 * private section, the one the secret key carries, and the one its
+	 * seed derives; a key that fails this would sign what nobody verifies */
+	r.p = outer;
+	r.left = outer_len;
+	if (get_string(&r, &s, &len) < 0 || !string_is(s, len, KEY_TYPE) ||
+	    get_string(&r, &s, &len) < 0 || len != 32 || r.left != 0)
+		goto bad;
+	crypto_sign_seed_keypair(derived_public, derived_secret, sec);
+	if (sodium_memcmp(s, pub, 32) != 0 || sodium_memcmp(sec + 32, pub, 32) != 0 ||
+	    sodium_memcmp(derived_public, pub, 32) != 0) {
+		idem_error_set(err, IDEM_EXIT_USAGE, "%s: the private key does not match its public "
+		    "key: the key file is damaged", path);
+		goto out;
+	}
 	memcpy(key->public_key, pub, 32);
 	memcpy(key->secret_key, sec, 64);
 	snprintf(key->comment, sizeof(key->comment), "%.*s", (int)comment_len, comment);
@@ -218,6 +239,7 @@ idem_key_load(struct idem_key *key, const char *path, struct idem_error *err)
 bad:
 	idem_error_set(err, IDEM_EXIT_USAGE, "%s: a malformed openssh-key-v1 key", path);
 out:
+	sodium_memzero(derived_secret, sizeof(derived_secret));
 	if (bin != NULL) {
 		sodium_memzero(bin, bin_len);
 		free(bin);
@@ -276,6 +298,8 @@ idem_sig_sign(const struct idem_key *key, const char *namespace, const void *dat
 {
 	struct buffer tosign = { 0 }, sigblob = { 0 }, blob = { 0 };
 	unsigned char signature[crypto_sign_BYTES];
+	struct idem_sig check;
+	struct idem_error err;
 	char *b64, *armor, *o;
 	size_t b64_cap, i, n;
 
@@ -316,6 +340,13 @@ idem_sig_sign(const struct idem_key *key, const char *namespace, const void *dat
 	free(tosign.data);
 	free(sigblob.data);
 	free(blob.data);
+	/* read back as a verifier reads it: never hand out what does not verify */
+	if (idem_sig_parse(&check, armor, strlen(armor), namespace, &err) < 0 ||
+	    sodium_memcmp(check.public_key, key->public_key, 32) != 0 ||
+	    idem_sig_check(&check, namespace, data, len, &err) < 0) {
+		free(armor);
+		return NULL;
+	}
 	return armor;
 }
 

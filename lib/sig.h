@@ -17,8 +17,11 @@ struct idem_key {
 	char comment[256];
 };
 
-/* Loads an unencrypted OpenSSH ed25519 private key; refuses a file that
- * group or others may read, and an encrypted key. Wipe with idem_key_wipe. */
+/* Loads an unencrypted OpenSSH ed25519 private key; refuses what is not a
+ * regular file, a file that group or others may read, an encrypted key,
+ * and a damaged one: the public key of the file, of its private section
+ * and of its secret key must be the one its seed derives. Wipe with
+ * idem_key_wipe. */
 int idem_key_load(struct idem_key *key, const char *path, struct idem_error *err);
 void idem_key_wipe(struct idem_key *key);
 
@@ -26,7 +29,9 @@ void idem_key_wipe(struct idem_key *key);
 char *idem_key_public_text(const unsigned char public_key[IDEM_SIG_PUBLIC_BYTES]);
 
 /* An armored SSHSIG signature over data with sha512, as ssh-keygen -Y sign
- * writes it: 70-column lines, ending in a newline. Caller frees. */
+ * writes it: 70-column lines, ending in a newline. Caller frees. Read back
+ * and verified before it is returned: NULL when it does not verify under
+ * the key's public key (a key damaged in memory). */
 char *idem_sig_sign(const struct idem_key *key, const char *namespace,
 		    const void *data, size_t len);
 

@@ -182,6 +182,32 @@ git_ssh() {
 	assert_equal "$(ls records)" allowed_signers
 }
 
+@test "a damaged key, whose seed does not derive its public key, is refused before anything is written" {
+	cp "$BATS_TEST_DIRNAME/fixtures/keys/idem-test-fixture-DAMAGED-NOT-SECRET_ed25519" "$BATS_TEST_TMPDIR/damaged"
+	chmod 600 "$BATS_TEST_TMPDIR/damaged"
+	head=$(git rev-parse HEAD)
+	run mkrecord -k "$BATS_TEST_TMPDIR/damaged" -c -r "$REPRODUCE" <"$RUN"
+	[ "$status" -eq 2 ]
+	assert_equal "$output" "mkrecord: $BATS_TEST_TMPDIR/damaged: the private key does not match its public key: the key file is damaged"
+	assert_equal "$(ls -A records)" allowed_signers
+	assert_equal "$(git rev-parse HEAD)" "$head"
+	assert_equal "$(git status --porcelain)" ""
+	# ssh-keygen signs with it all the same, and nothing verifies what it signs
+	echo data >"$BATS_TEST_TMPDIR/data"
+	ssh-keygen -q -Y sign -f "$BATS_TEST_TMPDIR/damaged" -n idem-record "$BATS_TEST_TMPDIR/data"
+	echo "eng@example.org $(cat "$BATS_TEST_DIRNAME/fixtures/keys/idem-test-fixture-NOT-SECRET_ed25519.pub")" >"$BATS_TEST_TMPDIR/fixture_signers"
+	! ssh-keygen -Y verify -f "$BATS_TEST_TMPDIR/fixture_signers" -I eng@example.org -n idem-record \
+		-s "$BATS_TEST_TMPDIR/data.sig" <"$BATS_TEST_TMPDIR/data" 2>/dev/null
+}
+
+@test "a directory given as the key is bad input, in one line" {
+	mkdir -m 700 "$BATS_TEST_TMPDIR/keys"
+	run mkrecord -k "$BATS_TEST_TMPDIR/keys" <"$RUN"
+	[ "$status" -eq 2 ]
+	assert_equal "$output" "mkrecord: $BATS_TEST_TMPDIR/keys: not a key file but a directory"
+	assert_equal "$(ls -A records)" allowed_signers
+}
+
 @test "a seed with uncommitted changes is refused unless --allow-dirty, and then the record says so" {
 	echo "# a change" >>seed.yaml
 	sed -i '$d' seed.yaml

@@ -1,5 +1,6 @@
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "sig.h"
 #include "unit.h"
@@ -88,6 +89,49 @@ check_patterns(void)
 	CHECK(idem_signers_match("idem-record", long_list) == 0, "a pattern of 1023 characters ends the list");
 }
 
+/* A copy of a fixture key that only its owner may read. */
+static void
+private_copy(const char *from, char *to, size_t size)
+{
+	struct idem_error err;
+	size_t len;
+	char *text = slurp(from, &len);
+
+	snprintf(to, size, "%s/idem-sig-test-key.%ld", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+	    (long)getpid());
+	if (idem_write_file_atomic(to, text, len, &err) < 0 || chmod(to, 0600) < 0) {
+		printf("not ok - %s\n", to);
+		exit(1);
+	}
+	free(text);
+}
+
+static void
+check_keys(void)
+{
+	struct idem_error err;
+	struct idem_key key;
+	char path[512], *armor;
+
+	private_copy("tests/fixtures/keys/idem-test-fixture-NOT-SECRET_ed25519", path, sizeof(path));
+	CHECK(idem_key_load(&key, path, &err) == 0, "the fixture key loads");
+	armor = idem_sig_sign(&key, "idem-record", "data", 4);
+	CHECK(armor != NULL, "and signs");
+	free(armor);
+	/* a seed that does not derive the public key signs what nothing verifies */
+	key.secret_key[0] ^= 1;
+	CHECK(idem_sig_sign(&key, "idem-record", "data", 4) == NULL,
+	    "a signature that does not verify is never handed out");
+	idem_key_wipe(&key);
+	unlink(path);
+
+	private_copy("tests/fixtures/keys/idem-test-fixture-DAMAGED-NOT-SECRET_ed25519", path, sizeof(path));
+	CHECK(idem_key_load(&key, path, &err) < 0 && err.status == IDEM_EXIT_USAGE &&
+	    strstr(err.text, ": the private key does not match its public key: the key file is "
+	    "damaged") != NULL, "a key whose seed does not derive its public key is refused");
+	unlink(path);
+}
+
 int
 main(void)
 {
@@ -134,8 +178,12 @@ main(void)
 		CHECK(idem_key_load(&key, DIR "allowed_signers", &err) < 0 &&
 		    strstr(err.text, "permissions 0644 are too open") != NULL,
 		    "a key file others may read is refused before anything else");
+		CHECK(idem_key_load(&key, "tests/fixtures", &err) < 0 && err.status == IDEM_EXIT_USAGE &&
+		    strcmp(err.text, "tests/fixtures: not a key file but a directory") == 0,
+		    "a directory given as a key is bad input");
 	}
 	check_patterns();
+	check_keys();
 	free(record);
 	free(sig);
 	free(forged);
