@@ -485,23 +485,107 @@ parse_wait(char **specs, size_t n)
 	return out;
 }
 
-/* records/DATE-REHEARSAL.yaml, or -2, -3 … when taken. */
-static void
-record_path(char *out, size_t size, const char *dir)
-{
-	char *date = idem_date_from_now(0);
-	const char *name = seed_field("rehearsal");
-	int n;
-	int i;
+/* One file of the record: its text, the end of its name, and where it is. */
+struct out_file {
+	const char *text, *suffix;
+	char tmp[PATH_MAX], path[PATH_MAX];
+	int written, linked;
+};
 
-	for (i = 1; i < 1000; i++) {
-		n = i == 1 ? snprintf(out, size, "%s/%s-%s.yaml", dir, date, name) :
-		    snprintf(out, size, "%s/%s-%s-%d.yaml", dir, date, name, i);
-		if (n < 0 || (size_t)n >= size)
-			idem_die(IDEM_EXIT_USAGE, "%s: path too long", dir);
-		if (access(out, F_OK) != 0)
-			break;
+/* Removes what publish made, the names it took or the temporary files
+ * too, keeping errno for the message that follows. */
+static void
+unmake(struct out_file *files, size_t n, int temps_too)
+{
+	int saved = errno;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (files[i].linked && unlink(files[i].path) == 0)
+			files[i].linked = 0;
+		if (temps_too && files[i].written && unlink(files[i].tmp) == 0)
+			files[i].written = 0;
 	}
+	errno = saved;
+}
+
+static void
+name_of(char *out, const char *base, const char *suffix, struct out_file *files, size_t n)
+{
+	int len = snprintf(out, PATH_MAX, "%s%s", base, suffix);
+
+	if (len < 0 || len >= PATH_MAX) {
+		unmake(files, n, 1);
+		idem_die(IDEM_EXIT_USAGE, "%s%s: path too long", base, suffix);
+	}
+}
+
+/*
+ * Publishes the files under the first free name of dir/DATE-REHEARSAL,
+ * DATE-REHEARSAL-2, -3 and on, without end. Each file is written to a
+ * temporary file in dir, then linked to its name, which fails when the
+ * name exists: nothing is ever replaced, and two runs at once never take
+ * one name. A name is taken when any of its three files exists, with or
+ * without a signature to write. The .yaml is linked last, so a record
+ * never shows without its signature and handoff.
+ */
+static void
+publish(struct out_file *files, size_t n, const char *dir, int signed_record)
+{
+	char *date = idem_date_from_now(0), base[PATH_MAX], sig_name[PATH_MAX];
+	const char *name = seed_field("rehearsal");
+	struct idem_error err;
+	struct stat st;
+	unsigned long number;
+	size_t i;
+	int link_errno = 0;
+
+	for (i = 0; i < n; i++) {
+		name_of(files[i].tmp, dir, "/.mkrecord-XXXXXX", files, n);
+		if (idem_write_temp_file(files[i].tmp, files[i].text, strlen(files[i].text), &err) < 0) {
+			unmake(files, n, 1);
+			idem_die_error(&err);
+		}
+		files[i].written = 1;
+	}
+	for (number = 1;; number++) {
+		int len = number == 1 ? snprintf(base, sizeof(base), "%s/%s-%s", dir, date, name) :
+		    snprintf(base, sizeof(base), "%s/%s-%s-%lu", dir, date, name, number);
+
+		if (len < 0 || (size_t)len >= sizeof(base) || number == ULONG_MAX) {
+			unmake(files, n, 1);
+			idem_die(IDEM_EXIT_USAGE, "%s/%s-%s: no name can be made for the record", dir,
+			    date, name);
+		}
+		if (!signed_record) {
+			name_of(sig_name, base, ".yaml.sig", files, n);
+			if (lstat(sig_name, &st) == 0)
+				continue;
+			if (errno != ENOENT) {
+				unmake(files, n, 1);
+				idem_die(IDEM_EXIT_ENV, "%s:", sig_name);
+			}
+		}
+		for (i = 0; i < n; i++) {
+			name_of(files[i].path, base, files[i].suffix, files, n);
+			if (link(files[i].tmp, files[i].path) < 0) {
+				link_errno = errno;
+				break;
+			}
+			files[i].linked = 1;
+		}
+		if (i == n)
+			break;
+		if (link_errno != EEXIST) {
+			unmake(files, n, 1);
+			errno = link_errno;
+			idem_die(IDEM_EXIT_ENV, "%s:", files[i].path);
+		}
+		unmake(files, n, 0);
+	}
+	for (i = 0; i < n; i++)
+		if (unlink(files[i].tmp) == 0)
+			files[i].written = 0;
 	free(date);
 }
 
@@ -534,7 +618,9 @@ main(int argc, char *argv[])
 	};
 	const char *dir = "records", *key_path = NULL, *format = "yaml", *path = "-";
 	char *reproduce = NULL, *next_review = NULL, **waits = NULL, *yaml, *md, *sig = NULL;
-	char record[PATH_MAX], sig_path[PATH_MAX + 8], md_path[PATH_MAX + 8], commit[41];
+	struct out_file out[3];
+	const char *record, *sig_path, *md_path;
+	char commit[41];
 	char seed_sha[65], *seed_text, message[512];
 	struct idem_git_revision rev;
 	struct idem_key key;
@@ -634,21 +720,17 @@ main(int argc, char *argv[])
 	sigprocmask(SIG_BLOCK, &block, NULL);
 	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
 		idem_die(IDEM_EXIT_ENV, "%s:", dir);
-	record_path(record, sizeof(record), dir);
-	snprintf(sig_path, sizeof(sig_path), "%s.sig", record);
-	snprintf(md_path, sizeof(md_path), "%.*s.md", (int)strlen(record) - 5, record);
-	if (idem_write_file_atomic(record, yaml, strlen(yaml), &err) < 0)
-		idem_die_error(&err);
-	if (key_path != NULL) {
-		if (idem_write_file_atomic(sig_path, sig, strlen(sig), &err) < 0) {
-			unlink(record);
-			idem_die_error(&err);
-		}
-	}
-	if (idem_write_file_atomic(md_path, md, strlen(md), &err) < 0) {
-		unlink(record);
-		unlink(sig_path);
-		idem_die_error(&err);
+	{
+		size_t n = 0;
+
+		if (key_path != NULL)
+			out[n++] = (struct out_file){ .text = sig, .suffix = ".yaml.sig" };
+		out[n++] = (struct out_file){ .text = md, .suffix = ".md" };
+		out[n++] = (struct out_file){ .text = yaml, .suffix = ".yaml" };
+		publish(out, n, dir, key_path != NULL);
+		record = out[n - 1].path;
+		md_path = out[n - 2].path;
+		sig_path = key_path != NULL ? out[0].path : "";
 	}
 	if (do_commit) {
 		const char *files[3] = { record, sig_path, md_path };
@@ -662,9 +744,7 @@ main(int argc, char *argv[])
 		    (long long)json_integer_value(json_object_get(json_object_get(totals, "duplicates"), "observed")),
 		    record);
 		if (idem_git_commit(files, 3, message, &key, commit, &err) < 0) {
-			unlink(record);
-			unlink(sig_path);
-			unlink(md_path);
+			unmake(out, 3, 0);
 			idem_die_error(&err);
 		}
 	}

@@ -175,49 +175,59 @@ idem_read_file_max(const char *path, size_t max, size_t *len, struct idem_error 
 }
 
 int
-idem_write_file_atomic(const char *path, const char *data, size_t len,
-		       struct idem_error *err)
+idem_write_temp_file(char *tmpl, const char *data, size_t len, struct idem_error *err)
 {
-	char tmp[PATH_MAX];
-	int fd, n;
+	int fd;
 	size_t off = 0;
 	ssize_t w;
 
-	n = snprintf(tmp, sizeof(tmp), "%s.tmpXXXXXX", path);
-	if (n < 0 || (size_t)n >= sizeof(tmp))
-		return idem_error_set(err, IDEM_EXIT_USAGE, "%s: path too long", path);
-	if ((fd = mkstemp(tmp)) < 0)
-		return idem_error_set(err, IDEM_EXIT_ENV, "%s:", tmp);
+	if ((fd = mkstemp(tmpl)) < 0)
+		return idem_error_set(err, IDEM_EXIT_ENV, "%s:", tmpl);
 	while (off < len) {
 		w = write(fd, data + off, len - off);
 		if (w < 0) {
 			if (errno == EINTR)
 				continue;
-			idem_error_set(err, IDEM_EXIT_ENV, "%s:", tmp);
+			idem_error_set(err, IDEM_EXIT_ENV, "%s:", tmpl);
 			goto fail;
 		}
 		off += (size_t)w;
 	}
 	if (fchmod(fd, 0644) < 0 || fsync(fd) < 0) {
-		idem_error_set(err, IDEM_EXIT_ENV, "%s:", tmp);
+		idem_error_set(err, IDEM_EXIT_ENV, "%s:", tmpl);
 		goto fail;
 	}
 	if (close(fd) < 0) {
 		fd = -1;
-		idem_error_set(err, IDEM_EXIT_ENV, "%s:", tmp);
-		goto fail;
-	}
-	if (rename(tmp, path) < 0) {
-		fd = -1;
-		idem_error_set(err, IDEM_EXIT_ENV, "%s:", path);
+		idem_error_set(err, IDEM_EXIT_ENV, "%s:", tmpl);
 		goto fail;
 	}
 	return 0;
 fail:
 	if (fd >= 0)
 		close(fd);
-	unlink(tmp);
+	unlink(tmpl);
 	return -1;
+}
+
+int
+idem_write_file_atomic(const char *path, const char *data, size_t len,
+		       struct idem_error *err)
+{
+	char tmp[PATH_MAX];
+	int n;
+
+	n = snprintf(tmp, sizeof(tmp), "%s.tmpXXXXXX", path);
+	if (n < 0 || (size_t)n >= sizeof(tmp))
+		return idem_error_set(err, IDEM_EXIT_USAGE, "%s: path too long", path);
+	if (idem_write_temp_file(tmp, data, len, err) < 0)
+		return -1;
+	if (rename(tmp, path) < 0) {
+		idem_error_set(err, IDEM_EXIT_ENV, "%s:", path);
+		unlink(tmp);
+		return -1;
+	}
+	return 0;
 }
 
 int

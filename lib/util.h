@@ -42,6 +42,10 @@ char *idem_read_file(const char *path, size_t *len, struct idem_error *err);
  * "PATH: larger than MAX bytes") after reading at most max + 1 of them. */
 char *idem_read_file_max(const char *path, size_t max, size_t *len, struct idem_error *err);
 
+/* Write data to a new file made from tmpl, a path that ends in XXXXXX as
+ * for mkstemp, which becomes its name; mode 0644, synced. */
+int idem_write_temp_file(char *tmpl, const char *data, size_t len, struct idem_error *err);
+
 /* Write data to path through a temporary file in the same directory and a
  * rename, so a failure leaves no partial file. */
 int idem_write_file_atomic(const char *path, const char *data, size_t len,

@@ -274,6 +274,85 @@ git_ssh() {
 	assert_equal "$(grep '	FAIL	' <<<"$output" | cut -f 5)" "commit is not signed: records: unsigned, among many"
 }
 
+@test "a name is taken by any of its three files: mkrecord passes over it and replaces nothing" {
+	day=$(date -u +%F)
+	first=$(record)
+	assert_equal "$first" "records/$day-invoice-line.yaml"
+	echo "a handoff of someone else's" >"records/$day-invoice-line-2.md"
+	echo "a signature of someone else's" >"records/$day-invoice-line-3.yaml.sig"
+	second=$(record)
+	# unsigned, a record still passes over a name whose .sig exists
+	echo "another signature" >"records/$day-invoice-line-5.yaml.sig"
+	third=$(mkrecord <"$RUN")
+	[ "$(date -u +%F)" = "$day" ] || skip "the UTC date changed during the test"
+	assert_equal "$second" "records/$day-invoice-line-4.yaml"
+	assert_equal "$third" "records/$day-invoice-line-6.yaml"
+	assert_equal "$(cat "records/$day-invoice-line-2.md")" "a handoff of someone else's"
+	assert_equal "$(cat "records/$day-invoice-line-3.yaml.sig")" "a signature of someone else's"
+	assert_equal "$(cat "records/$day-invoice-line-5.yaml.sig")" "another signature"
+	[ ! -e "records/$day-invoice-line-2.yaml" ] && [ ! -e "records/$day-invoice-line-3.yaml" ]
+	[ ! -e "records/$day-invoice-line-6.yaml.sig" ]
+	ssh-keygen -Y verify -f records/allowed_signers -I eng@example.org -n idem-record -s "$second.sig" <"$second"
+	# no temporary file is left behind
+	assert_equal "$(ls -A records | grep -c '^\.')" 0
+}
+
+@test "the 2000th record of a rehearsal on one day is -2000, and the 1999 before it are untouched" {
+	day=$(date -u +%F)
+	base="records/$day-invoice-line"
+	# the names 1 to 1999 taken, each by a file of its own content
+	echo "record 1" >"$base.yaml"
+	for n in $(seq 2 1999); do
+		case $((n % 3)) in
+		0) echo "record $n" >"$base-$n.yaml" ;;
+		1) echo "handoff $n" >"$base-$n.md" ;;
+		2) echo "signature $n" >"$base-$n.yaml.sig" ;;
+		esac
+	done
+	r=$(record)
+	[ "$(date -u +%F)" = "$day" ] || skip "the UTC date changed during the test"
+	assert_equal "$r" "$base-2000.yaml"
+	assert_equal "$(cat "$base.yaml")" "record 1"
+	for n in $(seq 2 1999); do
+		case $((n % 3)) in
+		0) [ "$(cat "$base-$n.yaml")" = "record $n" ] ;;
+		1) [ "$(cat "$base-$n.md")" = "handoff $n" ] && [ ! -e "$base-$n.yaml" ] ;;
+		2) [ "$(cat "$base-$n.yaml.sig")" = "signature $n" ] && [ ! -e "$base-$n.yaml" ] ;;
+		esac || { echo "name $n was changed" >&2; return 1; }
+	done
+	assert_equal "$(git show --name-only --format= HEAD)" "$base-2000.md
+$base-2000.yaml
+$base-2000.yaml.sig"
+	ssh-keygen -Y verify -f records/allowed_signers -I eng@example.org -n idem-record -s "$r.sig" <"$r"
+}
+
+@test "150 records of one rehearsal on one day, each committed: 150 names, and the audit passes over them" {
+	for i in $(seq 150); do
+		record >>"$BATS_TEST_TMPDIR/names"
+	done
+	assert_equal "$(sort -u "$BATS_TEST_TMPDIR/names" | wc -l)" 150
+	assert_equal "$(ls records/*.yaml | wc -l)" 150
+	assert_equal "$(git log --format=%s -- records | grep -c '^record: ')" 150
+	run verify-record --history -t
+	[ "$status" -eq 0 ]
+	assert_equal "$(grep -c '	record	.*	ok	pass, signed by eng@example.org$' <<<"$output")" 150
+	assert_equal "$(grep -c '	commit	.*	ok	signed by eng@example.org: ' <<<"$output")" 151
+}
+
+@test "runs at the same moment in one directory never take one name" {
+	for worker in 1 2 3 4; do
+		(for i in $(seq 25); do mkrecord -k "$key" <"$RUN"; done >"$BATS_TEST_TMPDIR/names.$worker") &
+	done
+	wait
+	cat "$BATS_TEST_TMPDIR"/names.* >"$BATS_TEST_TMPDIR/names"
+	assert_equal "$(wc -l <"$BATS_TEST_TMPDIR/names")" 100
+	assert_equal "$(sort -u "$BATS_TEST_TMPDIR/names" | wc -l)" 100
+	assert_equal "$(ls records/*.yaml | wc -l)" 100
+	run verify-record records/*.yaml
+	[ "$status" -eq 0 ]
+	assert_equal "$(grep -c ': verified, signed by eng@example.org$' <<<"$output")" 100
+}
+
 @test "a record whose totals summary says pass against its own count rows is refused" {
 	r=$(mkrecord -k "$key" -c -r "$REPRODUCE" <"$RUN")
 	# the summary claims 7 expected: a pass against 7 observed, if unchecked
