@@ -98,6 +98,21 @@ public_blob(struct buffer *b, const unsigned char public_key[32])
 	put_string(b, public_key, 32);
 }
 
+/* The key of an ed25519 public key blob (string "ssh-ed25519", string of
+ * 32 bytes, nothing after), or NULL. */
+static const unsigned char *
+blob_key(const unsigned char *blob, size_t blob_len)
+{
+	struct reader r = { blob, blob_len };
+	const unsigned char *s;
+	size_t len;
+
+	if (get_string(&r, &s, &len) < 0 || !string_is(s, len, KEY_TYPE) ||
+	    get_string(&r, &s, &len) < 0 || len != 32 || r.left != 0)
+		return NULL;
+	return s;
+}
+
 /*
  * Base64 between two armor lines, strictly: the text starts with the begin
  * line and ends with the end line and at most one line break; the base64
@@ -219,10 +234,7 @@ idem_key_load(struct idem_key *key, const char *path, struct idem_error *err)
 	/* one key throughout: the public key of the file, the one of the
 	 * private section, the one the secret key carries, and the one its
 	 * seed derives; a key that fails this would sign what nobody verifies */
-	r.p = outer;
-	r.left = outer_len;
-	if (get_string(&r, &s, &len) < 0 || !string_is(s, len, KEY_TYPE) ||
-	    get_string(&r, &s, &len) < 0 || len != 32 || r.left != 0)
+	if ((s = blob_key(outer, outer_len)) == NULL)
 		goto bad;
 	crypto_sign_seed_keypair(derived_public, derived_secret, sec);
 	if (sodium_memcmp(s, pub, 32) != 0 || sodium_memcmp(sec + 32, pub, 32) != 0 ||
@@ -379,10 +391,7 @@ idem_sig_parse(struct idem_sig *sig, const char *armor, size_t armor_len, const 
 	}
 	if (get_string(&r, &pub, &pub_len) < 0)
 		goto bad;
-	pr.p = pub;
-	pr.left = pub_len;
-	if (get_string(&pr, &s, &len) < 0 || !string_is(s, len, KEY_TYPE) ||
-	    get_string(&pr, &s, &len) < 0 || len != 32 || pr.left != 0) {
+	if ((s = blob_key(pub, pub_len)) == NULL) {
 		idem_error_set(err, IDEM_EXIT_FINDING, "not an ed25519 signature");
 		goto out;
 	}
@@ -684,9 +693,7 @@ read_key(const char *p, unsigned char public_key[32])
 {
 	size_t type_len = strcspn(p, " \t"), text_len, blob_len;
 	unsigned char blob[128];
-	const unsigned char *s;
-	struct reader r;
-	size_t len;
+	const unsigned char *key;
 
 	if (p[type_len] == '\0')
 		return KEY_NONE;
@@ -698,12 +705,9 @@ read_key(const char *p, unsigned char public_key[32])
 	if (text_len == 0 || sodium_base642bin(blob, sizeof(blob), p, text_len, "\n\r\v\f",
 	    &blob_len, NULL, sodium_base64_VARIANT_ORIGINAL) != 0)
 		return KEY_NONE;
-	r.p = blob;
-	r.left = blob_len;
-	if (get_string(&r, &s, &len) < 0 || !string_is(s, len, KEY_TYPE) ||
-	    get_string(&r, &s, &len) < 0 || len != 32 || r.left != 0)
+	if ((key = blob_key(blob, blob_len)) == NULL)
 		return KEY_NONE;
-	memcpy(public_key, s, 32);
+	memcpy(public_key, key, 32);
 	return KEY_ED25519;
 }
 
