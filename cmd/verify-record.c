@@ -117,7 +117,7 @@ check_signature(struct check *c, const char *text, size_t len)
 	size_t armor_len;
 
 	snprintf(sig_path, sizeof(sig_path), "%s.sig", c->path);
-	if ((armor = idem_read_file(sig_path, &armor_len, &err)) == NULL) {
+	if ((armor = idem_read_file_max(sig_path, IDEM_SIG_ARMOR_MAX, &armor_len, &err)) == NULL) {
 		reason(c, "no signature: %s", err.text);
 		return;
 	}

@@ -190,7 +190,7 @@ idem_key_load(struct idem_key *key, const char *path, struct idem_error *err)
 		return idem_error_set(err, IDEM_EXIT_USAGE, "%s: permissions %04o are too open: a "
 		    "private key must not be readable by group or others (chmod 600 %s)", path,
 		    (unsigned)(st.st_mode & 07777), path);
-	if ((text = idem_read_file(path, &text_len, err)) == NULL)
+	if ((text = idem_read_file_max(path, IDEM_KEY_FILE_MAX, &text_len, err)) == NULL)
 		return -1;
 	bin = unarmor(text, text_len, KEY_BEGIN, KEY_END, &bin_len);
 	if (bin == NULL) {
@@ -801,7 +801,7 @@ idem_signers_load(const char *path, struct idem_error *err)
 
 	if (sodium_init() < 0)
 		idem_die(IDEM_EXIT_ENV, "libsodium could not start");
-	if ((text = idem_read_file(path, &len, err)) == NULL)
+	if ((text = idem_read_file_max(path, IDEM_SIGNERS_FILE_MAX, &len, err)) == NULL)
 		return NULL;
 	if ((signers = calloc(1, sizeof(*signers))) == NULL)
 		idem_die(IDEM_EXIT_ENV, "calloc:");

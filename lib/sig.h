@@ -11,6 +11,13 @@
 #define IDEM_SIG_PUBLIC_BYTES 32
 #define IDEM_SIG_SECRET_BYTES 64
 
+/* The most bytes read of an armored signature, a private key file and an
+ * allowed_signers file: far above any real one, so a hostile file costs
+ * little before it is refused. */
+#define IDEM_SIG_ARMOR_MAX (64 * 1024)
+#define IDEM_KEY_FILE_MAX (64 * 1024)
+#define IDEM_SIGNERS_FILE_MAX (16 * 1024 * 1024)
+
 struct idem_key {
 	unsigned char public_key[IDEM_SIG_PUBLIC_BYTES];
 	unsigned char secret_key[IDEM_SIG_SECRET_BYTES];	/* seed and public key */

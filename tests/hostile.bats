@@ -172,3 +172,24 @@ laughs.yaml: no signature: laughs.yaml.sig: No such file or directory"
 	assert_equal "$(grep '^audit	record' <<<"$output" | cut -f 3-)" "records/signed.yaml	FAIL	records/signed.yaml:4:8: alias *a: aliases are not allowed in a record
 records/unsigned.yaml	FAIL	no signature: records/unsigned.yaml.sig: No such file or directory"
 }
+
+@test "a huge signature, key or allowed_signers file is refused by its size, not read" {
+	hard_limit
+	signed_record laughs
+	cd "$BATS_TEST_TMPDIR"
+	# sparse files of a gigabyte: reading any of them whole would pass the limit
+	truncate -s 1G huge.yaml.sig huge_key huge_signers
+	chmod 600 huge_key
+	cp laughs.yaml huge.yaml
+	run timeout 60 $limit verify-record -f allowed_signers huge.yaml
+	[ "$status" -eq 1 ]
+	assert_equal "${lines[1]}" "huge.yaml: no signature: huge.yaml.sig: larger than 65536 bytes"
+	run timeout 60 $limit verify-record -f huge_signers laughs.yaml
+	[ "$status" -eq 2 ]
+	assert_equal "$output" "verify-record: huge_signers: larger than 16777216 bytes"
+	echo x >stream.tsv
+	run timeout 60 $limit mkrecord -k huge_key -o out stream.tsv
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"huge_key: larger than 65536 bytes"* ]]
+	[ ! -e out ]
+}
