@@ -2,7 +2,6 @@
  * query, beside what the seed expects; find the guard the database itself
  * enforces and probe it with a copy of a row that is always rolled back;
  * append query, count, guard, probe, measure and digest rows. */
-#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,21 +85,6 @@ key_of_job(const char *job_id)
 	return NULL;
 }
 
-static long long
-number(const struct idem_tsv_reader *r, size_t field)
-{
-	const char *s = r->fields[field];
-	char *end;
-	long long v;
-
-	errno = 0;
-	v = s ? strtoll(s, &end, 10) : -1;
-	if (s == NULL || errno || *end || end == s)
-		idem_die(IDEM_EXIT_USAGE, "%s:%ld: %s row, field %s: expected a number",
-		    r->name, r->line_no, idem_kind_name(r->kind), idem_kind_field_name(r->kind, field));
-	return v;
-}
-
 static void prepare_identifiers(void);
 static void start_count(void);
 
@@ -122,7 +106,7 @@ read_stream(FILE *in, const char *name)
 {
 	struct idem_tsv_reader r;
 	struct idem_error err;
-	int rc, seen_seed = 0;
+	int rc;
 	size_t i;
 
 	idem_tsv_reader_init(&r, in, name);
@@ -135,26 +119,20 @@ read_stream(FILE *in, const char *name)
 			continue;
 		switch (r.kind) {
 		case IDEM_KIND_SEED:
-			if (seen_seed++)
-				idem_die(IDEM_EXIT_USAGE, "%s:%ld: a second seed row", name, r.line_no);
-			if (r.fields[SEED_EFFECT_TABLE] == NULL || r.fields[SEED_KEY_COLUMNS] == NULL)
-				idem_die(IDEM_EXIT_USAGE, "%s:%ld: seed row: effect_table and key_columns "
-				    "are required", name, r.line_no);
 			c.effect_table = idem_estrdup(r.fields[SEED_EFFECT_TABLE]);
 			c.key_columns = idem_estrdup(r.fields[SEED_KEY_COLUMNS]);
-			c.key_scope = idem_estrdup(r.fields[SEED_KEY_SCOPE] ? r.fields[SEED_KEY_SCOPE] : "business");
+			c.key_scope = idem_estrdup(r.fields[SEED_KEY_SCOPE]);
 			connect_and_count();
 			break;
 		case IDEM_KIND_EXPECT:
 			for (i = 0; i < 4; i++)
-				c.expect[i] = number(&r, EXPECT_EFFECTS + i);
+				c.expect[i] = idem_tsv_number(&r, EXPECT_EFFECTS + i, 0);
 			c.have_expect = 1;
 			break;
 		case IDEM_KIND_JOB:
 			c.keys = idem_ereallocarray(c.keys, c.nkeys + 1, sizeof(*c.keys));
-			c.keys[c.nkeys].key = idem_estrdup(r.fields[JOB_BUSINESS_KEY] ? r.fields[JOB_BUSINESS_KEY] : "");
-			c.keys[c.nkeys].first_hash = idem_estrdup(r.fields[JOB_PAYLOAD_SHA256] ?
-			    r.fields[JOB_PAYLOAD_SHA256] : "");
+			c.keys[c.nkeys].key = idem_estrdup(r.fields[JOB_BUSINESS_KEY]);
+			c.keys[c.nkeys].first_hash = idem_estrdup(r.fields[JOB_PAYLOAD_SHA256]);
 			c.keys[c.nkeys].expected = 1;
 			c.keys[c.nkeys].observed = 0;
 			c.keys[c.nkeys].seeded = 1;
@@ -162,15 +140,15 @@ read_stream(FILE *in, const char *name)
 			c.nkeys++;
 			c.job_ids = idem_ereallocarray(c.job_ids, c.njobs + 1, sizeof(char *));
 			c.job_keys = idem_ereallocarray(c.job_keys, c.njobs + 1, sizeof(char *));
-			c.job_ids[c.njobs] = idem_estrdup(r.fields[JOB_ID] ? r.fields[JOB_ID] : "");
+			c.job_ids[c.njobs] = idem_estrdup(r.fields[JOB_ID]);
 			c.job_keys[c.njobs] = idem_estrdup(c.keys[c.nkeys - 1].key);
 			c.njobs++;
 			break;
 		case IDEM_KIND_PUBLISH:
 			c.msg_ids = idem_ereallocarray(c.msg_ids, c.nmsgs + 1, sizeof(char *));
-			c.msg_ids[c.nmsgs++] = idem_estrdup(r.fields[PUBLISH_MSG_ID] ? r.fields[PUBLISH_MSG_ID] : "0");
-			if (r.fields[PUBLISH_PUBLISHED_AT] && (c.first_publish == NULL ||
-			    strcmp(r.fields[PUBLISH_PUBLISHED_AT], c.first_publish) < 0)) {
+			c.msg_ids[c.nmsgs++] = idem_estrdup(r.fields[PUBLISH_MSG_ID]);
+			if (c.first_publish == NULL ||
+			    strcmp(r.fields[PUBLISH_PUBLISHED_AT], c.first_publish) < 0) {
 				free(c.first_publish);
 				c.first_publish = idem_estrdup(r.fields[PUBLISH_PUBLISHED_AT]);
 			}
@@ -188,10 +166,8 @@ read_stream(FILE *in, const char *name)
 		case IDEM_KIND_RECOVER:
 			c.recovery_ms = idem_ereallocarray(c.recovery_ms, c.nrecover + 1, sizeof(long long));
 			c.recover_keys = idem_ereallocarray(c.recover_keys, c.nrecover + 1, sizeof(char *));
-			c.recovery_ms[c.nrecover] = r.fields[RECOVER_RECOVERY_MS] ?
-			    number(&r, RECOVER_RECOVERY_MS) : -1;
-			c.recover_keys[c.nrecover] = idem_estrdup(r.fields[RECOVER_JOB_ID] ?
-			    r.fields[RECOVER_JOB_ID] : "");
+			c.recovery_ms[c.nrecover] = idem_tsv_number(&r, RECOVER_RECOVERY_MS, -1);
+			c.recover_keys[c.nrecover] = idem_estrdup(r.fields[RECOVER_JOB_ID]);
 			c.nrecover++;
 			break;
 		default:
@@ -199,8 +175,6 @@ read_stream(FILE *in, const char *name)
 		}
 	}
 	idem_tsv_reader_free(&r);
-	if (!seen_seed)
-		idem_die(IDEM_EXIT_USAGE, "%s: no seed row: start the stream with seed-gen", name);
 	for (i = 0; i < c.nrecover; i++) {
 		const char *key = key_of_job(c.recover_keys[i]);
 
@@ -279,15 +253,11 @@ prepare_identifiers(void)
 		c.table_sql = quote_ident(copy);
 	}
 	free(copy);
-	if (!json_is_array(cols) || json_array_size(cols) == 0)
-		idem_die(IDEM_EXIT_USAGE, "seed row, field key_columns: expected a JSON array of names");
+	/* the reader checked it is an array of one or more strings */
 	c.ncolumns = json_array_size(cols);
-	c.column_sql = idem_ereallocarray(NULL, c.ncolumns, sizeof(char *));
-	json_array_foreach(cols, i, col) {
-		if (!json_is_string(col))
-			idem_die(IDEM_EXIT_USAGE, "seed row, field key_columns: expected names");
+	c.column_sql = idem_ereallocarray(NULL, c.ncolumns + 1, sizeof(char *));
+	json_array_foreach(cols, i, col)
 		c.column_sql[i] = quote_ident(json_string_value(col));
-	}
 	json_decref(cols);
 }
 

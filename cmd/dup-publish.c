@@ -532,17 +532,6 @@ connect_sandbox(const char *conninfo)
 	load_existing();
 }
 
-static long long
-parse_count(const struct idem_tsv_reader *r, size_t field)
-{
-	struct idem_error err;
-	long long v;
-
-	if (idem_tsv_count(r, field, &v, &err) < 0)
-		idem_die_error(&err);
-	return v;
-}
-
 static long
 find_scenario(const char *name)
 {
@@ -559,65 +548,31 @@ add_scenario(const struct idem_tsv_reader *r)
 {
 	struct scenario *sc;
 
-	if (r->fields[SCENARIO_NAME] == NULL || r->fields[SCENARIO_FAULT] == NULL)
-		idem_die(IDEM_EXIT_USAGE, "%s:%ld: scenario row: name and fault are required",
-		    r->name, r->line_no);
 	pub.scenarios = idem_ereallocarray(pub.scenarios, pub.nscenarios + 1, sizeof(*sc));
 	sc = &pub.scenarios[pub.nscenarios++];
 	sc->name = idem_estrdup(r->fields[SCENARIO_NAME]);
 	sc->fault = idem_estrdup(r->fields[SCENARIO_FAULT]);
-	sc->duplicates = parse_count(r, SCENARIO_DUPLICATES);
-	sc->within_ms = parse_count(r, SCENARIO_WITHIN_MS);
+	sc->duplicates = idem_tsv_number(r, SCENARIO_DUPLICATES, 0);
+	sc->within_ms = idem_tsv_number(r, SCENARIO_WITHIN_MS, 0);
 }
 
 static void
 add_job(const struct idem_tsv_reader *r, size_t *cap)
 {
 	struct job *job;
-	size_t i;
 
-	for (i = JOB_ID; i <= JOB_PAYLOAD; i++)
-		if (r->fields[i] == NULL)
-			idem_die(IDEM_EXIT_USAGE, "%s:%ld: job row, field %s: missing", r->name,
-			    r->line_no, idem_kind_field_name(r->kind, i));
 	if (pub.njobs == *cap) {
 		*cap = *cap ? *cap * 2 : 1024;
 		pub.jobs = idem_ereallocarray(pub.jobs, *cap, sizeof(*pub.jobs));
 	}
 	job = &pub.jobs[pub.njobs];
 	memset(job, 0, sizeof(*job));
-	job->scenario = -1;
-	if (r->fields[JOB_SCENARIO] != NULL &&
-	    (job->scenario = find_scenario(r->fields[JOB_SCENARIO])) < 0)
-		idem_die(IDEM_EXIT_USAGE, "%s:%ld: job row, field scenario: no scenario row named "
-		    "\"%s\" before it", r->name, r->line_no, r->fields[JOB_SCENARIO]);
+	/* the reader saw a scenario row of that name before the job */
+	job->scenario = r->fields[JOB_SCENARIO] ? find_scenario(r->fields[JOB_SCENARIO]) : -1;
 	job->id = idem_estrdup(r->fields[JOB_ID]);
 	job->business_key = idem_estrdup(r->fields[JOB_BUSINESS_KEY]);
 	job->payload = idem_estrdup(r->fields[JOB_PAYLOAD]);
 	pub.njobs++;
-}
-
-static int
-by_job_id(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static const char *
-duplicate_job_id(void)
-{
-	char **ids = idem_ereallocarray(NULL, pub.njobs + 1, sizeof(*ids));
-	const char *dup = NULL;
-	size_t i;
-
-	for (i = 0; i < pub.njobs; i++)
-		ids[i] = pub.jobs[i].id;
-	qsort(ids, pub.njobs, sizeof(*ids), by_job_id);
-	for (i = 1; i < pub.njobs && dup == NULL; i++)
-		if (strcmp(ids[i], ids[i - 1]) == 0)
-			dup = ids[i];
-	free(ids);
-	return dup;
 }
 
 /*
@@ -633,7 +588,6 @@ read_and_publish(FILE *in, const char *name, const char *conninfo)
 	struct message *originals = NULL, **fresh, **known;
 	size_t cap = 0, i, nfresh = 0, nknown = 0, held_len = 0;
 	char *held = NULL, bad[1280];
-	const char *dup;
 	FILE *hold = open_memstream(&held, &held_len);
 	int rc;
 
@@ -656,11 +610,6 @@ read_and_publish(FILE *in, const char *name, const char *conninfo)
 		if (rc != IDEM_TSV_ROW)
 			continue;
 		if (r.kind == IDEM_KIND_SEED) {
-			if (pub.queue != NULL)
-				idem_die(IDEM_EXIT_USAGE, "%s:%ld: a second seed row", name, r.line_no);
-			if (r.fields[SEED_QUEUE] == NULL || !*r.fields[SEED_QUEUE])
-				idem_die(IDEM_EXIT_USAGE, "%s:%ld: seed row, field queue: empty",
-				    name, r.line_no);
 			pub.queue = idem_estrdup(r.fields[SEED_QUEUE]);
 			/* -d, then a controller's IDEM_DATABASE, then the seed's database */
 			if (conninfo == NULL && getenv("IDEM_DATABASE") && *getenv("IDEM_DATABASE"))
@@ -669,9 +618,6 @@ read_and_publish(FILE *in, const char *name, const char *conninfo)
 		} else if (r.kind == IDEM_KIND_SCENARIO) {
 			add_scenario(&r);
 		} else if (r.kind == IDEM_KIND_JOB) {
-			if (pub.queue == NULL)
-				idem_die(IDEM_EXIT_USAGE, "%s:%ld: a job row before the seed row; "
-				    "start the stream with seed-gen", name, r.line_no);
 			add_job(&r, &cap);
 			if (is_existing(r.fields[JOB_ID], 0)) {
 				pub.jobs[pub.njobs - 1].existing = 1;
@@ -684,14 +630,6 @@ read_and_publish(FILE *in, const char *name, const char *conninfo)
 		}
 	}
 	idem_tsv_reader_free(&r);
-	if (pub.queue == NULL)
-		idem_die(IDEM_EXIT_USAGE, "%s: no seed row: start the stream with seed-gen", name);
-	if ((dup = duplicate_job_id()) != NULL) {
-		snprintf(bad, sizeof(bad), "%s: job %s appears twice in the stream", name, dup);
-		if (pub.copying)
-			copy_finish(bad);
-		idem_die(IDEM_EXIT_USAGE, "%s", bad);
-	}
 
 	originals = idem_ereallocarray(NULL, pub.njobs + 1, sizeof(*originals));
 	fresh = idem_ereallocarray(NULL, pub.njobs + 1, sizeof(*fresh));

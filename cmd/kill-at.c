@@ -151,17 +151,6 @@ field_or(const char *s, const char *dflt)
 	return s ? s : dflt;
 }
 
-static long long
-count_field(const struct idem_tsv_reader *r, size_t field)
-{
-	struct idem_error err;
-	long long v;
-
-	if (idem_tsv_count(r, field, &v, &err) < 0)
-		idem_die_error(&err);
-	return v;
-}
-
 static long
 find_scenario(const char *name)
 {
@@ -191,7 +180,7 @@ read_stream(FILE *hold)
 {
 	struct idem_tsv_reader r;
 	struct idem_error err;
-	int rc, seen_seed = 0;
+	int rc;
 	size_t i;
 
 	idem_tsv_reader_init(&r, stdin, "stdin");
@@ -204,16 +193,14 @@ read_stream(FILE *hold)
 			continue;
 		switch (r.kind) {
 		case IDEM_KIND_SEED:
-			if (seen_seed++)
-				idem_die(IDEM_EXIT_USAGE, "stdin:%ld: a second seed row", r.line_no);
-			k.queue = idem_estrdup(field_or(r.fields[SEED_QUEUE], ""));
+			k.queue = idem_estrdup(r.fields[SEED_QUEUE]);
 			k.owner = idem_estrdup(field_or(r.fields[SEED_RECONCILIATION_OWNER], ""));
-			k.effect_table = idem_estrdup(field_or(r.fields[SEED_EFFECT_TABLE], ""));
-			k.key_columns = idem_estrdup(field_or(r.fields[SEED_KEY_COLUMNS], "[]"));
+			k.effect_table = idem_estrdup(r.fields[SEED_EFFECT_TABLE]);
+			k.key_columns = idem_estrdup(r.fields[SEED_KEY_COLUMNS]);
 			if (r.fields[SEED_WORKER_COMMAND])
 				k.worker_command = idem_estrdup(r.fields[SEED_WORKER_COMMAND]);
-			k.visibility_timeout_ms = count_field(&r, SEED_VISIBILITY_TIMEOUT_MS);
-			k.max_attempts = count_field(&r, SEED_MAX_ATTEMPTS);
+			k.visibility_timeout_ms = idem_tsv_number(&r, SEED_VISIBILITY_TIMEOUT_MS, 0);
+			k.max_attempts = idem_tsv_number(&r, SEED_MAX_ATTEMPTS, 0);
 			break;
 		case IDEM_KIND_SCENARIO:
 			k.scenario_names = idem_ereallocarray(k.scenario_names, k.nscenarios + 1, sizeof(char *));
@@ -221,29 +208,26 @@ read_stream(FILE *hold)
 			k.scenario_steps = idem_ereallocarray(k.scenario_steps, k.nscenarios + 1, sizeof(char *));
 			k.scenario_attempts = idem_ereallocarray(k.scenario_attempts, k.nscenarios + 1,
 			    sizeof(long long));
-			k.scenario_names[k.nscenarios] = idem_estrdup(field_or(r.fields[SCENARIO_NAME], ""));
-			k.scenario_faults[k.nscenarios] = idem_estrdup(field_or(r.fields[SCENARIO_FAULT], ""));
+			k.scenario_names[k.nscenarios] = idem_estrdup(r.fields[SCENARIO_NAME]);
+			k.scenario_faults[k.nscenarios] = idem_estrdup(r.fields[SCENARIO_FAULT]);
 			k.scenario_steps[k.nscenarios] = r.fields[SCENARIO_STEP] ?
 			    idem_estrdup(r.fields[SCENARIO_STEP]) : NULL;
-			k.scenario_attempts[k.nscenarios] = count_field(&r, SCENARIO_ATTEMPT);
+			k.scenario_attempts[k.nscenarios] = idem_tsv_number(&r, SCENARIO_ATTEMPT, 0);
 			k.nscenarios++;
 			break;
 		case IDEM_KIND_JOB:
 			k.jobs = idem_ereallocarray(k.jobs, k.njobs + 1, sizeof(*k.jobs));
-			k.jobs[k.njobs].id = idem_estrdup(field_or(r.fields[JOB_ID], ""));
-			k.jobs[k.njobs].business_key = idem_estrdup(field_or(r.fields[JOB_BUSINESS_KEY], ""));
+			k.jobs[k.njobs].id = idem_estrdup(r.fields[JOB_ID]);
+			k.jobs[k.njobs].business_key = idem_estrdup(r.fields[JOB_BUSINESS_KEY]);
 			k.jobs[k.njobs].scenario = r.fields[JOB_SCENARIO] ?
 			    find_scenario(r.fields[JOB_SCENARIO]) : -1;
 			k.jobs[k.njobs].copies = 0;
 			k.njobs++;
 			break;
 		case IDEM_KIND_PUBLISH:
-			if (r.fields[PUBLISH_MSG_ID] == NULL)
-				idem_die(IDEM_EXIT_USAGE, "stdin:%ld: publish row, field msg_id: missing",
-				    r.line_no);
 			k.msg_ids = idem_ereallocarray(k.msg_ids, k.nmsgs + 1, sizeof(char *));
 			k.msg_ids[k.nmsgs++] = idem_estrdup(r.fields[PUBLISH_MSG_ID]);
-			for (i = 0; r.fields[PUBLISH_JOB_ID] && i < k.njobs; i++)
+			for (i = 0; i < k.njobs; i++)
 				if (strcmp(k.jobs[i].id, r.fields[PUBLISH_JOB_ID]) == 0)
 					k.jobs[i].copies++;
 			break;
@@ -252,8 +236,6 @@ read_stream(FILE *hold)
 		}
 	}
 	idem_tsv_reader_free(&r);
-	if (!seen_seed)
-		idem_die(IDEM_EXIT_USAGE, "stdin: no seed row: start the stream with seed-gen");
 	if (k.nmsgs == 0)
 		idem_die(IDEM_EXIT_USAGE, "stdin: no publish rows: put dup-publish before kill-at");
 }

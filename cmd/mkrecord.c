@@ -64,31 +64,6 @@ number_or_text(const char *v)
 	return json_string(v);
 }
 
-/* The fields a record cannot do without may not be \N. */
-static void
-require_fields(const struct idem_tsv_reader *r)
-{
-	static const struct { int kind; size_t fields[4]; } needed[] = {
-		{ IDEM_KIND_SEED, { SEED_PATH, SEED_SHA256, SEED_REHEARSAL, 0 } },
-		{ IDEM_KIND_SCENARIO, { SCENARIO_NAME, SCENARIO_FAULT, 0 } },
-		{ IDEM_KIND_KILL, { KILL_JOB_ID, KILL_STEP, KILL_KILLED_AT, 0 } },
-		{ IDEM_KIND_ATTEMPT, { ATTEMPT_JOB_ID, ATTEMPT_MSG_ID, ATTEMPT_ATTEMPT, 0 } },
-		{ IDEM_KIND_COUNT_ROW, { COUNT_PHASE, COUNT_SCOPE, COUNT_KEY, 0 } },
-		{ IDEM_KIND_MEASURE, { MEASURE_NAME, 0 } },
-	};
-	size_t i, j;
-
-	for (i = 0; i < sizeof(needed) / sizeof(needed[0]); i++) {
-		if ((int)r->kind != needed[i].kind)
-			continue;
-		for (j = 0; j < 4 && needed[i].fields[j]; j++)
-			if (r->fields[needed[i].fields[j]] == NULL)
-				idem_die(IDEM_EXIT_USAGE, "%s:%ld: %s row, field %s: missing (\\N)",
-				    r->name, r->line_no, idem_kind_name(r->kind),
-				    idem_kind_field_name(r->kind, needed[i].fields[j]));
-	}
-}
-
 static void
 read_stream(FILE *in, const char *name)
 {
@@ -115,14 +90,11 @@ read_stream(FILE *in, const char *name)
 			idem_die_error(&err);
 		if (rc != IDEM_TSV_ROW)
 			continue;
-		require_fields(&r);
 		switch (r.kind) {
 		case IDEM_KIND_SEED: {
 			json_t *o = json_object();
 			size_t i;
 
-			if (s.seed != NULL)
-				idem_die(IDEM_EXIT_USAGE, "%s:%ld: a second seed row", name, r.line_no);
 			for (i = 1; i <= idem_kind_nfields(IDEM_KIND_SEED); i++)
 				json_object_set_new(o, idem_kind_field_name(IDEM_KIND_SEED, i), text(f[i]));
 			s.seed = o;
@@ -211,8 +183,6 @@ read_stream(FILE *in, const char *name)
 		}
 	}
 	idem_tsv_reader_free(&r);
-	if (s.seed == NULL)
-		idem_die(IDEM_EXIT_USAGE, "%s: no seed row: the record starts from seed-gen", name);
 	if (json_array_size(s.counts_after) == 0)
 		idem_die(IDEM_EXIT_USAGE, "%s: no count rows after the run: end the pipeline with "
 		    "count-effects before mkrecord", name);

@@ -1,44 +1,100 @@
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <sodium.h>
 
 #include "tsv.h"
 
 #define MAX_FIELDS 24
+/* nesting of JSON values, as deep as jansson parses */
+#define JSON_MAX_DEPTH 2048
+/* bytes of a value quoted in a message */
+#define QUOTE_MAX 40
+
+/* The type of a field, in idem-tsv(5)'s words. */
+enum type {
+	TEXT,		/* any text */
+	NAME,		/* text, not empty */
+	COUNT,		/* whole number 0 .. LLONG_MAX */
+	POSITIVE,	/* whole number 1 .. LLONG_MAX */
+	INTEGER,	/* whole number LLONG_MIN .. LLONG_MAX */
+	DECIMAL,	/* digits, maybe a point and digits */
+	TIME,		/* 2026-11-29T13:48:32.247642Z */
+	SHA256,		/* 64 lowercase hex digits */
+	JSON_OBJECT,
+	JSON_STRINGS,	/* a JSON array of strings */
+	JSON_NAMES,	/* a JSON array of one or more strings */
+	ENUM		/* one of the words in values */
+};
+
+struct field {
+	const char *name;
+	unsigned char type;
+	unsigned char nullable;	/* \N allowed */
+	const char *values;	/* ENUM: the words, separated by spaces */
+};
+
+#define F(name, type) { name, type, 0, NULL }
+#define N(name, type) { name, type, 1, NULL }
+#define E(name, values) { name, ENUM, 0, values }
 
 static const struct {
 	const char *name;
-	const char *fields[MAX_FIELDS];
+	struct field fields[MAX_FIELDS];
 } kinds[IDEM_KIND_COUNT] = {
-	[IDEM_KIND_SEED] = { "seed", { "path", "sha256", "rehearsal", "job_type", "queue",
-		"database", "visibility_timeout_ms", "max_attempts", "sandbox_account",
-		"effect_name", "effect_table", "key_columns", "key_scope",
-		"duplicate_acceptor", "reconciliation_owner", "worker_image",
-		"worker_version", "worker_command", "payload_schema", "cannot_reproduce" } },
-	[IDEM_KIND_EXPECT] = { "expect", { "effects", "duplicates", "missing", "pending" } },
-	[IDEM_KIND_SCENARIO] = { "scenario", { "name", "fault", "step", "attempt",
-		"duplicates", "within_ms" } },
-	[IDEM_KIND_JOB] = { "job", { "job_id", "business_key", "payload",
-		"payload_sha256", "scenario" } },
-	[IDEM_KIND_PUBLISH] = { "publish", { "job_id", "copy", "msg_id",
-		"published_at", "status" } },
-	[IDEM_KIND_STEP] = { "step", { "at", "worker", "pid", "name", "job_id", "attempt",
-		"action" } },
-	[IDEM_KIND_KILL] = { "kill", { "scenario", "job_id", "attempt", "step", "pid",
-		"killed_at" } },
-	[IDEM_KIND_ATTEMPT] = { "attempt", { "job_id", "msg_id", "attempt", "pid",
-		"consumed_at", "committed_at", "acked_at", "rows_written", "branch" } },
-	[IDEM_KIND_RECOVER] = { "recover", { "job_id", "msg_id", "killed_at", "acked_at",
-		"recovery_ms" } },
-	[IDEM_KIND_LOG] = { "log", { "at", "worker", "pid", "line" } },
-	[IDEM_KIND_QUERY] = { "query", { "phase", "name", "sql" } },
-	[IDEM_KIND_COUNT_ROW] = { "count", { "phase", "scope", "key", "expected", "observed" } },
-	[IDEM_KIND_GUARD] = { "guard", { "kind", "name", "definition", "flags" } },
-	[IDEM_KIND_PROBE] = { "probe", { "result", "sqlstate", "message", "sql" } },
-	[IDEM_KIND_MEASURE] = { "measure", { "name", "value", "numerator", "denominator",
-		"unit", "window_start", "window_end" } },
-	[IDEM_KIND_DIGEST] = { "digest", { "phase", "sha256", "rows" } },
+	[IDEM_KIND_SEED] = { "seed", { F("path", NAME), F("sha256", SHA256),
+		F("rehearsal", NAME), F("job_type", NAME), F("queue", NAME),
+		N("database", TEXT), F("visibility_timeout_ms", POSITIVE),
+		F("max_attempts", POSITIVE), N("sandbox_account", TEXT),
+		N("effect_name", TEXT), F("effect_table", NAME), F("key_columns", JSON_NAMES),
+		E("key_scope", "business job"), N("duplicate_acceptor", TEXT),
+		N("reconciliation_owner", TEXT), N("worker_image", TEXT),
+		N("worker_version", TEXT), N("worker_command", TEXT),
+		F("payload_schema", JSON_OBJECT), F("cannot_reproduce", JSON_STRINGS) } },
+	[IDEM_KIND_EXPECT] = { "expect", { F("effects", COUNT), F("duplicates", COUNT),
+		F("missing", COUNT), F("pending", COUNT) } },
+	[IDEM_KIND_SCENARIO] = { "scenario", { F("name", NAME),
+		E("fault", "duplicate-publish kill race same-key"), N("step", NAME),
+		N("attempt", POSITIVE), F("duplicates", COUNT), F("within_ms", COUNT) } },
+	[IDEM_KIND_JOB] = { "job", { F("job_id", NAME), F("business_key", TEXT),
+		F("payload", JSON_OBJECT), F("payload_sha256", SHA256), N("scenario", NAME) } },
+	[IDEM_KIND_PUBLISH] = { "publish", { F("job_id", NAME), F("copy", COUNT),
+		F("msg_id", POSITIVE), F("published_at", TIME),
+		E("status", "published existing") } },
+	[IDEM_KIND_STEP] = { "step", { F("at", TIME), F("worker", INTEGER), F("pid", COUNT),
+		F("name", TEXT), F("job_id", TEXT), F("attempt", INTEGER),
+		E("action", "go hold release kill") } },
+	[IDEM_KIND_KILL] = { "kill", { F("scenario", NAME), F("job_id", NAME),
+		F("attempt", POSITIVE), F("step", NAME), F("pid", COUNT), F("killed_at", TIME) } },
+	[IDEM_KIND_ATTEMPT] = { "attempt", { F("job_id", NAME), F("msg_id", POSITIVE),
+		F("attempt", POSITIVE), N("pid", COUNT), F("consumed_at", TIME),
+		N("committed_at", TIME), N("acked_at", TIME), N("rows_written", COUNT),
+		N("branch", TEXT) } },
+	[IDEM_KIND_RECOVER] = { "recover", { F("job_id", NAME), F("msg_id", POSITIVE),
+		F("killed_at", TIME), N("acked_at", TIME), N("recovery_ms", COUNT) } },
+	[IDEM_KIND_LOG] = { "log", { F("at", TIME), F("worker", INTEGER), F("pid", COUNT),
+		F("line", TEXT) } },
+	[IDEM_KIND_QUERY] = { "query", { E("phase", "before after"), F("name", NAME),
+		F("sql", TEXT) } },
+	[IDEM_KIND_COUNT_ROW] = { "count", { E("phase", "before after"),
+		E("scope", "key unexpected total"), F("key", TEXT), F("expected", COUNT),
+		F("observed", COUNT) } },
+	[IDEM_KIND_GUARD] = { "guard", { E("kind", "constraint index none"), N("name", TEXT),
+		F("definition", TEXT), N("flags", TEXT) } },
+	[IDEM_KIND_PROBE] = { "probe", { E("result", "enforced not-enforced skipped inconclusive"),
+		N("sqlstate", TEXT), F("message", TEXT), F("sql", TEXT) } },
+	[IDEM_KIND_MEASURE] = { "measure", { F("name", NAME), N("value", DECIMAL),
+		N("numerator", COUNT), F("denominator", COUNT), F("unit", TEXT),
+		N("window_start", TIME), N("window_end", TIME) } },
+	[IDEM_KIND_DIGEST] = { "digest", { E("phase", "before after"), F("sha256", SHA256),
+		F("rows", COUNT) } },
 };
+
+#undef F
+#undef N
+#undef E
 
 const char *
 idem_kind_name(enum idem_kind kind)
@@ -53,7 +109,7 @@ idem_kind_nfields(enum idem_kind kind)
 
 	if (kind < 0 || kind >= IDEM_KIND_COUNT)
 		return 0;
-	while (n < MAX_FIELDS && kinds[kind].fields[n] != NULL)
+	while (n < MAX_FIELDS && kinds[kind].fields[n].name != NULL)
 		n++;
 	return n;
 }
@@ -63,7 +119,466 @@ idem_kind_field_name(enum idem_kind kind, size_t field)
 {
 	if (field == 0 || field > idem_kind_nfields(kind))
 		return "kind";
-	return kinds[kind].fields[field - 1];
+	return kinds[kind].fields[field - 1].name;
+}
+
+/* A value for a message: escaped as in the stream, so it stays on one
+ * line, and cut after QUOTE_MAX bytes at a character boundary. */
+static const char *
+quote(const char *v, size_t len, char *out, size_t size)
+{
+	size_t o = 0, i;
+
+	for (i = 0; i < len && o + 8 < size; i++) {
+		const char *esc = NULL;
+
+		if (o >= QUOTE_MAX && ((unsigned char)v[i] & 0xc0) != 0x80) {
+			memcpy(out + o, "...", 3);
+			o += 3;
+			break;
+		}
+		switch (v[i]) {
+		case '\\': esc = "\\\\"; break;
+		case '\t': esc = "\\t"; break;
+		case '\n': esc = "\\n"; break;
+		case '\r': esc = "\\r"; break;
+		case '"': esc = "\\\""; break;
+		}
+		if (esc != NULL) {
+			memcpy(out + o, esc, 2);
+			o += 2;
+		} else {
+			out[o++] = v[i];
+		}
+	}
+	out[o] = '\0';
+	return out;
+}
+
+/*
+ * A whole number in its one spelling: digits, a leading - where sign is
+ * allowed, no leading zeros, no -0. 0 when it is one and fits, -1 when it
+ * is not one, -2 when it is out of range.
+ */
+static int
+parse_whole(const char *s, size_t len, int sign, long long *out)
+{
+	unsigned long long v = 0, limit = LLONG_MAX;
+	size_t i = 0;
+	int negative = sign && len > 0 && s[0] == '-';
+
+	if (negative) {
+		i = 1;
+		limit = (unsigned long long)LLONG_MAX + 1;
+	}
+	if (i == len || (s[i] == '0' && (len - i > 1 || negative)))
+		return -1;
+	for (; i < len; i++) {
+		unsigned d = (unsigned)(s[i] - '0');
+
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		if (v > (limit - d) / 10) {
+			/* the rest must still be digits to call it out of range */
+			while (++i < len)
+				if (s[i] < '0' || s[i] > '9')
+					return -1;
+			return -2;
+		}
+		v = v * 10 + d;
+	}
+	*out = negative ? (v == limit ? LLONG_MIN : -(long long)v) : (long long)v;
+	return 0;
+}
+
+static int
+digits(const char *s, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (s[i] < '0' || s[i] > '9')
+			return 0;
+	return n > 0;
+}
+
+static int
+number_at(const char *s, size_t n)
+{
+	int v = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		v = v * 10 + (s[i] - '0');
+	return v;
+}
+
+/* The form idem_format_time writes, a real date and time of day. */
+static int
+valid_time(const char *s, size_t len)
+{
+	static const int days[] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
+	int year, month, day;
+
+	if (len != 27 || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' ||
+	    s[16] != ':' || s[19] != '.' || s[26] != 'Z' || !digits(s, 4) ||
+	    !digits(s + 5, 2) || !digits(s + 8, 2) || !digits(s + 11, 2) ||
+	    !digits(s + 14, 2) || !digits(s + 17, 2) || !digits(s + 20, 6))
+		return 0;
+	year = number_at(s, 4);
+	month = number_at(s + 5, 2);
+	day = number_at(s + 8, 2);
+	if (month < 1 || month > 12 || day < 1)
+		return 0;
+	if (day > days[month - 1] + (month == 2 && year % 4 == 0 &&
+	    (year % 100 != 0 || year % 400 == 0)))
+		return 0;
+	return number_at(s + 11, 2) < 24 && number_at(s + 14, 2) < 60 && number_at(s + 17, 2) < 60;
+}
+
+static int
+valid_sha256(const char *s, size_t len)
+{
+	static const unsigned char lower_hex[256] = {
+		['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1,
+		['7'] = 1, ['8'] = 1, ['9'] = 1, ['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1,
+		['e'] = 1, ['f'] = 1
+	};
+	unsigned char all = 1;
+	size_t i;
+
+	if (len != 64)
+		return 0;
+	/* no branch per digit: one on every job row */
+	for (i = 0; i < 64; i++)
+		all &= lower_hex[(unsigned char)s[i]];
+	return all;
+}
+
+static int
+valid_decimal(const char *s, size_t len)
+{
+	const char *point = memchr(s, '.', len);
+
+	if (point == NULL)
+		return digits(s, len);
+	return digits(s, (size_t)(point - s)) && digits(point + 1, len - (size_t)(point - s) - 1);
+}
+
+/* Whether word is one of the space-separated words. */
+static int
+one_of(const char *words, const char *word, size_t len)
+{
+	const char *w = words;
+
+	while (*w) {
+		size_t n = strcspn(w, " ");
+
+		if (n == len && memcmp(w, word, len) == 0)
+			return 1;
+		w += n;
+		w += *w == ' ';
+	}
+	return 0;
+}
+
+struct json_shape {
+	char top;		/* '{', '[' or 0 for a scalar */
+	int strings_only;	/* every element of a top-level array is a string */
+	size_t elements;	/* of a top-level array or object */
+	size_t at;		/* the offset of the first error */
+};
+
+static int
+hex4(const unsigned char *p, const unsigned char *end, unsigned *out)
+{
+	unsigned v = 0;
+	int i;
+
+	if (end - p < 4)
+		return -1;
+	for (i = 0; i < 4; i++) {
+		unsigned c = p[i];
+
+		if (c >= '0' && c <= '9')
+			v = v * 16 + (c - '0');
+		else if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f')
+			v = v * 16 + ((c | 0x20) - 'a' + 10);
+		else
+			return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+/* Moves *pp past one JSON string (*pp at its opening quote), or to where
+ * it goes wrong and returns -1. The bytes are valid UTF-8 already. As
+ * PostgreSQL's jsonb, refuses \u0000 and a surrogate escape not in a pair. */
+static int
+json_string(const unsigned char **pp, const unsigned char *end)
+{
+	const unsigned char *p = *pp;
+	unsigned u, low;
+	int rc = -1;
+
+	for (p++; p < end; p++) {
+		if (*p == '"') {
+			p++;
+			rc = 0;
+			break;
+		}
+		if (*p < 0x20)
+			break;
+		if (*p != '\\')
+			continue;
+		if (p + 1 == end || (p[1] != 'u' && strchr("\"\\/bfnrt", p[1]) == NULL))
+			break;
+		if (p[1] != 'u') {
+			p++;
+			continue;
+		}
+		if (hex4(p + 2, end, &u) < 0 || u == 0 || (u >= 0xdc00 && u <= 0xdfff))
+			break;
+		if (u >= 0xd800 && u <= 0xdbff && (end - p < 12 || p[6] != '\\' || p[7] != 'u' ||
+		    hex4(p + 8, end, &low) < 0 || low < 0xdc00 || low > 0xdfff))
+			break;
+		p += u >= 0xd800 && u <= 0xdbff ? 11 : 5;
+	}
+	*pp = p;
+	return rc;
+}
+
+static int
+json_number(const unsigned char **pp, const unsigned char *end)
+{
+	const unsigned char *p = *pp, *start;
+	int rc = -1;
+
+	if (p < end && *p == '-')
+		p++;
+	if (p < end && *p == '0')
+		p++;
+	else if (p < end && *p >= '1' && *p <= '9')
+		while (p < end && *p >= '0' && *p <= '9')
+			p++;
+	else
+		goto out;
+	if (p < end && *p == '.') {
+		for (start = ++p; p < end && *p >= '0' && *p <= '9'; p++)
+			;
+		if (p == start)
+			goto out;
+	}
+	if (p < end && (*p == 'e' || *p == 'E')) {
+		p++;
+		if (p < end && (*p == '+' || *p == '-'))
+			p++;
+		for (start = p; p < end && *p >= '0' && *p <= '9'; p++)
+			;
+		if (p == start)
+			goto out;
+	}
+	rc = 0;
+out:
+	*pp = p;
+	return rc;
+}
+
+/*
+ * Whether s is one well-formed JSON value (RFC 8259), and its shape. A
+ * check without building the value: a reader meets a payload on every job
+ * row, and a parse into a tree would cost as much as the rest of the row.
+ */
+static int
+json_check(const char *s, size_t len, struct json_shape *shape)
+{
+	const unsigned char *start = (const unsigned char *)s, *p = start, *end = p + len;
+	unsigned char objects[JSON_MAX_DEPTH / 8];	/* per depth: 1 object, 0 array */
+	size_t depth = 0;
+	int in_object;
+
+	memset(shape, 0, sizeof(*shape));
+	shape->strings_only = 1;
+#define SKIP_SPACE() while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++
+#define FAIL() do { shape->at = (size_t)(p - start); return 0; } while (0)
+value:
+	SKIP_SPACE();
+	if (p == end)
+		FAIL();
+	if (depth == 1) {
+		shape->elements++;
+		if (*p != '"')
+			shape->strings_only = 0;
+	}
+	switch (*p) {
+	case '{':
+	case '[':
+		if (depth == JSON_MAX_DEPTH)
+			FAIL();
+		if (depth == 0)
+			shape->top = (char)*p;
+		if (*p == '{')
+			objects[depth / 8] |= (unsigned char)(1u << depth % 8);
+		else
+			objects[depth / 8] &= (unsigned char)~(1u << depth % 8);
+		depth++;
+		p++;
+		SKIP_SPACE();
+		if (p < end && *p == (objects[(depth - 1) / 8] >> (depth - 1) % 8 & 1 ? '}' : ']')) {
+			p++;
+			depth--;
+			goto after;
+		}
+		if (objects[(depth - 1) / 8] >> (depth - 1) % 8 & 1)
+			goto key;
+		goto value;
+	case '"':
+		if (json_string(&p, end) < 0)
+			FAIL();
+		goto after;
+	case 't':
+	case 'f':
+	case 'n': {
+		const char *word = *p == 't' ? "true" : *p == 'f' ? "false" : "null";
+		size_t n = strlen(word);
+
+		if ((size_t)(end - p) < n || memcmp(p, word, n) != 0)
+			FAIL();
+		p += n;
+		goto after;
+	}
+	default:
+		if (json_number(&p, end) < 0)
+			FAIL();
+		goto after;
+	}
+key:
+	SKIP_SPACE();
+	if (p == end || *p != '"' || json_string(&p, end) < 0)
+		FAIL();
+	SKIP_SPACE();
+	if (p == end || *p != ':')
+		FAIL();
+	p++;
+	goto value;
+after:
+	SKIP_SPACE();
+	if (depth == 0) {
+		if (p != end)
+			FAIL();
+		return 1;
+	}
+	if (p == end)
+		FAIL();
+	in_object = objects[(depth - 1) / 8] >> (depth - 1) % 8 & 1;
+	if (*p == ',') {
+		p++;
+		if (in_object)
+			goto key;
+		goto value;
+	}
+	if (*p != (in_object ? '}' : ']'))
+		FAIL();
+	p++;
+	depth--;
+	goto after;
+#undef SKIP_SPACE
+#undef FAIL
+}
+
+/* NULL when the value fits the field's type, else what is wrong, in buf. */
+static const char *
+check_value(const struct field *f, const char *value, size_t len, char *buf, size_t size)
+{
+	struct json_shape shape;
+	char shown[QUOTE_MAX * 2 + 8];
+	const char *what = NULL;
+	long long n;
+	int rc;
+
+	switch (f->type) {
+	case TEXT:
+		return NULL;
+	case NAME:
+		if (len > 0)
+			return NULL;
+		snprintf(buf, size, "empty");
+		return buf;
+	case COUNT:
+	case POSITIVE:
+	case INTEGER:
+		rc = parse_whole(value, len, f->type == INTEGER, &n);
+		if (rc == 0 && (f->type != POSITIVE || n > 0))
+			return NULL;
+		if (rc == -2) {
+			snprintf(buf, size, "\"%s\" is out of range (%s %lld)",
+			    quote(value, len, shown, sizeof(shown)),
+			    f->type == INTEGER ? "from -9223372036854775808 to" : "at most", LLONG_MAX);
+			return buf;
+		}
+		what = f->type == COUNT ? "a whole number from 0 (digits, no sign, no leading zeros)" :
+		    f->type == POSITIVE ? "a whole number from 1 (digits, no sign, no leading zeros)" :
+		    "a whole number (digits after an optional -, no leading zeros)";
+		break;
+	case DECIMAL:
+		if (valid_decimal(value, len))
+			return NULL;
+		what = "a decimal number such as 12.5";
+		break;
+	case TIME:
+		if (valid_time(value, len))
+			return NULL;
+		what = "a UTC time such as 2026-11-29T13:48:32.247642Z";
+		break;
+	case SHA256:
+		if (valid_sha256(value, len))
+			return NULL;
+		what = "a SHA-256 in 64 lowercase hex digits";
+		break;
+	case JSON_OBJECT:
+	case JSON_STRINGS:
+	case JSON_NAMES:
+		if (!json_check(value, len, &shape)) {
+			snprintf(buf, size, "not JSON (at byte %zu): \"%s\"", shape.at + 1,
+			    quote(value, len, shown, sizeof(shown)));
+			return buf;
+		}
+		if (f->type == JSON_OBJECT && shape.top == '{')
+			return NULL;
+		if (f->type != JSON_OBJECT && shape.top == '[' && shape.strings_only &&
+		    (f->type == JSON_STRINGS || shape.elements > 0))
+			return NULL;
+		what = f->type == JSON_OBJECT ? "a JSON object" : f->type == JSON_STRINGS ?
+		    "a JSON array of strings" : "a JSON array of one or more strings";
+		break;
+	case ENUM: {
+		char words[128];
+		size_t i, o = 0;
+
+		if (one_of(f->values, value, len))
+			return NULL;
+		for (i = 0; f->values[i] && o + 3 < sizeof(words); i++) {
+			if (f->values[i] == ' ')
+				words[o++] = ',';
+			words[o++] = f->values[i];
+		}
+		words[o] = '\0';
+		snprintf(buf, size, "expected one of %s; got \"%s\"", words,
+		    quote(value, len, shown, sizeof(shown)));
+		return buf;
+	}
+	}
+	snprintf(buf, size, "expected %s, got \"%s\"", what, quote(value, len, shown, sizeof(shown)));
+	return buf;
+}
+
+const char *
+idem_tsv_check_field(enum idem_kind kind, size_t field, const char *value, size_t len,
+		     char *buf, size_t size)
+{
+	if (field == 0 || field > idem_kind_nfields(kind))
+		return NULL;
+	return check_value(&kinds[kind].fields[field - 1], value, len, buf, size);
 }
 
 static enum idem_kind
@@ -75,6 +590,68 @@ lookup_kind(const char *name, size_t len)
 		if (strlen(kinds[k].name) == len && memcmp(kinds[k].name, name, len) == 0)
 			return k;
 	return IDEM_KIND_UNKNOWN;
+}
+
+/* A fixed key: a stream gives the same verdict on every run. */
+static const unsigned char names_key[crypto_shorthash_KEYBYTES] = {
+	'i', 'd', 'e', 'm', '-', 't', 's', 'v', ' ', 'n', 'a', 'm', 'e', 's', ' ', '1'
+};
+
+/* crypto_shorthash (SipHash-2-4) is a pure function: it needs no
+ * sodium_init(). 0 marks an empty slot, so no name hashes to it. */
+static unsigned long long
+name_hash(const char *name)
+{
+	unsigned char out[crypto_shorthash_BYTES];
+	unsigned long long h;
+
+	crypto_shorthash(out, (const unsigned char *)name, strlen(name), names_key);
+	memcpy(&h, out, sizeof(h));
+	return h ? h : 1;
+}
+
+/* The slot of h: where it is, or the empty one where it would go. */
+static size_t
+names_slot(const struct idem_tsv_names *set, unsigned long long h)
+{
+	size_t i = (size_t)h & (set->cap - 1);
+
+	while (set->slots[i] != 0 && set->slots[i] != h)
+		i = (i + 1) & (set->cap - 1);
+	return i;
+}
+
+static int
+names_has(const struct idem_tsv_names *set, const char *name)
+{
+	return set->cap > 0 && set->slots[names_slot(set, name_hash(name))] != 0;
+}
+
+/* Adds a name; 0 when it was there already. Open addressing, at most three
+ * quarters full. */
+static int
+names_add(struct idem_tsv_names *set, const char *name)
+{
+	unsigned long long h = name_hash(name);
+	size_t i;
+
+	if (set->n + 1 > set->cap / 4 * 3) {
+		struct idem_tsv_names bigger = { NULL, set->cap ? set->cap * 2 : 1024, set->n };
+
+		bigger.slots = idem_ereallocarray(NULL, bigger.cap, sizeof(*bigger.slots));
+		memset(bigger.slots, 0, bigger.cap * sizeof(*bigger.slots));
+		for (i = 0; i < set->cap; i++)
+			if (set->slots[i] != 0)
+				bigger.slots[names_slot(&bigger, set->slots[i])] = set->slots[i];
+		free(set->slots);
+		*set = bigger;
+	}
+	i = names_slot(set, h);
+	if (set->slots[i] == h)
+		return 0;
+	set->slots[i] = h;
+	set->n++;
+	return 1;
 }
 
 void
@@ -92,6 +669,8 @@ idem_tsv_reader_free(struct idem_tsv_reader *r)
 	free(r->line);
 	free(r->decoded);
 	free(r->fields);
+	free(r->job_ids.slots);
+	free(r->scenario_names.slots);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -123,11 +702,14 @@ idem_tsv_unescape(char *field, size_t *len)
 	return 0;
 }
 
+/* Splits the row into fields, decodes them and checks each against its
+ * type; a row of a known kind before the seed row is refused first. */
 static int
 decode_fields(struct idem_tsv_reader *r, struct idem_error *err)
 {
+	const char *kind = kinds[r->kind].name, *problem;
 	size_t want = idem_kind_nfields(r->kind) + 1, n = 0, len, tabs = 0;
-	char *p, *tab, *end;
+	char *p, *tab, *end, buf[256];
 	const char *t;
 	int rc;
 
@@ -136,7 +718,11 @@ decode_fields(struct idem_tsv_reader *r, struct idem_error *err)
 	if (tabs + 1 != want)
 		return idem_error_set(err, IDEM_EXIT_USAGE,
 		    "%s:%ld: %s row has %zu fields, expected %zu", r->name, r->line_no,
-		    kinds[r->kind].name, tabs, want - 1);
+		    kind, tabs, want - 1);
+	if (!r->seed_seen && r->kind != IDEM_KIND_SEED)
+		return idem_error_set(err, IDEM_EXIT_USAGE,
+		    "%s:%ld: %s %s row before the seed row; start the stream with seed-gen",
+		    r->name, r->line_no, strchr("aeiou", kind[0]) ? "an" : "a", kind);
 	if (r->decoded_cap < r->line_len + 1) {
 		r->decoded_cap = r->line_len + 1;
 		r->decoded = idem_erealloc(r->decoded, r->decoded_cap);
@@ -158,14 +744,65 @@ decode_fields(struct idem_tsv_reader *r, struct idem_error *err)
 		if (rc < 0)
 			return idem_error_set(err, IDEM_EXIT_USAGE,
 			    "%s:%ld: %s row, field %s: bad escape (only \\\\ \\t \\n \\r and \\N are allowed)",
-			    r->name, r->line_no, kinds[r->kind].name,
-			    idem_kind_field_name(r->kind, n));
+			    r->name, r->line_no, kind, idem_kind_field_name(r->kind, n));
+		if (n > 0 && rc == 1 && !kinds[r->kind].fields[n - 1].nullable)
+			return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%ld: %s row, field %s: missing (\\N)",
+			    r->name, r->line_no, kind, kinds[r->kind].fields[n - 1].name);
+		if (n > 0 && rc == 0 && (problem = check_value(&kinds[r->kind].fields[n - 1], p, len,
+		    buf, sizeof(buf))) != NULL)
+			return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%ld: %s row, field %s: %s",
+			    r->name, r->line_no, kind, kinds[r->kind].fields[n - 1].name, problem);
 		r->fields[n++] = rc == 1 ? NULL : p;
 		if (tab == end)
 			break;
 		p = tab + 1;
 	}
 	r->nfields = n;
+	return 0;
+}
+
+/* The rules of the stream as a whole, for rows whose fields are good: one
+ * seed row and at most one expect row; scenario names and job ids unique;
+ * a job's scenario named by a scenario row before it. */
+static int
+check_row(struct idem_tsv_reader *r, struct idem_error *err)
+{
+	char shown[QUOTE_MAX * 2 + 8];
+	const char *v;
+
+	switch (r->kind) {
+	case IDEM_KIND_SEED:
+		if (r->seed_seen++)
+			return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%ld: a second seed row",
+			    r->name, r->line_no);
+		break;
+	case IDEM_KIND_EXPECT:
+		if (r->expect_seen++)
+			return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%ld: a second expect row",
+			    r->name, r->line_no);
+		break;
+	case IDEM_KIND_SCENARIO:
+		v = r->fields[SCENARIO_NAME];
+		if (!names_add(&r->scenario_names, v))
+			return idem_error_set(err, IDEM_EXIT_USAGE,
+			    "%s:%ld: scenario row, field name: scenario \"%s\" appears twice in the stream",
+			    r->name, r->line_no, quote(v, strlen(v), shown, sizeof(shown)));
+		break;
+	case IDEM_KIND_JOB:
+		v = r->fields[JOB_SCENARIO];
+		if (v != NULL && !names_has(&r->scenario_names, v))
+			return idem_error_set(err, IDEM_EXIT_USAGE,
+			    "%s:%ld: job row, field scenario: no scenario row named \"%s\" before it",
+			    r->name, r->line_no, quote(v, strlen(v), shown, sizeof(shown)));
+		v = r->fields[JOB_ID];
+		if (!names_add(&r->job_ids, v))
+			return idem_error_set(err, IDEM_EXIT_USAGE,
+			    "%s:%ld: job row, field job_id: job \"%s\" appears twice in the stream",
+			    r->name, r->line_no, quote(v, strlen(v), shown, sizeof(shown)));
+		break;
+	default:
+		break;
+	}
 	return 0;
 }
 
@@ -183,6 +820,9 @@ idem_tsv_next(struct idem_tsv_reader *r, struct idem_error *err)
 		if (!r->header_seen)
 			return idem_error_set(err, IDEM_EXIT_USAGE,
 			    "%s: empty stream: expected the line \"#idem-tsv<TAB>1\"", r->name);
+		if (!r->seed_seen)
+			return idem_error_set(err, IDEM_EXIT_USAGE,
+			    "%s: no seed row: start the stream with seed-gen", r->name);
 		return IDEM_TSV_EOF;
 	}
 	r->line_no++;
@@ -221,7 +861,7 @@ idem_tsv_next(struct idem_tsv_reader *r, struct idem_error *err)
 		return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%ld: row without a kind",
 		    r->name, r->line_no);
 	r->kind = lookup_kind(r->line, kind_len);
-	if (r->kind != IDEM_KIND_UNKNOWN && decode_fields(r, err) < 0)
+	if (r->kind != IDEM_KIND_UNKNOWN && (decode_fields(r, err) < 0 || check_row(r, err) < 0))
 		return -1;
 	return IDEM_TSV_ROW;
 }
@@ -281,23 +921,12 @@ idem_tsv_write_row(FILE *out, const char *kind, const char *const *fields, size_
 	return putc('\n', out) == EOF ? -1 : 0;
 }
 
-int
-idem_tsv_count(const struct idem_tsv_reader *r, size_t field, long long *out,
-	       struct idem_error *err)
+long long
+idem_tsv_number(const struct idem_tsv_reader *r, size_t field, long long if_null)
 {
 	const char *s = field < r->nfields ? r->fields[field] : NULL;
-	char *end;
 
-	*out = 0;
-	if (s == NULL)
-		return 0;
-	errno = 0;
-	*out = strtoll(s, &end, 10);
-	if (errno || *end || end == s || *out < 0)
-		return idem_error_set(err, IDEM_EXIT_USAGE,
-		    "%s:%ld: %s row, field %s: expected a count, got \"%s\"", r->name, r->line_no,
-		    idem_kind_name(r->kind), idem_kind_field_name(r->kind, field), s);
-	return 0;
+	return s ? strtoll(s, NULL, 10) : if_null;
 }
 
 char *

@@ -69,6 +69,13 @@ const char *idem_kind_name(enum idem_kind kind);
 size_t idem_kind_nfields(enum idem_kind kind);
 const char *idem_kind_field_name(enum idem_kind kind, size_t field);
 
+/* A set of 64-bit keyed hashes of names: a fixed cost per name, whatever
+ * its length. */
+struct idem_tsv_names {
+	unsigned long long *slots;	/* 0 is an empty slot */
+	size_t cap, n;
+};
+
 struct idem_tsv_reader {
 	FILE *in;
 	const char *name;	/* for messages: a file name or "stdin" */
@@ -77,7 +84,8 @@ struct idem_tsv_reader {
 	/* the current line, without its newline, exactly as read */
 	char *line;
 	size_t line_len;
-	/* decoded fields of a known kind; NULL stands for \N */
+	/* decoded fields of a known kind, each checked against its type in
+	 * idem-tsv(5); NULL stands for \N */
 	enum idem_kind kind;
 	char **fields;
 	size_t nfields;
@@ -86,6 +94,8 @@ struct idem_tsv_reader {
 	char *decoded;
 	size_t decoded_cap;
 	size_t fields_cap;
+	int seed_seen, expect_seen;
+	struct idem_tsv_names job_ids, scenario_names;
 };
 
 enum { IDEM_TSV_EOF = 0, IDEM_TSV_ROW = 1, IDEM_TSV_COMMENT = 2, IDEM_TSV_HEADER = 3 };
@@ -93,7 +103,10 @@ enum { IDEM_TSV_EOF = 0, IDEM_TSV_ROW = 1, IDEM_TSV_COMMENT = 2, IDEM_TSV_HEADER
 void idem_tsv_reader_init(struct idem_tsv_reader *r, FILE *in, const char *name);
 void idem_tsv_reader_free(struct idem_tsv_reader *r);
 /* Reads the next line: IDEM_TSV_HEADER for the magic line, then rows and
- * comments; IDEM_TSV_EOF at the end; -1 with err set on bad input. */
+ * comments; IDEM_TSV_EOF at the end; -1 with err set on bad input. A row of
+ * a known kind comes back only when every field has its type and the row
+ * keeps the stream's rules (one seed row, first; unique job ids; ...), so
+ * every program refuses the same streams with the same message. */
 int idem_tsv_next(struct idem_tsv_reader *r, struct idem_error *err);
 /* Writes the current line unchanged. */
 int idem_tsv_pass(FILE *out, const struct idem_tsv_reader *r);
@@ -102,10 +115,13 @@ int idem_tsv_pass(FILE *out, const struct idem_tsv_reader *r);
 int idem_tsv_write_header(FILE *out);
 int idem_tsv_write_row(FILE *out, const char *kind, const char *const *fields, size_t n);
 int idem_tsv_write_field(FILE *out, const char *field);
-/* A field of the current row as a count, a whole number from 0; \N is 0.
- * -1 with err naming the line and the field otherwise. */
-int idem_tsv_count(const struct idem_tsv_reader *r, size_t field, long long *out,
-		   struct idem_error *err);
+/* A numeric field of the current row (checked by idem_tsv_next) as a
+ * number; if_null for \N. */
+long long idem_tsv_number(const struct idem_tsv_reader *r, size_t field, long long if_null);
+/* NULL when value (decoded, not \N) fits the type of a kind's field; else
+ * what is wrong, quoting the value, in buf. */
+const char *idem_tsv_check_field(enum idem_kind kind, size_t field, const char *value,
+				 size_t len, char *buf, size_t size);
 /* Escapes into a malloc'd string (for tests and for messages). */
 char *idem_tsv_escape(const char *field);
 /* Decodes one escaped field in place; returns -1 on a bad escape, 1 for \N. */

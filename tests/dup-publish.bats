@@ -207,7 +207,7 @@ copies_in() {
 	{ seed-gen tests/fixtures/seeds/minimal.yaml; seed-gen tests/fixtures/seeds/minimal.yaml | grep '^job'; } >"$BATS_TEST_TMPDIR/twice"
 	run --separate-stderr dup-publish -s 0 "$BATS_TEST_TMPDIR/twice"
 	[ "$status" -eq 2 ]
-	assert_equal "$stderr" "dup-publish: $BATS_TEST_TMPDIR/twice: job a appears twice in the stream"
+	assert_equal "$stderr" "dup-publish: $BATS_TEST_TMPDIR/twice:5: job row, field job_id: job \"a\" appears twice in the stream"
 	assert_equal "$(sql 'SELECT count(*) FROM idem.message')" 0
 }
 
