@@ -100,9 +100,10 @@ connect_and_count(void)
 	start_count();
 }
 
-/* Passes the stream through and keeps what counting needs. */
+/* Keeps what counting needs, and holds the stream: it is passed on only
+ * once all of it was read and found good. */
 static void
-read_stream(FILE *in, const char *name)
+read_stream(FILE *in, const char *name, FILE *hold)
 {
 	struct idem_tsv_reader r;
 	struct idem_error err;
@@ -113,8 +114,8 @@ read_stream(FILE *in, const char *name)
 	while ((rc = idem_tsv_next(&r, &err)) != IDEM_TSV_EOF) {
 		if (rc < 0)
 			idem_die_error(&err);
-		if (idem_tsv_pass(stdout, &r) < 0)
-			idem_die(IDEM_EXIT_ENV, "write error on standard output:");
+		if (idem_tsv_pass(hold, &r) < 0)
+			idem_die(IDEM_EXIT_ENV, "holding the stream:");
 		if (rc != IDEM_TSV_ROW)
 			continue;
 		switch (r.kind) {
@@ -181,6 +182,23 @@ read_stream(FILE *in, const char *name)
 		free(c.recover_keys[i]);
 		c.recover_keys[i] = idem_estrdup(key ? key : "");
 	}
+}
+
+/* Writes the held stream on standard output. */
+static void
+pass_held(FILE *hold)
+{
+	char buf[65536];
+	size_t got;
+
+	if (fflush(hold) != 0 || fseek(hold, 0, SEEK_SET) != 0)
+		idem_die(IDEM_EXIT_ENV, "holding the stream:");
+	while ((got = fread(buf, 1, sizeof(buf), hold)) > 0)
+		if (fwrite(buf, 1, got, stdout) != got)
+			idem_die(IDEM_EXIT_ENV, "write error on standard output:");
+	if (ferror(hold))
+		idem_die(IDEM_EXIT_ENV, "holding the stream:");
+	fclose(hold);
 }
 
 /* Seeded keys, one entry each: expected 1 per key, or one per job when the
@@ -736,7 +754,7 @@ main(int argc, char *argv[])
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *conninfo = NULL, *path = "-";
-	FILE *in = stdin;
+	FILE *in = stdin, *hold;
 	size_t i;
 	int ch, rc = 0;
 
@@ -759,9 +777,12 @@ main(int argc, char *argv[])
 			idem_die(IDEM_EXIT_USAGE, "%s:", path);
 	}
 	c.conninfo = conninfo;
-	read_stream(in, in == stdin ? "stdin" : path);
+	if ((hold = tmpfile()) == NULL)
+		idem_die(IDEM_EXIT_ENV, "holding the stream:");
+	read_stream(in, in == stdin ? "stdin" : path, hold);
 	if (in != stdin)
 		fclose(in);
+	pass_held(hold);
 	if ((c.digest = open_memstream(&c.digest_buf, &c.digest_len)) == NULL)
 		idem_die(IDEM_EXIT_ENV, "open_memstream:");
 	merge_seeded();
