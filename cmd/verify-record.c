@@ -400,23 +400,71 @@ run_capture(const char *script, int *status)
 	return out;
 }
 
-/* The value after "count<TAB>after<TAB>" lines of a stream, one per line,
- * as the record keeps them: scope, key, expected, observed, decoded. */
-static int
-stream_has_row(const char *stream, const json_t *row)
+/* What a rerun's stream gives, read as every program reads a stream: its
+ * count rows of the after phase, each "SCOPE<TAB>KEY<TAB>E<TAB>O" as the
+ * stream has them, its last digest of the after phase, or why the stream
+ * was refused. */
+struct rerun_stream {
+	char **counts;
+	size_t ncounts;
+	char *digest;
+	char *refused;
+};
+
+static void
+read_rerun(const char *stream, struct rerun_stream *out)
+{
+	static const char count_after[] = "count\tafter\t";
+	struct idem_tsv_reader r;
+	struct idem_error err;
+	FILE *f = fmemopen((void *)stream, strlen(stream), "r");
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if (f == NULL)
+		idem_die(IDEM_EXIT_ENV, "fmemopen:");
+	idem_tsv_reader_init(&r, f, "rerun output");
+	while ((rc = idem_tsv_next(&r, &err)) > 0) {
+		if (rc != IDEM_TSV_ROW)
+			continue;
+		if (r.kind == IDEM_KIND_COUNT_ROW && strcmp(r.fields[COUNT_PHASE], "after") == 0) {
+			out->counts = idem_ereallocarray(out->counts, out->ncounts + 1, sizeof(char *));
+			out->counts[out->ncounts++] = idem_estrdup(r.line + strlen(count_after));
+		} else if (r.kind == IDEM_KIND_DIGEST && strcmp(r.fields[DIGEST_PHASE], "after") == 0) {
+			free(out->digest);
+			out->digest = idem_estrdup(r.fields[DIGEST_SHA256]);
+		}
+	}
+	if (rc < 0 && *stream != '\0')
+		out->refused = idem_estrdup(err.text);
+	idem_tsv_reader_free(&r);
+	fclose(f);
+}
+
+/* A count row of the record as the stream writes it. */
+static char *
+count_text(const json_t *row)
 {
 	char *scope = idem_tsv_escape(str(row, "scope")), *key = idem_tsv_escape(str(row, "key"));
-	char *line = NULL;
-	int found;
+	char *text;
 
-	if (asprintf(&line, "\ncount\tafter\t%s\t%s\t%lld\t%lld\n", scope, key,
-	    num(row, "expected"), num(row, "observed")) < 0)
+	if (asprintf(&text, "%s\t%s\t%lld\t%lld", scope, key, num(row, "expected"),
+	    num(row, "observed")) < 0)
 		idem_die(IDEM_EXIT_ENV, "asprintf:");
-	found = strstr(stream, line) != NULL;
-	free(line);
 	free(scope);
 	free(key);
-	return found;
+	return text;
+}
+
+static int
+has_count(char *const *counts, size_t n, const char *text)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (strcmp(counts[i], text) == 0)
+			return 1;
+	return 0;
 }
 
 /* Runs the recorded command on a fresh sandbox (or -d) from the work tree
@@ -426,8 +474,9 @@ rerun(struct check *c, const char *conninfo)
 {
 	const char *command = str(c->record, "reproduce"), *want = str(c->record, "counts.digest");
 	char dir[PATH_MAX], abs[PATH_MAX], *slash, *script = NULL, *sandbox = NULL, *stream;
-	char *quoted_command, *got = NULL, *at;
+	char *quoted_command;
 	json_t *rows = json_object_get(json_object_get(c->record, "counts"), "after"), *row;
+	struct rerun_stream out;
 	int status, differ = 0;
 	size_t i;
 
@@ -476,47 +525,41 @@ rerun(struct check *c, const char *conninfo)
 	}
 	fprintf(stderr, "verify-record: rerunning: %s\n", command);
 	stream = run_capture(script, &status);
-	for (at = strstr(stream, "\ndigest\tafter\t"); at; at = strstr(at + 1, "\ndigest\tafter\t")) {
-		free(got);
-		got = strndup(at + 14, strcspn(at + 14, "\t\n"));
-	}
-	if (got == NULL) {
+	read_rerun(stream, &out);
+	if (out.refused != NULL) {
+		printf("%s: %s\n", c->path, out.refused);
+		differ = 1;
+	} else if (out.digest == NULL) {
 		printf("%s: rerun gave no counts digest (the command exited with status %d)\n",
 		    c->path, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
 		differ = 1;
-	} else if (strcmp(got, want) != 0) {
-		printf("%s: rerun counts differ: digest %s, the record says %s\n", c->path, got, want);
+	} else if (strcmp(out.digest, want) != 0) {
+		char **recorded = idem_ereallocarray(NULL, json_array_size(rows) + 1, sizeof(char *));
+
+		printf("%s: rerun counts differ: digest %s, the record says %s\n", c->path, out.digest,
+		    want);
 		differ = 1;
-		json_array_foreach(rows, i, row)
-			if (!stream_has_row(stream, row))
+		json_array_foreach(rows, i, row) {
+			recorded[i] = count_text(row);
+			if (!has_count(out.counts, out.ncounts, recorded[i]))
 				printf("%s: recorded %s %s: expected %lld, observed %lld; the rerun differs\n",
 				    c->path, str(row, "scope"), str(row, "key"), num(row, "expected"),
 				    num(row, "observed"));
-		for (at = strstr(stream, "\ncount\tafter\t"); at; at = strstr(at + 1, "\ncount\tafter\t")) {
-			size_t len = strcspn(at + 1, "\n");
-			char *line = strndup(at + 1, len);
-			int found = 0;
-
-			json_array_foreach(rows, i, row) {
-				char *scope = idem_tsv_escape(str(row, "scope"));
-				char *key = idem_tsv_escape(str(row, "key")), *rec = NULL;
-
-				if (asprintf(&rec, "count\tafter\t%s\t%s\t%lld\t%lld", scope, key,
-				    num(row, "expected"), num(row, "observed")) < 0)
-					idem_die(IDEM_EXIT_ENV, "asprintf:");
-				found |= strcmp(rec, line) == 0;
-				free(rec);
-				free(scope);
-				free(key);
-			}
-			if (!found)
-				printf("%s: rerun %s\n", c->path, line + 12);
-			free(line);
 		}
+		for (i = 0; i < out.ncounts; i++)
+			if (!has_count(recorded, json_array_size(rows), out.counts[i]))
+				printf("%s: rerun %s\n", c->path, out.counts[i]);
+		for (i = 0; i < json_array_size(rows); i++)
+			free(recorded[i]);
+		free(recorded);
 	} else {
-		printf("%s: rerun reproduces the counts (digest %s)\n", c->path, got);
+		printf("%s: rerun reproduces the counts (digest %s)\n", c->path, out.digest);
 	}
-	free(got);
+	for (i = 0; i < out.ncounts; i++)
+		free(out.counts[i]);
+	free(out.counts);
+	free(out.digest);
+	free(out.refused);
 	free(stream);
 	free(script);
 	free(sandbox);
