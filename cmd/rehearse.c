@@ -2,19 +2,27 @@
  * embedded sandbox when no database is configured, sets up the worker,
  * runs seed-gen | count-effects --before | dup-publish | kill-at |
  * count-effects, writes the signed record with mkrecord, and checks it with
- * verify-record; it prints the pipeline it runs, as a user could paste it. */
+ * verify-record; it prints the pipeline it runs, as a user could paste it.
+ * Every program runs as its own child in a process group of its own; a
+ * stage that fails stops the others at once, and an interrupt stops them
+ * all; every exit then passes through one cleanup. */
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <getopt.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "seed.h"
@@ -25,158 +33,536 @@ static const char synopsis[] =
 	"usage: rehearse [-d conninfo] [-w worker] [-k key] [-f allowed-signers] [-o dir]\n"
 	"                [-c] [-K] seed\n";
 
-/* run()'s stdout for a command whose report belongs on standard error */
-#define TO_STDERR ((const char *)1)
+#define STAGES 5
+#define GRACE_MS 1000		/* from SIGTERM (or the forwarded signal) to SIGKILL */
+#define SETTLE_MS 300		/* for the stages before a failed one to end */
+#define LEFT_MS 5000		/* for the processes of the run to end, at exit */
 
-static volatile sig_atomic_t interrupted;
-static int record_made;		/* mkrecord has run: an interrupt leaves its record */
-static pid_t running_group;
-static char work[96], sandbox[128], stream_path[160];
-static int keep_sandbox, started_sandbox;
+/* What an interrupt does to the children that run. */
+enum on_interrupt {
+	STOP,		/* the signal is passed on; SIGKILL after the grace */
+	FINISH,		/* passed on, never SIGKILL: mkrecord makes its record whole */
+	HOLD,		/* not passed on: the sandbox's start and stop run to their end */
+};
+
+/* A program rehearse runs, from its start to its reaping. */
+struct child {
+	const char *name;	/* as a failure names it */
+	const char *command;	/* shell text, run as bash -c "exec COMMAND" */
+	pid_t pid;		/* also its process group */
+	int ended, status;	/* its wait status once reaped */
+	int after_signal;	/* reaped after rehearse signalled it */
+	int err_fd;		/* its standard error, passed on line by line */
+	char partial[4096];	/* a line not yet ended */
+	size_t partial_len;
+	char last[1024];	/* its last line */
+	char message[1024];	/* its last line that begins "PROGRAM: " */
+};
+
+static int interrupted;		/* the first of SIGINT, SIGTERM, SIGHUP that came */
+static int signal_fd = -1;
+static char work[96], sandbox[128];
+static char *stop_command;	/* stops and purges the sandbox this run started */
+static int keep_sandbox, started_sandbox, sandbox_kept, reaper;
 static pid_t main_pid;
 
-static void
-on_signal(int sig)
+static long long
+now_ms(void)
 {
-	interrupted = sig;
-	if (running_group > 0)
-		kill(-running_group, sig);
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Stops the sandbox this run started and removes its scratch files. */
-static void
-cleanup(void)
-{
-	static int done;
-
-	if (done || getpid() != main_pid)
-		return;
-	done = 1;
-	if (started_sandbox && !keep_sandbox) {
-		pid_t pid = fork();
-
-		if (pid == 0) {
-			int null = open("/dev/null", O_WRONLY);
-
-			if (null >= 0)
-				dup2(null, 1);
-			execlp("idem-sandbox", "idem-sandbox", "-D", sandbox, "--purge", "stop", (char *)NULL);
-			_exit(127);
-		}
-		if (pid > 0)
-			while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-				;
-	}
-	if (stream_path[0])
-		unlink(stream_path);
-	if (work[0]) {
-		char key[200];
-
-		snprintf(key, sizeof(key), "%s/settings", work);
-		unlink(key);
-		snprintf(key, sizeof(key), "%s/record", work);
-		unlink(key);
-
-		snprintf(key, sizeof(key), "%s/throwaway_ed25519", work);
-		unlink(key);
-		strcat(key, ".pub");
-		unlink(key);
-		snprintf(key, sizeof(key), "%s/allowed_signers", work);
-		unlink(key);
-		rmdir(work);
-	}
-}
-
-/* Runs a shell command line in its own process group, stdout to a file, to
- * standard error or inherited; returns its exit status (128+N for a
- * signal). */
+/* Reads the signals that came. SIGCHLD only wakes the loop; the first of
+ * the others is the run's interrupt. Returns the last of them, or 0. */
 static int
-run(const char *command, const char *out_path)
+take_signals(void)
+{
+	struct signalfd_siginfo si;
+	int sig = 0;
+
+	while (read(signal_fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+		if (si.ssi_signo != SIGCHLD) {
+			sig = (int)si.ssi_signo;
+			if (!interrupted)
+				interrupted = sig;
+		}
+	return sig;
+}
+
+static void
+write_all(int fd, const char *p, size_t len)
+{
+	ssize_t n;
+
+	while (len > 0) {
+		if ((n = write(fd, p, len)) < 0) {
+			if (errno == EINTR)
+				continue;
+			return;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+}
+
+/* A whole line of a child's standard error: passed on, and kept. */
+static void
+child_line(struct child *c, const char *line, size_t len)
+{
+	size_t word = strcspn(c->command, " "), base = word;
+
+	write_all(2, line, len);
+	write_all(2, "\n", 1);
+	if (len == 0)
+		return;
+	snprintf(c->last, sizeof(c->last), "%.*s", (int)len, line);
+	while (base > 0 && c->command[base - 1] != '/')
+		base--;
+	word -= base;
+	if (len > word + 1 && memcmp(line, c->command + base, word) == 0 &&
+	    line[word] == ':' && line[word + 1] == ' ')
+		memcpy(c->message, c->last, sizeof(c->message));
+}
+
+/* Passes on what a child wrote on standard error. At the end (final), or
+ * at end of file, its last unended line too, and the pipe is closed: a
+ * process it left behind may hold the pipe, and is not waited for. */
+static void
+relay(struct child *c, int final)
+{
+	char buf[4096];
+	ssize_t n, i;
+
+	while (c->err_fd >= 0) {
+		n = read(c->err_fd, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0 && (n == 0 || errno != EAGAIN || final)) {
+			if (c->partial_len > 0)
+				child_line(c, c->partial, c->partial_len);
+			c->partial_len = 0;
+			close(c->err_fd);
+			c->err_fd = -1;
+			return;
+		}
+		if (n < 0)
+			return;
+		for (i = 0; i < n; i++) {
+			if (buf[i] != '\n' && c->partial_len < sizeof(c->partial)) {
+				c->partial[c->partial_len++] = buf[i];
+				continue;
+			}
+			child_line(c, c->partial, c->partial_len);
+			c->partial_len = 0;
+			if (buf[i] != '\n')
+				c->partial[c->partial_len++] = buf[i];
+		}
+		if (!final)
+			return;
+	}
+}
+
+/* In the child: its own process group, the signals as a program expects
+ * them, and the command run by bash. */
+static void __attribute__((noreturn))
+exec_child(const char *command, int in_fd, int out_fd, int err_fd)
+{
+	static const int signals[] = { SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGCHLD };
+	int fds[3] = { in_fd, out_fd, err_fd }, fd;
+	sigset_t none;
+	char *text;
+	size_t i;
+
+	setpgid(0, 0);
+	/* a signal sent to rehearse's group before the setpgid was meant for
+	 * rehearse: ignoring it discards it */
+	for (i = 0; i < sizeof(signals) / sizeof(signals[0]); i++) {
+		signal(signals[i], SIG_IGN);
+		signal(signals[i], SIG_DFL);
+	}
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	/* copies above 2 first: one of them may be 0, 1 or 2 already, when
+	 * rehearse's own were closed */
+	for (fd = 0; fd < 3; fd++)
+		if ((fds[fd] = fcntl(fds[fd], F_DUPFD_CLOEXEC, 3)) < 0)
+			_exit(126);
+	for (fd = 0; fd < 3; fd++)
+		if (dup2(fds[fd], fd) < 0)
+			_exit(126);
+	if (asprintf(&text, "exec %s", command) < 0)
+		_exit(126);
+	execl("/bin/bash", "bash", "-c", text, (char *)NULL);
+	_exit(127);
+}
+
+/* Starts the children, each one's standard output into the next one's
+ * input: the first reads /dev/null, the last writes to out_fd, or with
+ * its standard error when out_fd is -1. */
+static void
+start_children(struct child *c, int n, int out_fd)
+{
+	int in_fd, next_in, stdout_fd, pipe_fds[2], err_fds[2], i;
+	pid_t pid;
+
+	if ((in_fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0)
+		idem_die(IDEM_EXIT_ENV, "/dev/null:");
+	for (i = 0; i < n; i++) {
+		next_in = -1;
+		stdout_fd = out_fd;
+		if (i < n - 1) {
+			if (pipe2(pipe_fds, O_CLOEXEC) < 0)
+				idem_die(IDEM_EXIT_ENV, "pipe:");
+			stdout_fd = pipe_fds[1];
+			next_in = pipe_fds[0];
+		}
+		if (pipe2(err_fds, O_CLOEXEC) < 0)
+			idem_die(IDEM_EXIT_ENV, "pipe:");
+		fflush(NULL);
+		if ((pid = fork()) < 0)
+			idem_die(IDEM_EXIT_ENV, "fork:");
+		if (pid == 0)
+			exec_child(c[i].command, in_fd, stdout_fd >= 0 ? stdout_fd : err_fds[1], err_fds[1]);
+		setpgid(pid, pid);
+		close(err_fds[1]);
+		fcntl(err_fds[0], F_SETFL, O_NONBLOCK);
+		c[i].pid = pid;
+		c[i].ended = c[i].after_signal = 0;
+		c[i].err_fd = err_fds[0];
+		c[i].partial_len = 0;
+		c[i].last[0] = c[i].message[0] = '\0';
+		close(in_fd);
+		if (i < n - 1)
+			close(stdout_fd);
+		in_fd = next_in;
+	}
+}
+
+/* Reaps whatever ended: the children, and processes adopted as their
+ * subreaper. */
+static void
+reap(struct child *c, int n, int signalled)
 {
 	pid_t pid;
-	int status;
+	int status, i;
 
-	fflush(NULL);
-	if ((pid = fork()) < 0)
-		idem_die(IDEM_EXIT_ENV, "fork:");
-	if (pid == 0) {
-		setpgid(0, 0);
-		signal(SIGINT, SIG_DFL);
-		signal(SIGTERM, SIG_DFL);
-		if (out_path == TO_STDERR) {
-			dup2(2, 1);
-		} else if (out_path != NULL) {
-			int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+		for (i = 0; i < n; i++)
+			if (!c[i].ended && c[i].pid == pid) {
+				c[i].ended = 1;
+				c[i].status = status;
+				c[i].after_signal = signalled;
+			}
+}
 
-			if (fd < 0 || dup2(fd, 1) < 0)
-				_exit(126);
-			close(fd);
-		}
-		execl("/bin/bash", "bash", "-o", "pipefail", "-c", command, (char *)NULL);
-		_exit(127);
-	}
-	setpgid(pid, pid);
-	running_group = pid;
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
-			idem_die(IDEM_EXIT_ENV, "waitpid:");
-	running_group = 0;
-	if (interrupted && !record_made) {
-		idem_warn("interrupted; nothing recorded");
-		cleanup();
-		exit(128 + interrupted);
-	}
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+static void
+signal_children(const struct child *c, int n, int sig)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (!c[i].ended)
+			kill(-c[i].pid, sig);
+}
+
+static int
+running(const struct child *c, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (!c[i].ended)
+			return 1;
+	return 0;
+}
+
+static int
+failed(const struct child *c, int may_find)
+{
+	if (!c->ended)
+		return 0;
+	if (WIFSIGNALED(c->status))
+		return 1;
+	return WEXITSTATUS(c->status) != 0 &&
+	    !(may_find && WEXITSTATUS(c->status) == IDEM_EXIT_FINDING);
+}
+
+/* Failed of itself: before rehearse signalled it, and not of SIGPIPE, which
+ * is what a stage gets when the one after it is gone. A stage that ends
+ * because its input ended early fails after the stage before it. */
+static int
+failed_of_itself(const struct child *c, int may_find)
+{
+	return failed(c, may_find) && !c->after_signal &&
+	    !(WIFSIGNALED(c->status) && WTERMSIG(c->status) == SIGPIPE);
+}
+
+/* The child whose failure ended the run: the first in the pipeline that
+ * failed of itself, else the first that failed; -1 for none. */
+static int
+cause(const struct child *c, int n, int last_may_find)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (failed_of_itself(&c[i], last_may_find && i == n - 1))
+			return i;
+	for (i = 0; i < n; i++)
+		if (failed(&c[i], last_may_find && i == n - 1))
+			return i;
+	return -1;
+}
+
+/* Whether a child failed and the run must stop: once every child before
+ * the one to name has ended, or SETTLE_MS after, so that the first to fail
+ * in the pipeline is the one named. */
+static int
+must_stop(const struct child *c, int n, int last_may_find, long long *settle_until)
+{
+	int first = cause(c, n, last_may_find), i;
+
+	if (first < 0)
+		return 0;
+	if (*settle_until < 0)
+		*settle_until = now_ms() + SETTLE_MS;
+	for (i = 0; i < first; i++)
+		if (!c[i].ended)
+			return now_ms() >= *settle_until;
+	return 1;
 }
 
 /*
- * Runs the pipeline and learns each stage's status from bash's PIPESTATUS:
- * count-effects' 1 at the end is the finding to record; any other stage's
- * failure stops the rehearsal with that stage's status, naming it.
+ * Runs the children (a pipeline when there are several) until every one
+ * has ended, passing on their standard error. When one fails, the others
+ * get SIGTERM, and SIGKILL after GRACE_MS; an interrupt is passed on as
+ * mode says. Returns the index of the child whose failure ended the run,
+ * or -1; the caller looks at interrupted first.
  */
 static int
-run_stages(const char *pipeline, const char *out_path)
+run_children(struct child *c, int n, int out_fd, enum on_interrupt mode, int last_may_find)
 {
-	static const char *const stages[] = { "seed-gen", "count-effects --before", "dup-publish",
-		"kill-at", "count-effects" };
-	char *command, status_path[200], *text, *q_status;
-	struct idem_error err;
-	int codes[8], n = 0, i;
-	size_t len;
-	char *p;
+	struct pollfd fds[1 + STAGES];
+	int owner[1 + STAGES], nfds, i, sig, signalled = 0, timeout;
+	long long settle_until = -1, kill_at = -1, now;
 
-	snprintf(status_path, sizeof(status_path), "%s/status", work);
-	q_status = idem_shell_quote(status_path);
-	if (asprintf(&command, "%s; echo \"${PIPESTATUS[*]}\" > %s", pipeline, q_status) < 0)
-		idem_die(IDEM_EXIT_ENV, "asprintf:");
-	run(command, out_path);
-	free(command);
-	free(q_status);
-	if ((text = idem_read_file(status_path, &len, &err)) == NULL)
-		idem_die_error(&err);
-	unlink(status_path);
-	for (p = text; n < 8 && *p; ) {
-		codes[n++] = (int)strtol(p, &p, 10);
-		while (*p == ' ' || *p == '\n')
-			p++;
-	}
-	free(text);
-	if (n != 5) {
-		/* the setup before the pipeline failed, with its own message */
-		cleanup();
-		idem_die(n > 0 && codes[0] ? codes[0] : IDEM_EXIT_ENV,
-		    "setting up the worker failed with status %d; nothing recorded", n > 0 ? codes[0] : -1);
-	}
-	for (i = 0; i < 4; i++)
-		if (codes[i] != 0) {
-			cleanup();
-			idem_die(codes[i], "%s failed with status %d; nothing recorded", stages[i], codes[i]);
+	take_signals();
+	if (interrupted && mode != HOLD)
+		return -1;
+	start_children(c, n, out_fd);
+	while (running(c, n)) {
+		nfds = 0;
+		fds[nfds++] = (struct pollfd){ .fd = signal_fd, .events = POLLIN };
+		for (i = 0; i < n; i++)
+			if (c[i].err_fd >= 0) {
+				owner[nfds] = i;
+				fds[nfds++] = (struct pollfd){ .fd = c[i].err_fd, .events = POLLIN };
+			}
+		now = now_ms();
+		timeout = -1;
+		if (settle_until >= 0 && !signalled)
+			timeout = settle_until > now ? (int)(settle_until - now) : 0;
+		if (kill_at >= 0 && (timeout < 0 || kill_at - now < timeout))
+			timeout = kill_at > now ? (int)(kill_at - now) : 0;
+		if (poll(fds, (nfds_t)nfds, timeout) < 0 && errno != EINTR)
+			idem_die(IDEM_EXIT_ENV, "poll:");
+		for (i = 1; i < nfds; i++)
+			if (fds[i].revents)
+				relay(&c[owner[i]], 0);
+		if ((sig = take_signals()) != 0 && mode != HOLD) {
+			signal_children(c, n, sig);
+			signalled = 1;
+			if (mode == STOP && kill_at < 0)
+				kill_at = now_ms() + GRACE_MS;
 		}
-	if (codes[4] != 0 && codes[4] != IDEM_EXIT_FINDING) {
-		cleanup();
-		idem_die(codes[4], "count-effects failed with status %d; nothing recorded", codes[4]);
+		reap(c, n, signalled);
+		if (!signalled && must_stop(c, n, last_may_find, &settle_until)) {
+			signal_children(c, n, SIGTERM);
+			signalled = 1;
+			if (mode == STOP)
+				kill_at = now_ms() + GRACE_MS;
+		}
+		if (kill_at >= 0 && now_ms() >= kill_at) {
+			signal_children(c, n, SIGKILL);
+			kill_at = -1;
+		}
 	}
-	return codes[4];
+	for (i = 0; i < n; i++)
+		relay(&c[i], 1);
+	return cause(c, n, last_may_find);
+}
+
+/* The status a child's end calls for: its exit status, 128+N for signal N. */
+static int
+status_of(const struct child *c)
+{
+	return WIFEXITED(c->status) ? WEXITSTATUS(c->status) : 128 + WTERMSIG(c->status);
+}
+
+/* Names the child that failed, how, and its last word; returns its status. */
+static int
+report_failure(const struct child *c)
+{
+	const char *word = c->message[0] ? c->message : c->last;
+	char how[48];
+
+	if (WIFEXITED(c->status))
+		snprintf(how, sizeof(how), "exit %d", WEXITSTATUS(c->status));
+	else
+		snprintf(how, sizeof(how), "killed by signal %d", WTERMSIG(c->status));
+	fprintf(stderr, "rehearse: %s failed (%s)%s%s\n", c->name, how, *word ? ": " : "", word);
+	return status_of(c);
+}
+
+/* Runs one command to its end; returns the index run_children does. */
+static int
+run_one(struct child *c, const char *name, const char *command, int out_fd, enum on_interrupt mode)
+{
+	memset(c, 0, sizeof(*c));
+	c->name = name;
+	c->command = command;
+	return run_children(c, 1, out_fd, mode, 0);
+}
+
+static void
+stop_if_interrupted(void)
+{
+	if (interrupted) {
+		idem_warn("interrupted; nothing recorded");
+		exit(128 + interrupted);
+	}
+}
+
+static void
+stop_sandbox(void)
+{
+	struct child stop;
+	int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+
+	if (run_one(&stop, "idem-sandbox --purge stop", stop_command, null, HOLD) >= 0) {
+		report_failure(&stop);
+		idem_warn("the sandbox is left in %s: stop it with idem-sandbox -D %s --purge stop",
+		    sandbox, sandbox);
+		sandbox_kept = 1;
+	}
+	if (null >= 0)
+		close(null);
+}
+
+/* Sends SIGKILL to the children that are left; as their subreaper, these
+ * are whatever this run started and did not end. */
+static void
+kill_children(void)
+{
+	char path[64], buf[4096], *p, *end;
+	ssize_t len;
+	long pid;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/children", (int)main_pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return;
+	len = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[len > 0 ? len : 0] = '\0';
+	for (p = buf; (pid = strtol(p, &end, 10)) > 0; p = end) {
+		idem_warn("process %ld of this run still runs: SIGKILL", pid);
+		kill((pid_t)pid, SIGKILL);
+	}
+}
+
+/* Waits until no process this run started is left, adopted ones too. */
+static void
+wait_for_all(void)
+{
+	long long until = now_ms() + LEFT_MS;
+	int killed = 0;
+	pid_t pid;
+
+	for (;;) {
+		while ((pid = waitpid(-1, NULL, WNOHANG)) > 0)
+			;
+		if (pid < 0 && errno == ECHILD)
+			return;
+		if (now_ms() >= until) {
+			if (killed) {
+				idem_warn("processes of this run are still running");
+				return;
+			}
+			kill_children();
+			killed = 1;
+			until = now_ms() + LEFT_MS;
+		}
+		usleep(10000);
+	}
+}
+
+static int
+remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	size_t len = strlen(sandbox);
+
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	if (sandbox_kept && len > 0 && strncmp(path, sandbox, len) == 0 &&
+	    (path[len] == '\0' || path[len] == '/'))
+		return 0;
+	if (remove(path) < 0 && errno != ENOENT && !(sandbox_kept && strcmp(path, work) == 0))
+		idem_warn("%s:", path);
+	return 0;
+}
+
+/*
+ * Every exit passes here once the scratch directory is made, whatever
+ * ended the run: the sandbox this run started is stopped and purged (not
+ * with -K), every process of the run is waited for, the scratch directory
+ * is removed; then an interrupted run ends by its signal, as a shell
+ * expects of a program it interrupted.
+ */
+static void
+clean_up(void)
+{
+	sigset_t set;
+
+	if (getpid() != main_pid)
+		return;
+	if (started_sandbox && !keep_sandbox)
+		stop_sandbox();
+	sandbox_kept |= started_sandbox && keep_sandbox;
+	if (reaper)
+		wait_for_all();
+	nftw(work, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+	if (interrupted) {
+		fflush(NULL);
+		signal(interrupted, SIG_DFL);
+		sigemptyset(&set);
+		sigaddset(&set, interrupted);
+		sigprocmask(SIG_UNBLOCK, &set, NULL);
+		raise(interrupted);
+	}
+}
+
+/* SIGINT, SIGTERM and SIGHUP are read from a signalfd, in the loop that
+ * waits for the children, as SIGCHLD is; nothing runs in a handler. */
+static void
+catch_signals(void)
+{
+	static const int signals[] = { SIGINT, SIGTERM, SIGHUP, SIGCHLD };
+	sigset_t set;
+	size_t i;
+
+	sigemptyset(&set);
+	for (i = 0; i < sizeof(signals) / sizeof(signals[0]); i++) {
+		sigaddset(&set, signals[i]);
+		signal(signals[i], SIG_DFL);	/* ignored ones would never come */
+	}
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	if ((signal_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK)) < 0)
+		idem_die(IDEM_EXIT_ENV, "signalfd:");
+	signal(SIGPIPE, SIG_IGN);
 }
 
 /* The sandbox's settings, "NAME='value'; export NAME;" per line. */
@@ -195,43 +581,6 @@ export_settings(const char *text)
 		setenv(line, eq + 2, 1);
 	}
 	free(copy);
-}
-
-static void
-start_sandbox(void)
-{
-	char *command, settings_path[200], *settings, *q_sandbox;
-	struct idem_error err;
-	size_t len;
-
-	snprintf(sandbox, sizeof(sandbox), "%s/sandbox", work);
-	snprintf(settings_path, sizeof(settings_path), "%s/settings", work);
-	q_sandbox = idem_shell_quote(sandbox);
-	if (asprintf(&command, "idem-sandbox -D %s start", q_sandbox) < 0)
-		idem_die(IDEM_EXIT_ENV, "asprintf:");
-	fprintf(stderr, "+ eval \"$(%s)\"\n", command);
-	started_sandbox = 1;
-	if (run(command, settings_path) != 0) {
-		unlink(settings_path);
-		cleanup();
-		idem_die(IDEM_EXIT_ENV, "the sandbox did not start");
-	}
-	if ((settings = idem_read_file(settings_path, &len, &err)) == NULL)
-		idem_die_error(&err);
-	export_settings(settings);
-	unlink(settings_path);
-	{
-		char *conninfo;
-
-		if (asprintf(&conninfo, "host=%s port=%s dbname=%s user=%s", getenv("PGHOST"),
-		    getenv("PGPORT"), getenv("PGDATABASE"), getenv("PGUSER")) < 0)
-			idem_die(IDEM_EXIT_ENV, "asprintf:");
-		setenv("IDEM_DATABASE", conninfo, 1);
-		free(conninfo);
-	}
-	free(settings);
-	free(command);
-	free(q_sandbox);
 }
 
 /* The setup of idem-worker's schema, for the guard and key scope its
@@ -276,6 +625,87 @@ setup_for(const char *worker)
 	return out;
 }
 
+static void
+start_sandbox(void)
+{
+	char *command, settings_path[200], *settings, *q_sandbox, *conninfo;
+	struct idem_error err;
+	struct child start;
+	size_t len;
+	int fd;
+
+	snprintf(sandbox, sizeof(sandbox), "%s/sandbox", work);
+	snprintf(settings_path, sizeof(settings_path), "%s/settings", work);
+	q_sandbox = idem_shell_quote(sandbox);
+	if (asprintf(&command, "idem-sandbox -D %s start", q_sandbox) < 0 ||
+	    asprintf(&stop_command, "idem-sandbox -D %s --purge stop", q_sandbox) < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	free(q_sandbox);
+	fprintf(stderr, "+ eval \"$(%s)\"\n", command);
+	if ((fd = open(settings_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
+		idem_die(IDEM_EXIT_ENV, "%s:", settings_path);
+	started_sandbox = 1;
+	/* an interrupt waits for the start to end: a server half started
+	 * would race its own stop */
+	if (run_one(&start, "idem-sandbox start", command, fd, HOLD) >= 0) {
+		close(fd);
+		stop_if_interrupted();
+		report_failure(&start);
+		exit(IDEM_EXIT_ENV);
+	}
+	close(fd);
+	free(command);
+	stop_if_interrupted();
+	if ((settings = idem_read_file(settings_path, &len, &err)) == NULL)
+		idem_die_error(&err);
+	export_settings(settings);
+	free(settings);
+	if (asprintf(&conninfo, "host=%s port=%s dbname=%s user=%s", getenv("PGHOST"),
+	    getenv("PGPORT"), getenv("PGDATABASE"), getenv("PGUSER")) < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	setenv("IDEM_DATABASE", conninfo, 1);
+	free(conninfo);
+}
+
+/* A key for this run only, and an allowed signers file that lists it. */
+static void
+make_throwaway_key(char **key, char **signers)
+{
+	char *q_work, *command, *pub, *line;
+	struct idem_error err;
+	struct child keygen;
+	size_t len;
+
+	q_work = idem_shell_quote(work);
+	if (asprintf(&command, "ssh-keygen -q -t ed25519 -N '' -C rehearse-throwaway -f "
+	    "%s/throwaway_ed25519", q_work) < 0 ||
+	    asprintf(key, "%s/throwaway_ed25519", work) < 0 ||
+	    asprintf(signers, "%s/allowed_signers", work) < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	free(q_work);
+	if (run_one(&keygen, "ssh-keygen", command, -1, STOP) >= 0) {
+		stop_if_interrupted();
+		report_failure(&keygen);
+		exit(IDEM_EXIT_ENV);
+	}
+	stop_if_interrupted();
+	free(command);
+	if (asprintf(&command, "%s.pub", *key) < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	if ((pub = idem_read_file(command, &len, &err)) == NULL)
+		idem_die_error(&err);
+	pub[strcspn(pub, "\n")] = '\0';
+	if (asprintf(&line, "rehearse-throwaway namespaces=\"idem-record,git\" %s\n", pub) < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	if (idem_write_file_atomic(*signers, line, strlen(line), &err) < 0)
+		idem_die_error(&err);
+	free(line);
+	free(pub);
+	free(command);
+	fprintf(stderr, "rehearse: signing with a throwaway key made for this run; give -k "
+	    "and list its public key in allowed_signers for a record others can trust\n");
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -293,15 +723,16 @@ main(int argc, char *argv[])
 	};
 	const char *conninfo = NULL, *worker = NULL, *key = NULL, *signers = NULL, *dir = "records";
 	char *throwaway_key = NULL, *throwaway_signers = NULL;
-	char *setup, *pipeline, *record_cmd, *verify_cmd, *q_seed, *q_key, *q_dir;
-	char *q_pipeline, *q_signers, *q_record, *q_stream, record_out[200], *record_path;
-	char self[PATH_MAX], *path;
+	char *setup, *pipeline, *record_cmd, *q_seed, *q_key, *q_dir, *q_pipeline, *q_stream;
+	char *seed_gen, *kill_at, *q_signers = NULL, *q_record = NULL, *verify_cmd = NULL;
+	char *record_path = NULL, self[PATH_MAX], *path, tmp_dir[128], stream_path[160];
+	char record_out[200];
+	struct child set_up, stages[STAGES], mkrecord, verify;
 	struct idem_seed seed;
 	struct idem_error err;
-	struct sigaction sa;
 	size_t len;
 	ssize_t n;
-	int c, commit = 0, status, counts_status;
+	int c, fd, i, commit = 0, status, counts_status;
 
 	argv0 = "rehearse";
 	argv[0] = (char *)argv0;
@@ -344,18 +775,21 @@ main(int argc, char *argv[])
 		setenv("PATH", path, 1);
 		free(path);
 	}
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_signal;
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
+	catch_signals();
+	/* what the run starts and leaves behind comes back to rehearse, to be
+	 * waited for; with -K the sandbox's server must outlive it */
+	if (!keep_sandbox)
+		reaper = prctl(PR_SET_CHILD_SUBREAPER, 1) == 0;
 	/* as root, the sandbox's server user must pass through */
 	if (idem_make_temp_dir(work, sizeof(work), "rehearse", 0711, &err) < 0)
 		idem_die_error(&err);
-	/* whatever ends the run, the sandbox stops and the scratch goes */
 	main_pid = getpid();
-	atexit(cleanup);
+	atexit(clean_up);
+	/* whatever the programs leave in TMPDIR goes with the scratch directory */
+	snprintf(tmp_dir, sizeof(tmp_dir), "%s/tmp", work);
+	if (mkdir(tmp_dir, 0700) < 0)
+		idem_die(IDEM_EXIT_ENV, "%s:", tmp_dir);
+	setenv("TMPDIR", tmp_dir, 1);
 	if (conninfo != NULL)
 		setenv("IDEM_DATABASE", conninfo, 1);
 	else if (getenv("IDEM_DATABASE") && *getenv("IDEM_DATABASE"))
@@ -366,33 +800,17 @@ main(int argc, char *argv[])
 		fprintf(stderr, "rehearse: using the database of the PG* environment\n");
 
 	if (key == NULL) {
-		char *make_key;
-
-		char *q_work = idem_shell_quote(work);
-
-		if (asprintf(&make_key, "ssh-keygen -q -t ed25519 -N '' -C rehearse-throwaway -f %s/throwaway_ed25519 "
-		    "&& printf 'rehearse-throwaway namespaces=\"idem-record,git\" %%s\\n' \"$(cat %s/throwaway_ed25519.pub)\" "
-		    "> %s/allowed_signers", q_work, q_work, q_work) < 0)
-			idem_die(IDEM_EXIT_ENV, "asprintf:");
-		free(q_work);
-		if (run(make_key, NULL) != 0) {
-			cleanup();
-			idem_die(IDEM_EXIT_ENV, "could not make a throwaway key with ssh-keygen");
-		}
-		free(make_key);
-		fprintf(stderr, "rehearse: signing with a throwaway key made for this run; give -k "
-		    "and list its public key in allowed_signers for a record others can trust\n");
-		key = throwaway_key = strcat(strcpy(idem_emalloc(strlen(work) + 32), work),
-		    "/throwaway_ed25519");
-		signers = throwaway_signers = strcat(strcpy(idem_emalloc(strlen(work) + 32), work),
-		    "/allowed_signers");
+		make_throwaway_key(&throwaway_key, &throwaway_signers);
+		key = throwaway_key;
+		signers = throwaway_signers;
 	}
 
 	q_seed = idem_shell_quote(argv[optind]);
 	setup = setup_for(worker);
-	if (asprintf(&pipeline, "%s%sseed-gen %s | count-effects --before | dup-publish | "
-	    "kill-at -- %s | count-effects", setup ? setup : "", setup ? " && " : "", q_seed,
-	    worker) < 0)
+	if (asprintf(&seed_gen, "seed-gen %s", q_seed) < 0 ||
+	    asprintf(&kill_at, "kill-at -- %s", worker) < 0 ||
+	    asprintf(&pipeline, "%s%s%s | count-effects --before | dup-publish | %s | count-effects",
+	    setup ? setup : "", setup ? " && " : "", seed_gen, kill_at) < 0)
 		idem_die(IDEM_EXIT_ENV, "asprintf:");
 	q_key = idem_shell_quote(key);
 	q_dir = idem_shell_quote(dir);
@@ -405,20 +823,49 @@ main(int argc, char *argv[])
 	free(q_stream);
 
 	fprintf(stderr, "+ %s | mkrecord -k %s -o %s%s\n", pipeline, q_key, q_dir, commit ? " -c" : "");
-	counts_status = run_stages(pipeline, stream_path);
+	if (setup != NULL) {
+		i = run_one(&set_up, setup, setup, -1, STOP);
+		stop_if_interrupted();
+		if (i >= 0) {
+			status = report_failure(&set_up);
+			goto out;
+		}
+	}
+	memset(stages, 0, sizeof(stages));
+	stages[0].name = "seed-gen";
+	stages[0].command = seed_gen;
+	stages[1].name = stages[1].command = "count-effects --before";
+	stages[2].name = stages[2].command = "dup-publish";
+	stages[3].name = "kill-at";
+	stages[3].command = kill_at;
+	stages[4].name = stages[4].command = "count-effects";
+	if ((fd = open(stream_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
+		idem_die(IDEM_EXIT_ENV, "%s:", stream_path);
+	i = run_children(stages, STAGES, fd, STOP, 1);
+	close(fd);
+	stop_if_interrupted();
+	/* count-effects' 1 is the finding the record must show */
+	if (i >= 0) {
+		status = report_failure(&stages[i]);
+		goto out;
+	}
+	counts_status = status_of(&stages[STAGES - 1]);
+
 	snprintf(record_out, sizeof(record_out), "%s/record", work);
-	/* mkrecord finishes whole, signals or not: from here a record exists */
-	record_made = 1;
-	if ((status = run(record_cmd, record_out)) != 0) {
-		unlink(record_out);
-		cleanup();
-		idem_die(status, "mkrecord failed with status %d", status);
+	if ((fd = open(record_out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
+		idem_die(IDEM_EXIT_ENV, "%s:", record_out);
+	/* mkrecord finishes whole, signals or not: once it writes, a record
+	 * exists */
+	i = run_one(&mkrecord, "mkrecord", record_cmd, fd, FINISH);
+	close(fd);
+	if (!mkrecord.ended || i >= 0) {
+		stop_if_interrupted();
+		status = report_failure(&mkrecord);
+		goto out;
 	}
 	if ((record_path = idem_read_file(record_out, &len, &err)) == NULL)
 		idem_die_error(&err);
-	unlink(record_out);
 	record_path[strcspn(record_path, "\n")] = '\0';
-	q_signers = q_record = verify_cmd = NULL;
 	if (interrupted) {
 		idem_warn("interrupted; the record was made and is not verified: %s", record_path);
 		status = 128 + interrupted;
@@ -430,12 +877,13 @@ main(int argc, char *argv[])
 	    q_signers ? q_signers : "", q_record) < 0)
 		idem_die(IDEM_EXIT_ENV, "asprintf:");
 	fprintf(stderr, "+ %s\n", verify_cmd);
-	status = run(verify_cmd, TO_STDERR);
+	run_one(&verify, "verify-record", verify_cmd, -1, STOP);
 	if (interrupted) {
 		idem_warn("interrupted while verifying the record: %s", record_path);
 		status = 128 + interrupted;
 		goto out;
 	}
+	status = status_of(&verify);
 	if (counts_status == IDEM_EXIT_FINDING)
 		fprintf(stderr, "rehearse: the counts differ from the seed's expect; the record says "
 		    "fail: %s\n", record_path);
@@ -443,7 +891,6 @@ main(int argc, char *argv[])
 	if (status == 0)
 		status = counts_status;
 out:
-	cleanup();
 	idem_seed_free(&seed);
 	free(record_path);
 	free(q_record);
@@ -453,6 +900,8 @@ out:
 	free(q_pipeline);
 	free(q_signers);
 	free(pipeline);
+	free(seed_gen);
+	free(kill_at);
 	free(setup);
 	free(record_cmd);
 	free(verify_cmd);
