@@ -22,6 +22,16 @@ queue_reset() {
 	psql -X -q -v ON_ERROR_STOP=1 -c 'TRUNCATE idem.delivery, idem.message RESTART IDENTITY'
 }
 
+# A new git repository in $1, made the current directory, with an engineer
+# as its author.
+new_repo() {
+	mkdir -p "$1"
+	cd "$1"
+	git init -q -b main .
+	git config user.name "Test Engineer"
+	git config user.email "eng@example.org"
+}
+
 # One value from the sandbox database.
 sql() {
 	psql -X -A -t -v ON_ERROR_STOP=1 -c "$1"

@@ -23,11 +23,7 @@ teardown_file() {
 # A fresh repository with the seed committed, a key and allowed_signers.
 setup() {
 	repo="$BATS_TEST_TMPDIR/repo"
-	mkdir -p "$repo"
-	cd "$repo"
-	git init -q -b main .
-	git config user.name "Test Engineer"
-	git config user.email "eng@example.org"
+	new_repo "$repo"
 	cp "$IDEM_TEST_ROOT/seed.yaml" seed.yaml
 	git add seed.yaml
 	git commit -q -m "seed"

@@ -142,11 +142,8 @@ reader() {
 
 @test "verify-record --rerun reads the rerun's stream as the programs do" {
 	repo="$BATS_TEST_TMPDIR/repo"
-	mkdir -p "$repo/records"
-	cd "$repo"
-	git init -q -b main .
-	git config user.name "Test Engineer"
-	git config user.email "eng@example.org"
+	new_repo "$repo"
+	mkdir records
 	cp "$BATS_TEST_DIRNAME/fixtures/seeds/minimal.yaml" seed.yaml
 	ssh-keygen -q -t ed25519 -N '' -C test-key -f "$BATS_TEST_TMPDIR/key"
 	echo "eng@example.org namespaces=\"idem-record,git\" $(cat "$BATS_TEST_TMPDIR/key.pub")" >records/allowed_signers
