@@ -40,6 +40,9 @@ MAN7 = idem-step.7 idem.7
 DEBS = make gcc libc6-dev pkg-config libpq-dev libyaml-dev libgit2-dev libsodium-dev \
 	libjansson-dev postgresql postgresql-client bats python3 man-db groff-base \
 	openssh-client git
+# node and npm for the workers written with node-postgres (tests/node): any
+# node on PATH will do; Debian's is installed only when there is none.
+NODE_DEBS = nodejs npm
 BENCH_DEBS = hyperfine
 FUZZ_DEBS = clang libclang-rt-14-dev
 
@@ -98,12 +101,18 @@ $(BUILD)/tests/%: tests/tools/%.c lib/*.h $(BUILD)/lib/libidem.a
 
 test: $(addprefix $(BUILD)/tests/,$(TEST_TOOLS))
 
+# node-postgres for the tests' workers, exactly as the committed lockfile says.
+tests/node/node_modules/.package-lock.json: tests/node/package.json tests/node/package-lock.json
+	npm ci --prefix tests/node --no-audit --no-fund
+	@touch $@
+
 # Installs missing Debian packages when run as root; otherwise names them.
 deps:
 	@missing=""; for p in $(DEBS) $(EXTRA_DEBS); do \
 		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || \
 		missing="$$missing $$p"; \
 	done; \
+	command -v node >/dev/null && command -v npm >/dev/null || missing="$$missing $(NODE_DEBS)"; \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ]; then \
 			echo "installing Debian packages:$$missing"; \
@@ -120,7 +129,7 @@ check: deps
 	@$(MAKE) --no-print-directory test
 
 test: all $(addprefix $(BUILD)/tests/,$(addsuffix _test,$(UNIT))) \
-		$(addprefix $(BUILD)/fuzz/,$(addsuffix _replay,$(FUZZ)))
+		$(addprefix $(BUILD)/fuzz/,$(addsuffix _replay,$(FUZZ))) tests/node/node_modules/.package-lock.json
 	@BIN="$(CURDIR)/$(BIN)" BUILD="$(CURDIR)/$(BUILD)" UNIT="$(UNIT)" FUZZ="$(FUZZ)" tests/run
 
 # The README's main command.
