@@ -27,7 +27,7 @@ PROGS = idem-sandbox seed-gen dup-publish idem-worker kill-at count-effects mkre
 LIBOBJ = $(BUILD)/lib/util.o $(BUILD)/lib/tsv.o $(BUILD)/lib/seed.o \
 	$(BUILD)/lib/template.o $(BUILD)/lib/pg.o $(BUILD)/lib/embed.o $(BUILD)/lib/step.o \
 	$(BUILD)/lib/sig.o $(BUILD)/lib/yamljson.o $(BUILD)/lib/git.o
-UNIT = tsv util seed template sig yamljson
+UNIT = tsv util seed template sig yamljson pg
 FUZZ = tsv seed record sshsig signers key template
 FUZZ_SECONDS = 60
 FUZZ_CC = clang

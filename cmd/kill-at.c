@@ -115,6 +115,7 @@ static struct {
 	/* the run */
 	const char *conninfo;
 	PGconn *conn;
+	char *database_url;		/* where conn goes, for the workers */
 	long long skew_us;
 	char dir[96], sock_path[128];
 	int listen_fd, signal_fd, watchdog_fd;
@@ -375,6 +376,8 @@ spawn(int index)
 	pid_t parent = getpid(), pid;
 	char value[32];
 
+	if (k.database_url == NULL)
+		k.database_url = idem_pg_url_of(k.conn);
 	if (pipe2(out, O_CLOEXEC) < 0)
 		idem_die(IDEM_EXIT_ENV, "pipe:");
 	fflush(NULL);
@@ -401,6 +404,9 @@ spawn(int index)
 		setenv("IDEM_RECONCILIATION_OWNER", k.owner, 1);
 		if (k.conninfo != NULL)
 			setenv("IDEM_DATABASE", k.conninfo, 1);
+		/* the database kill-at is connected to, for clients that read no conninfo */
+		setenv("DATABASE_URL", k.database_url, 1);
+		setenv("IDEM_DATABASE_URL", k.database_url, 1);
 		snprintf(value, sizeof(value), "%d", index);
 		setenv("IDEM_WORKER", value, 1);
 		execvp(k.command[0], k.command);
@@ -1250,6 +1256,7 @@ free_all(void)
 	free(k.effect_table);
 	free(k.key_columns);
 	free(k.worker_command);
+	free(k.database_url);
 	free_list(k.scenario_names, k.nscenarios);
 	free_list(k.scenario_faults, k.nscenarios);
 	free_list(k.scenario_steps, k.nscenarios);

@@ -51,6 +51,73 @@ idem_pg_connect(const char *conninfo, struct idem_error *err)
 	return conn;
 }
 
+/* Appends s percent-encoded: every byte but RFC 3986's unreserved ones and
+ * those of keep. */
+static char *
+url_encode(char *o, const char *s, const char *keep)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	unsigned char c;
+
+	for (; (c = (unsigned char)*s) != '\0'; s++) {
+		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		    strchr("-._~", c) || (keep && strchr(keep, c))) {
+			*o++ = (char)c;
+		} else {
+			*o++ = '%';
+			*o++ = hex[c >> 4];
+			*o++ = hex[c & 15];
+		}
+	}
+	return o;
+}
+
+char *
+idem_pg_url(const char *host, const char *port, const char *dbname, const char *user)
+{
+	int socket_dir = host && (host[0] == '/' || host[0] == '@');
+	size_t size = 64 + 3 * ((host ? strlen(host) : 0) + (port ? strlen(port) : 0) +
+	    (dbname ? strlen(dbname) : 0) + (user ? strlen(user) : 0));
+	char *url = idem_emalloc(size), *o = url;
+	const char *sep = "?";
+
+	o = stpcpy(o, "postgresql://");
+	if (host && *host && !socket_dir) {
+		if (strchr(host, ':')) {
+			*o++ = '[';
+			o = url_encode(o, host, ":");
+			*o++ = ']';
+		} else {
+			o = url_encode(o, host, NULL);
+		}
+		if (port && *port) {
+			*o++ = ':';
+			o = url_encode(o, port, NULL);
+		}
+	}
+	*o++ = '/';
+	/* node-postgres decodes the path with decodeURI, which leaves these
+	 * encoded: as they may stand in a path, they stay as they are */
+	if (dbname)
+		o = url_encode(o, dbname, ":@&=+$,;");
+	if (socket_dir) {
+		o = url_encode(stpcpy(o, "?host="), host, NULL);
+		if (port && *port)
+			o = url_encode(stpcpy(o, "&port="), port, NULL);
+		sep = "&";
+	}
+	if (user && *user)
+		o = url_encode(stpcpy(stpcpy(o, sep), "user="), user, NULL);
+	*o = '\0';
+	return url;
+}
+
+char *
+idem_pg_url_of(PGconn *conn)
+{
+	return idem_pg_url(PQhost(conn), PQport(conn), PQdb(conn), PQuser(conn));
+}
+
 void
 idem_pg_describe(PGconn *conn, char *buf, size_t size)
 {

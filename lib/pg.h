@@ -16,6 +16,17 @@ int idem_pg_require_sandbox(PGconn *conn, struct idem_error *err);
 /* Where the connection goes, without secrets: "dbname=idem user=idem host=/run". */
 void idem_pg_describe(PGconn *conn, char *buf, size_t size);
 
+/*
+ * Where a connection goes as a postgresql:// URI that libpq, node-postgres
+ * and pgx read alike, every part percent-encoded: a Unix socket directory
+ * (host beginning with / or @) goes in ?host= with the port; otherwise
+ * host[:port] is the authority, an IPv6 address in brackets. The user is a
+ * query parameter. Never a password. idem_pg_url_of() takes the parts of
+ * an open connection. Both return an allocated string.
+ */
+char *idem_pg_url(const char *host, const char *port, const char *dbname, const char *user);
+char *idem_pg_url_of(PGconn *conn);
+
 /* The server's message as one line, without the trailing newline. */
 const char *idem_pg_message(PGconn *conn, PGresult *res, char *buf, size_t size);
 

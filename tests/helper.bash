@@ -3,6 +3,9 @@
 
 bats_require_minimum_version 1.5.0
 
+# node-postgres, as make check installs it from tests/node/package-lock.json
+export NODE_PATH="$BATS_TEST_DIRNAME/node/node_modules"
+
 # Starts a sandbox for the file; its PG* settings are exported to every test.
 sandbox_up() {
 	IDEM_TEST_ROOT=$(mktemp -d /tmp/idem-test.XXXXXX)
