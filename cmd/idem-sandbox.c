@@ -344,11 +344,16 @@ print_quoted(const char *name, const char *value)
 static void
 print_env(void)
 {
+	char *url = idem_pg_url(run_dir, SOCKET_PORT, DATABASE, SUPERUSER);
+
 	print_quoted("PGHOST", run_dir);
 	print_quoted("PGPORT", SOCKET_PORT);
 	print_quoted("PGDATABASE", DATABASE);
 	print_quoted("PGUSER", SUPERUSER);
+	print_quoted("DATABASE_URL", url);
+	print_quoted("IDEM_DATABASE_URL", url);
 	print_quoted("IDEM_SANDBOX", dir);
+	free(url);
 }
 
 static void

@@ -56,6 +56,14 @@ postmaster_pid() {
 	assert_equal "$(psql -X -At -U idem_reviewer -c 'SELECT count(*) FROM worker_test.effects')" 0
 }
 
+@test "the settings hold a DATABASE_URL that psql reaches the sandbox with alone" {
+	eval "$(idem-sandbox -D "$IDEM_TEST_ROOT/sandbox" env)"
+	assert_equal "$DATABASE_URL" "postgresql:///idem?host=$(printf %s "$PGHOST" | sed 's,/,%2F,g')&port=5432&user=idem"
+	assert_equal "$IDEM_DATABASE_URL" "$DATABASE_URL"
+	assert_equal "$(env -u PGHOST -u PGPORT -u PGDATABASE -u PGUSER \
+		psql -X -A -t "$DATABASE_URL" -c 'SELECT count(*) FROM idem.sandbox')" 1
+}
+
 @test "env prints the settings again; status tells running from stopped" {
 	run idem-sandbox -D "$IDEM_TEST_ROOT/sandbox" env
 	[ "$status" -eq 0 ]
