@@ -22,6 +22,7 @@
 static const char synopsis[] =
 	"usage: idem-worker [-d conninfo] [-g guard] [-k key-scope] [-q queue]\n"
 	"                   [-t visibility-timeout] [-p poll-interval] [-o owner] [--once]\n"
+	"                   [--no-step]\n"
 	"       idem-worker [-d conninfo] [-g guard] [-k key-scope] --setup\n";
 
 enum guard { GUARD_NONE, GUARD_CHECK_THEN_INSERT, GUARD_MEMORY, GUARD_UNIQUE, GUARD_OUTBOX };
@@ -38,6 +39,7 @@ static struct {
 	char vt[48];			/* visibility timeout, as an interval */
 	long poll_ms;
 	int once;
+	int no_step;			/* never speak to IDEM_STEP_SOCK */
 	PGconn *conn;			/* the worker's own transactions */
 	PGconn *vendor;			/* the stand-in vendor, outside them */
 	char **seen;			/* memory guard: job ids done, this process only */
@@ -73,6 +75,8 @@ run(PGconn *conn, const char *what, const char *query, int n, const char *const 
 static void
 step(const char *name, const char *job_id, long long attempt)
 {
+	if (w.no_step)
+		return;
 	if (idem_step(name, job_id, attempt) < 0)
 		idem_die(IDEM_EXIT_ENV, "step %s: the controller hung up:", name);
 }
@@ -370,6 +374,7 @@ main(int argc, char *argv[])
 		{ "poll-interval", required_argument, NULL, 'p' },
 		{ "owner", required_argument, NULL, 'o' },
 		{ "once", no_argument, NULL, '1' },
+		{ "no-step", no_argument, NULL, 'N' },
 		{ "setup", no_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -424,6 +429,7 @@ main(int argc, char *argv[])
 			break;
 		case 'o': w.owner = optarg; break;
 		case '1': w.once = 1; break;
+		case 'N': w.no_step = 1; break;
 		case 'S': do_setup = 1; break;
 		case 'h': idem_usage(synopsis, 0);
 		case 'V': puts("idem-worker " IDEM_VERSION); idem_close_stdout(); return 0;

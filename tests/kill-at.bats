@@ -266,6 +266,29 @@ check() {
 	assert_equal "$(grep -o 'branch=[a-z-]*' "$err" | tr '\n' ' ')" "branch=inserted branch=called branch=conflict-noop branch=already-called "
 }
 
+@test "idem-worker --no-step never connects to IDEM_STEP_SOCK, even when it is set" {
+	seed_for duplicate-publish >"$BATS_TEST_TMPDIR/seed.yaml"
+	idem-worker --setup -g unique
+	seed-gen "$BATS_TEST_TMPDIR/seed.yaml" | dup-publish -s 0 >/dev/null
+	# nothing listens there: a worker that tries to connect fails
+	run -3 env IDEM_STEP_SOCK="$BATS_TEST_TMPDIR/nobody.sock" idem-worker -q rehearsal_matrix --once
+	[[ "$output" == "idem-worker: step consumed: the controller hung up: No such file or directory" ]]
+	run -0 env IDEM_STEP_SOCK="$BATS_TEST_TMPDIR/nobody.sock" idem-worker --no-step -q rehearsal_matrix --once
+	[[ "${lines[0]}" == "branch=inserted job=a attempt=1 "* ]]
+	assert_equal "$(sql "SELECT count(*) FROM demo.invoice_lines")" 1
+}
+
+@test "under kill-at, idem-worker --no-step sends no step: the run has no step row and the right counts" {
+	seed_for duplicate-publish >"$BATS_TEST_TMPDIR/seed.yaml"
+	idem-worker --setup -g unique
+	seed-gen "$BATS_TEST_TMPDIR/seed.yaml" | dup-publish |
+		kill-at -D 20s -- idem-worker --no-step >"$out"
+	assert_equal "$(rows_of step "$out")" 0
+	assert_equal "$(sql "SELECT count(*) FROM demo.invoice_lines")" 1
+	assert_equal "$(awk -F '\t' '$1 == "attempt" { print $10 }' "$out" | tr '\n' ,)" \
+		"inserted called,conflict-noop already-called,"
+}
+
 @test "--race holds two deliveries of one key even without a race scenario" {
 	seed_for duplicate-publish | sed 's/within: 50ms/within: 0ms/' >"$BATS_TEST_TMPDIR/seed.yaml"
 	idem-worker --setup -g check-then-insert
