@@ -229,6 +229,24 @@ git_ssh() {
 	[[ "$output" == *"rerun reproduces the counts (digest "* ]]
 }
 
+@test "--rerun gives the command the sandbox as DATABASE_URL, never the caller's" {
+	# the command reaches a sandbox by the URL alone, then gives the recorded stream
+	check='test "$(env -u PGHOST -u PGPORT -u PGDATABASE -u PGUSER -u IDEM_DATABASE psql -X -A -t "$DATABASE_URL" -c "SELECT count(*) FROM idem.sandbox")" = 1 && test "$IDEM_DATABASE_URL" = "$DATABASE_URL" && cat "$RUN"'
+	r=$(mkrecord -k "$key" -c -r "$check" <"$RUN")
+	DATABASE_URL=postgresql://elsewhere.invalid/production run -0 verify-record --rerun "$r"
+	[[ "$output" == *"rerun reproduces the counts (digest "* ]]
+	DATABASE_URL=postgresql://elsewhere.invalid/production \
+		run -0 verify-record --rerun -d "host=$PGHOST port=$PGPORT dbname=idem user=idem" "$r"
+	[[ "$output" == *"rerun reproduces the counts (digest "* ]]
+}
+
+@test "--rerun -d refuses a database that is not a sandbox before the command runs" {
+	r=$(mkrecord -k "$key" -c -r "touch $BATS_TEST_TMPDIR/ran && cat \"\$RUN\"" <"$RUN")
+	run -3 verify-record --rerun -d "host=$PGHOST port=$PGPORT dbname=postgres user=idem" "$r"
+	[[ "$output" == "verify-record: dbname=postgres user=idem host=$PGHOST port=$PGPORT is not a rehearsal sandbox"* ]]
+	[ ! -e "$BATS_TEST_TMPDIR/ran" ]
+}
+
 @test "--rerun of a record whose command has another kill plan reports the rows that differ" {
 	r=$(mkrecord -k "$key" -c -r "idem-worker --setup -g none && seed-gen seed.yaml | count-effects --before | dup-publish | kill-at -- idem-worker -g none | count-effects" <"$RUN")
 	run verify-record --rerun "$r"
