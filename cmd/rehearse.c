@@ -1,5 +1,6 @@
 /* rehearse: the whole rehearsal of a seed in one command. It starts the
- * embedded sandbox when no database is configured, sets up the worker,
+ * embedded sandbox when no database is configured, sets up the worker's
+ * schema (idem-worker's own, or a setup command given for another worker),
  * runs seed-gen | count-effects --before | dup-publish | kill-at |
  * count-effects, writes the signed record with mkrecord, and checks it with
  * verify-record; it prints the pipeline it runs, as a user could paste it.
@@ -25,13 +26,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pg.h"
 #include "seed.h"
 #include "sig.h"
 #include "util.h"
 
 static const char synopsis[] =
-	"usage: rehearse [-d conninfo] [-w worker] [-k key] [-f allowed-signers] [-o dir]\n"
-	"                [-c] [-K] seed\n";
+	"usage: rehearse [-d conninfo] [-w worker] [-s setup] [-k key]\n"
+	"                [-f allowed-signers] [-o dir] [-c] [-K] seed\n";
 
 #define STAGES 5
 #define GRACE_MS 1000		/* from SIGTERM (or the forwarded signal) to SIGKILL */
@@ -667,6 +669,29 @@ start_sandbox(void)
 	free(conninfo);
 }
 
+/* The database the run uses, as its workers get it from kill-at: refused
+ * unless it is a sandbox, before any setup writes to it, and its URI in
+ * DATABASE_URL and IDEM_DATABASE_URL for the setup and every stage. */
+static void
+use_database(void)
+{
+	struct idem_error err;
+	PGconn *conn;
+	char *url;
+
+	if ((conn = idem_pg_connect(NULL, &err)) == NULL)
+		idem_die_error(&err);
+	if (idem_pg_require_sandbox(conn, &err) < 0) {
+		PQfinish(conn);
+		idem_die_error(&err);
+	}
+	url = idem_pg_url_of(conn);
+	PQfinish(conn);
+	setenv("DATABASE_URL", url, 1);
+	setenv("IDEM_DATABASE_URL", url, 1);
+	free(url);
+}
+
 /* A key for this run only, and an allowed signers file that lists it. */
 static void
 make_throwaway_key(char **key, char **signers)
@@ -712,6 +737,7 @@ main(int argc, char *argv[])
 	static const struct option longopts[] = {
 		{ "dbname", required_argument, NULL, 'd' },
 		{ "worker", required_argument, NULL, 'w' },
+		{ "setup", required_argument, NULL, 's' },
 		{ "key", required_argument, NULL, 'k' },
 		{ "allowed-signers", required_argument, NULL, 'f' },
 		{ "output", required_argument, NULL, 'o' },
@@ -721,9 +747,10 @@ main(int argc, char *argv[])
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *conninfo = NULL, *worker = NULL, *key = NULL, *signers = NULL, *dir = "records";
+	const char *conninfo = NULL, *worker = NULL, *setup_command = NULL, *key = NULL;
+	const char *signers = NULL, *dir = "records";
 	char *throwaway_key = NULL, *throwaway_signers = NULL;
-	char *setup, *pipeline, *record_cmd, *q_seed, *q_key, *q_dir, *q_pipeline, *q_stream;
+	char *setup, *setup_run = NULL, *pipeline, *record_cmd, *q_seed, *q_key, *q_dir, *q_pipeline, *q_stream;
 	char *seed_gen, *kill_at, *q_signers = NULL, *q_record = NULL, *verify_cmd = NULL;
 	char *record_path = NULL, self[PATH_MAX], *path, tmp_dir[128], stream_path[160];
 	char record_out[200];
@@ -736,10 +763,11 @@ main(int argc, char *argv[])
 
 	argv0 = "rehearse";
 	argv[0] = (char *)argv0;
-	while ((c = getopt_long(argc, argv, "d:w:k:f:o:cKhV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "d:w:s:k:f:o:cKhV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'd': conninfo = optarg; break;
 		case 'w': worker = optarg; break;
+		case 's': setup_command = optarg; break;
 		case 'k': key = optarg; break;
 		case 'f': signers = optarg; break;
 		case 'o': dir = optarg; break;
@@ -798,6 +826,7 @@ main(int argc, char *argv[])
 		start_sandbox();
 	else
 		fprintf(stderr, "rehearse: using the database of the PG* environment\n");
+	use_database();
 
 	if (key == NULL) {
 		make_throwaway_key(&throwaway_key, &throwaway_signers);
@@ -806,7 +835,11 @@ main(int argc, char *argv[])
 	}
 
 	q_seed = idem_shell_quote(argv[optind]);
-	setup = setup_for(worker);
+	/* -s as given, "" for none; else idem-worker's own */
+	if (setup_command != NULL)
+		setup = *setup_command ? idem_estrdup(setup_command) : NULL;
+	else
+		setup = setup_for(worker);
 	if (asprintf(&seed_gen, "seed-gen %s", q_seed) < 0 ||
 	    asprintf(&kill_at, "kill-at -- %s", worker) < 0 ||
 	    asprintf(&pipeline, "%s%s%s | count-effects --before | dup-publish | %s | count-effects",
@@ -824,7 +857,15 @@ main(int argc, char *argv[])
 
 	fprintf(stderr, "+ %s | mkrecord -k %s -o %s%s\n", pipeline, q_key, q_dir, commit ? " -c" : "");
 	if (setup != NULL) {
-		i = run_one(&set_up, setup, setup, -1, STOP);
+		/* shell text of any shape: bash runs it, not exec */
+		if (setup_command != NULL) {
+			char *q_setup = idem_shell_quote(setup);
+
+			if (asprintf(&setup_run, "bash -c %s", q_setup) < 0)
+				idem_die(IDEM_EXIT_ENV, "asprintf:");
+			free(q_setup);
+		}
+		i = run_one(&set_up, setup, setup_run ? setup_run : setup, -1, STOP);
 		stop_if_interrupted();
 		if (i >= 0) {
 			status = report_failure(&set_up);
@@ -903,6 +944,7 @@ out:
 	free(seed_gen);
 	free(kill_at);
 	free(setup);
+	free(setup_run);
 	free(record_cmd);
 	free(verify_cmd);
 	free(throwaway_key);

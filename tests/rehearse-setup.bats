@@ -1,0 +1,79 @@
+#!/usr/bin/env bats
+# rehearse -s: the schema setup of a worker other than idem-worker, here
+# one written with node-postgres, run with the database a worker gets and
+# kept in the record's reproduce command, so a rerun sets it up too.
+
+load helper
+load rehearse-helper
+
+setup() {
+	cd "$BATS_TEST_DIRNAME/.."
+	root=$PWD
+	rehearse_setup
+	mkdir -p tests/fixtures/workers
+	cp "$root"/tests/fixtures/workers/{pg-worker.js,invoice-queue.js} tests/fixtures/workers/
+	sed 's/within: 2s/within: 100ms/' "$root/tests/fixtures/seeds/duplicate-publish.yaml" \
+		>seeds/duplicate-publish.yaml
+	commit_signed "seed, worker and signers"
+	worker='node tests/fixtures/workers/pg-worker.js unique'
+}
+
+teardown() {
+	[ -z "${sandbox:-}" ] || idem-sandbox -D "$sandbox" --purge stop >/dev/null
+	rm -rf "$T"
+}
+
+rh() {
+	TMPDIR="$T" rehearse "$@"
+}
+
+@test "a node-postgres worker with its own setup ends in a verified record that a rerun reproduces" {
+	run --separate-stderr rh -k "$key" -f records/allowed_signers -c \
+		-w "$worker" -s 'node tests/fixtures/workers/pg-worker.js --setup' seeds/duplicate-publish.yaml
+	echo "$stderr" >&2
+	[ "$status" -eq 0 ]
+	r=$output
+	pipeline="node tests/fixtures/workers/pg-worker.js --setup && seed-gen seeds/duplicate-publish.yaml | count-effects --before | dup-publish | kill-at -- $worker | count-effects"
+	[[ "$stderr" == *"+ $pipeline | mkrecord"* ]]
+	[[ "$stderr" == *"$r: verified, signed by eng@example.org"* ]]
+	grep -q '^verdict: "pass"$' "$r"
+	grep -qF "reproduce: \"$pipeline\"" "$r"
+	run -0 verify-record --rerun "$r"
+	[[ "$output" == *"$r: rerun reproduces the counts"* ]]
+	assert_equal "$(ours)" ""
+}
+
+@test "the setup reaches the sandbox by DATABASE_URL alone, in the run and in its rerun, whatever the caller had" {
+	setup='env -u PGHOST -u PGPORT -u PGDATABASE -u PGUSER -u IDEM_DATABASE node tests/fixtures/workers/pg-worker.js --setup'
+	export DATABASE_URL=postgresql://elsewhere.invalid/production IDEM_DATABASE_URL=postgresql://elsewhere.invalid/x
+	run --separate-stderr rh -k "$key" -f records/allowed_signers -c -w "$worker" -s "$setup" \
+		seeds/duplicate-publish.yaml
+	echo "$stderr" >&2
+	[ "$status" -eq 0 ]
+	run -0 verify-record --rerun "$output"
+	[[ "$output" == *"rerun reproduces the counts"* ]]
+}
+
+@test "on a database that is not a sandbox, nothing is set up: the run stops first" {
+	sandbox="$T/sandbox"
+	eval "$(idem-sandbox -D "$sandbox" start)"
+	run rh -k "$key" -f records/allowed_signers -w "$worker" -d "host=$PGHOST dbname=postgres user=idem" \
+		-s "touch $BATS_TEST_TMPDIR/set-up" seeds/duplicate-publish.yaml
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"rehearse: dbname=postgres user=idem host=$PGHOST port=5432 is not a rehearsal sandbox"* ]]
+	[ ! -e "$BATS_TEST_TMPDIR/set-up" ]
+	assert_equal "$(ls records)" allowed_signers
+}
+
+@test "a setup that fails stops the rehearsal with its status and last word; -s '' sets up nothing" {
+	run rh -k "$key" -f records/allowed_signers -w "$worker" \
+		-s 'echo making the tables >&2 && exit 4' seeds/duplicate-publish.yaml
+	[ "$status" -eq 4 ]
+	[[ "$output" == *"rehearse: echo making the tables >&2 && exit 4 failed (exit 4): making the tables"* ]]
+	assert_equal "$(ls records)" allowed_signers
+	# without a setup the effect table is missing: count-effects --before says so
+	run --separate-stderr rh -k "$key" -f records/allowed_signers -w "$worker" -s '' seeds/duplicate-publish.yaml
+	[ "$status" -eq 3 ]
+	[[ "$stderr" == *"+ seed-gen seeds/duplicate-publish.yaml | count-effects --before"* ]]
+	[[ "$stderr" == *"rehearse: count-effects --before failed (exit 3)"* ]]
+}
