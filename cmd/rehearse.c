@@ -669,29 +669,6 @@ start_sandbox(void)
 	free(conninfo);
 }
 
-/* The database the run uses, as its workers get it from kill-at: refused
- * unless it is a sandbox, before any setup writes to it, and its URI in
- * DATABASE_URL and IDEM_DATABASE_URL for the setup and every stage. */
-static void
-use_database(void)
-{
-	struct idem_error err;
-	PGconn *conn;
-	char *url;
-
-	if ((conn = idem_pg_connect(NULL, &err)) == NULL)
-		idem_die_error(&err);
-	if (idem_pg_require_sandbox(conn, &err) < 0) {
-		PQfinish(conn);
-		idem_die_error(&err);
-	}
-	url = idem_pg_url_of(conn);
-	PQfinish(conn);
-	setenv("DATABASE_URL", url, 1);
-	setenv("IDEM_DATABASE_URL", url, 1);
-	free(url);
-}
-
 /* A key for this run only, and an allowed signers file that lists it. */
 static void
 make_throwaway_key(char **key, char **signers)
@@ -750,7 +727,8 @@ main(int argc, char *argv[])
 	const char *conninfo = NULL, *worker = NULL, *setup_command = NULL, *key = NULL;
 	const char *signers = NULL, *dir = "records";
 	char *throwaway_key = NULL, *throwaway_signers = NULL;
-	char *setup, *setup_run = NULL, *pipeline, *record_cmd, *q_seed, *q_key, *q_dir, *q_pipeline, *q_stream;
+	char *setup, *setup_run = NULL, *pipeline, *record_cmd, *q_seed, *q_key, *q_dir, *q_pipeline;
+	char *q_stream;
 	char *seed_gen, *kill_at, *q_signers = NULL, *q_record = NULL, *verify_cmd = NULL;
 	char *record_path = NULL, self[PATH_MAX], *path, tmp_dir[128], stream_path[160];
 	char record_out[200];
@@ -826,7 +804,9 @@ main(int argc, char *argv[])
 		start_sandbox();
 	else
 		fprintf(stderr, "rehearse: using the database of the PG* environment\n");
-	use_database();
+	/* before any setup writes to it; the setup and every stage get its URI */
+	if (idem_pg_setenv_url(NULL, &err) < 0)
+		idem_die_error(&err);
 
 	if (key == NULL) {
 		make_throwaway_key(&throwaway_key, &throwaway_signers);

@@ -514,20 +514,13 @@ rerun(struct check *c, const char *conninfo)
 		free(q_sandbox);
 		free(q_tmpl);
 	} else {
-		char *quoted_db = idem_shell_quote(conninfo), *url;
+		char *quoted_db = idem_shell_quote(conninfo);
 		char *q_abs = idem_shell_quote(abs);
 		struct idem_error err;
-		PGconn *conn;
 
 		/* a sandbox or nothing, and its URI as kill-at gives it to workers */
-		if ((conn = idem_pg_connect(conninfo, &err)) == NULL ||
-		    idem_pg_require_sandbox(conn, &err) < 0)
+		if (idem_pg_setenv_url(conninfo, &err) < 0)
 			idem_die_error(&err);
-		url = idem_pg_url_of(conn);
-		PQfinish(conn);
-		setenv("DATABASE_URL", url, 1);
-		setenv("IDEM_DATABASE_URL", url, 1);
-		free(url);
 
 		if (asprintf(&script, "cd \"$(git -C %s rev-parse --show-toplevel)\" && "
 		    "IDEM_DATABASE=%s sh -c %s", q_abs, quoted_db, quoted_command) < 0)

@@ -118,6 +118,26 @@ idem_pg_url_of(PGconn *conn)
 	return idem_pg_url(PQhost(conn), PQport(conn), PQdb(conn), PQuser(conn));
 }
 
+int
+idem_pg_setenv_url(const char *conninfo, struct idem_error *err)
+{
+	PGconn *conn;
+	char *url;
+
+	if ((conn = idem_pg_connect(conninfo, err)) == NULL)
+		return -1;
+	if (idem_pg_require_sandbox(conn, err) < 0) {
+		PQfinish(conn);
+		return -1;
+	}
+	url = idem_pg_url_of(conn);
+	PQfinish(conn);
+	setenv("DATABASE_URL", url, 1);
+	setenv("IDEM_DATABASE_URL", url, 1);
+	free(url);
+	return 0;
+}
+
 void
 idem_pg_describe(PGconn *conn, char *buf, size_t size)
 {

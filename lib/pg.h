@@ -27,6 +27,11 @@ void idem_pg_describe(PGconn *conn, char *buf, size_t size);
 char *idem_pg_url(const char *host, const char *port, const char *dbname, const char *user);
 char *idem_pg_url_of(PGconn *conn);
 
+/* Connects as idem_pg_connect() does, refuses a database that is not a
+ * sandbox, and sets DATABASE_URL and IDEM_DATABASE_URL to its URI, for the
+ * commands a controller runs; -1 with err set. */
+int idem_pg_setenv_url(const char *conninfo, struct idem_error *err);
+
 /* The server's message as one line, without the trailing newline. */
 const char *idem_pg_message(PGconn *conn, PGresult *res, char *buf, size_t size);
 
