@@ -720,10 +720,12 @@ read_key(const char *p, unsigned char public_key[32])
 static int
 parse_line(char *line, struct signer *s, const char **why)
 {
-	char *p = line + strspn(line, WHITESPACE), *principals, *options = NULL, *q;
+	char *p = line + strspn(line, " \t"), *principals, *options = NULL, *q;
 	int key;
 
-	if (*p == '#' || *p == '\0')
+	/* OpenSSH passes over spaces and tabs only: after a carriage return
+	 * at the start, the principals are empty and match nobody */
+	if (*p == '#' || p[strspn(p, WHITESPACE)] == '\0')
 		return 0;
 	principals = p;
 	if ((q = strpbrk(p, WHITESPACE "\"")) == NULL) {

@@ -241,6 +241,9 @@ around_now() {
 		yes/yes | eng | UTC | now | eng valid-after="@FUTURE@",valid-before="@PAST@" @KEY@\neng @KEY@
 		# white space, CRLF, comments, blank lines
 		yes/yes | eng | UTC | now |    eng @KEY@
+		no/no   | eng | UTC | now | \reng @KEY@
+		no/no   | eng | UTC | now |  \r eng @KEY@
+		yes/yes | eng | UTC | now | \r\n \t\r\neng @KEY@
 		yes/yes | eng | UTC | now | \teng\tnamespaces="idem-record"\t@KEY@
 		yes/yes | eng | UTC | now | eng   namespaces="idem-record"   ssh-ed25519   @B64@
 		yes/yes | eng | UTC | now | eng @KEY@\r
