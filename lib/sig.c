@@ -117,8 +117,8 @@ blob_key(const unsigned char *blob, size_t blob_len)
  * Base64 between two armor lines, strictly: the text starts with the begin
  * line and ends with the end line and at most one line break; the base64
  * is canonical (it encodes back to itself), so no byte of an armored
- * signature can change without the change being seen. Lines may be broken
- * anywhere, with LF or CRLF.
+ * signature can change without the change being seen. The begin line
+ * ends in LF; the others may be broken anywhere, with LF or CRLF.
  */
 static unsigned char *
 unarmor(const char *text, size_t len, const char *begin, const char *end, size_t *out_len)
@@ -128,9 +128,11 @@ unarmor(const char *text, size_t len, const char *begin, const char *end, size_t
 	char *stripped, *again;
 	size_t cap, n = 0, i, again_cap;
 
-	if (len < strlen(begin) || memcmp(text, begin, strlen(begin)) != 0)
+	/* the begin line ends in LF, as OpenSSH's reader requires, for both */
+	if (len <= strlen(begin) || memcmp(text, begin, strlen(begin)) != 0 ||
+	    text[strlen(begin)] != '\n')
 		return NULL;
-	b = text + strlen(begin);
+	b = text + strlen(begin) + 1;
 	e = memmem(b, len - (size_t)(b - text), end, strlen(end));
 	if (e == NULL)
 		return NULL;

@@ -42,8 +42,9 @@ char *idem_key_public_text(const unsigned char public_key[IDEM_SIG_PUBLIC_BYTES]
 char *idem_sig_sign(const struct idem_key *key, const char *namespace,
 		    const void *data, size_t len);
 
-/* Parses an armored signature (70 or 76 columns, LF or CRLF, with or without
- * a final newline) for namespace; returns the signer's public key. */
+/* Parses an armored signature (70 or 76 columns, LF or CRLF after the begin
+ * line, which ends in LF, with or without a final newline) for namespace;
+ * returns the signer's public key. */
 struct idem_sig {
 	unsigned char public_key[IDEM_SIG_PUBLIC_BYTES];
 	unsigned char signature[64];

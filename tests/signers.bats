@@ -316,3 +316,27 @@ verify-record: $BATS_TEST_TMPDIR/allowed:2: \"valid-before\" time is before \"va
 	[ "$status" -eq 1 ]
 	[[ "$output" == *"is on a line whose principals allow none of its names (namespace idem-record)"* ]]
 }
+
+@test "the armor of a signature: what ssh-keygen -Y verify refuses, idem refuses too" {
+	echo "eng $KEY_TEXT" >"$BATS_TEST_TMPDIR/allowed"
+	local sig=$BATS_TEST_TMPDIR/sig failed=0 how ssh idem
+	for how in lf crlf crlf-begin crlf-body no-break-after-begin no-final-newline; do
+		case $how in
+		lf) cp "$RECORD.sig" "$sig" ;;
+		crlf) sed 's/$/\r/' "$RECORD.sig" >"$sig" ;;
+		crlf-begin) sed '1s/$/\r/' "$RECORD.sig" >"$sig" ;;
+		crlf-body) sed '2,$s/$/\r/' "$RECORD.sig" >"$sig" ;;
+		no-break-after-begin) { head -n 1 "$RECORD.sig" | tr -d '\n'; tail -n +2 "$RECORD.sig"; } >"$sig" ;;
+		no-final-newline) printf '%s' "$(cat "$RECORD.sig")" >"$sig" ;;
+		esac
+		ssh=$(ssh-keygen -Y verify -f "$BATS_TEST_TMPDIR/allowed" -I eng -n idem-record \
+			-s "$sig" <"$RECORD" >/dev/null 2>&1 && echo yes || echo no)
+		idem=$("$CHECK" -I eng -f "$BATS_TEST_TMPDIR/allowed" -n idem-record -s "$sig" \
+			-t "$(date +%s)" <"$RECORD" >/dev/null 2>&1 && echo yes || echo no)
+		if [ "$ssh" != "$idem" ]; then
+			echo "$how: ssh-keygen $ssh, idem $idem" >&2
+			failed=1
+		fi
+	done
+	return $failed
+}
