@@ -803,8 +803,10 @@ idem_signers_load(const char *path, struct idem_error *err)
 	size_t len;
 	long line_no = 0;
 
-	if (sodium_init() < 0)
-		idem_die(IDEM_EXIT_ENV, "libsodium could not start");
+	if (sodium_init() < 0) {
+		idem_error_set(err, IDEM_EXIT_ENV, "libsodium could not start");
+		return NULL;
+	}
 	if ((text = idem_read_file_max(path, IDEM_SIGNERS_FILE_MAX, &len, err)) == NULL)
 		return NULL;
 	if ((signers = calloc(1, sizeof(*signers))) == NULL)
