@@ -591,7 +591,7 @@ main(int argc, char *argv[])
 	struct out_file out[3];
 	const char *record, *sig_path, *md_path;
 	char commit[41];
-	char seed_sha[65], *seed_text, message[512];
+	char seed_sha[65], *seed_text, *message = NULL;
 	struct idem_git_revision rev;
 	struct idem_key key;
 	struct idem_error err;
@@ -706,13 +706,14 @@ main(int argc, char *argv[])
 		const char *files[3] = { record, sig_path, md_path };
 
 		totals = json_object_get(json_object_get(r, "counts"), "totals");
-		snprintf(message, sizeof(message), "record: %s %s (effects %lld of %lld expected, "
+		if (asprintf(&message, "record: %s %s (effects %lld of %lld expected, "
 		    "duplicates %lld)\n\nRecord %s, signed.\n", seed_field("rehearsal"),
 		    json_string_value(json_object_get(r, "verdict")),
 		    (long long)json_integer_value(json_object_get(json_object_get(totals, "effects"), "observed")),
 		    (long long)json_integer_value(json_object_get(json_object_get(totals, "effects"), "expected")),
 		    (long long)json_integer_value(json_object_get(json_object_get(totals, "duplicates"), "observed")),
-		    record);
+		    record) < 0)
+			idem_die(IDEM_EXIT_ENV, "asprintf:");
 		if (idem_git_commit(files, 3, message, &key, commit, &err) < 0) {
 			unmake(out, 3, 0);
 			idem_die_error(&err);
@@ -731,6 +732,7 @@ main(int argc, char *argv[])
 	free(reproduce);
 	free(next_review);
 	free(waits);
+	free(message);
 	idem_close_stdout();
 	return 0;
 }

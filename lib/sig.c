@@ -167,6 +167,21 @@ unarmor(const char *text, size_t len, const char *begin, const char *end, size_t
 	return bin;
 }
 
+/* The end of an unencrypted private section, as OpenSSH checks it: the
+ * section is whole blocks of 8 bytes, padded with 1, 2, 3 and so on. */
+static int
+padding_bad(size_t section_len, const struct reader *r)
+{
+	size_t i;
+
+	if (section_len % 8 != 0)
+		return 1;
+	for (i = 0; i < r->left; i++)
+		if (r->p[i] != (unsigned char)((i + 1) & 0xff))
+			return 1;
+	return 0;
+}
+
 int
 idem_key_load(struct idem_key *key, const char *path, struct idem_error *err)
 {
@@ -231,7 +246,7 @@ idem_key_load(struct idem_key *key, const char *path, struct idem_error *err)
 	}
 	if (get_string(&pr, &pub, &pub_len) < 0 || pub_len != 32 ||
 	    get_string(&pr, &sec, &sec_len) < 0 || sec_len != 64 ||
-	    get_string(&pr, &comment, &comment_len) < 0)
+	    get_string(&pr, &comment, &comment_len) < 0 || padding_bad(priv_len, &pr))
 		goto bad;
 	/* one key throughout: the public key of the file, the one of the
 	 * private section, the one the secret key carries, and the one its
@@ -247,7 +262,6 @@ idem_key_load(struct idem_key *key, const char *path, struct idem_error *err)
 	}
 	memcpy(key->public_key, pub, 32);
 	memcpy(key->secret_key, sec, 64);
-	snprintf(key->comment, sizeof(key->comment), "%.*s", (int)comment_len, comment);
 	rc = 0;
 	goto out;
 bad:

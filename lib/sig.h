@@ -21,7 +21,6 @@
 struct idem_key {
 	unsigned char public_key[IDEM_SIG_PUBLIC_BYTES];
 	unsigned char secret_key[IDEM_SIG_SECRET_BYTES];	/* seed and public key */
-	char comment[256];
 };
 
 /* Loads an unencrypted OpenSSH ed25519 private key; refuses what is not a

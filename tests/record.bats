@@ -196,6 +196,27 @@ git_ssh() {
 		-s "$BATS_TEST_TMPDIR/data.sig" <"$BATS_TEST_TMPDIR/data" 2>/dev/null
 }
 
+@test "a key whose private section is not padded as OpenSSH pads it is refused, as ssh-keygen refuses it" {
+	# the fixture key with its last padding byte changed from 2 to 3
+	python3 - "$BATS_TEST_DIRNAME/fixtures/keys/idem-test-fixture-NOT-SECRET_ed25519" \
+		"$BATS_TEST_TMPDIR/padded" <<-'PY'
+	import base64, sys
+	lines = open(sys.argv[1]).read().split("\n")
+	blob = bytearray(base64.b64decode("".join(lines[1:-2])))
+	assert blob[-2:] == b"\x01\x02"
+	blob[-1] = 3
+	text = base64.b64encode(bytes(blob)).decode()
+	body = "\n".join(text[i:i + 70] for i in range(0, len(text), 70))
+	open(sys.argv[2], "w").write(lines[0] + "\n" + body + "\n" + lines[-2] + "\n")
+	PY
+	chmod 600 "$BATS_TEST_TMPDIR/padded"
+	! ssh-keygen -y -f "$BATS_TEST_TMPDIR/padded" >/dev/null 2>&1
+	run mkrecord -k "$BATS_TEST_TMPDIR/padded" -c -r "$REPRODUCE" <"$RUN"
+	[ "$status" -eq 2 ]
+	assert_equal "$output" "mkrecord: $BATS_TEST_TMPDIR/padded: a malformed openssh-key-v1 key"
+	assert_equal "$(ls -A records)" allowed_signers
+}
+
 @test "a directory given as the key is bad input, in one line" {
 	mkdir -m 700 "$BATS_TEST_TMPDIR/keys"
 	run mkrecord -k "$BATS_TEST_TMPDIR/keys" <"$RUN"
