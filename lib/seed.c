@@ -1139,8 +1139,15 @@ load_root(struct loader *l, const yaml_node_t *root)
 		    node_kind_name(root));
 	if (check_mapping(l, root, "", top) < 0)
 		return -1;
-	if (get_text(l, root, "", "rehearsal", 1, &s->rehearsal) < 0 ||
-	    get_text(l, root, "", "job_type", 1, &s->job_type) < 0 ||
+	if (get_text(l, root, "", "rehearsal", 1, &s->rehearsal) < 0)
+		goto out;
+	if (!idem_file_name_valid(s->rehearsal, strlen(s->rehearsal))) {
+		fail_at(l, lookup(l, root, "rehearsal"), "rehearsal", "must be letters, digits, '.', "
+		    "'_' and '-', beginning with a letter or a digit, at most %d bytes: it names the "
+		    "record's file", IDEM_FILE_NAME_MAX);
+		goto out;
+	}
+	if (get_text(l, root, "", "job_type", 1, &s->job_type) < 0 ||
 	    get_text(l, root, "", "queue", 1, &s->queue) < 0 ||
 	    get_text(l, root, "", "database", 0, &s->database) < 0 ||
 	    get_text(l, root, "", "sandbox_account", 0, &s->sandbox_account) < 0 ||

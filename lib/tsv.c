@@ -17,6 +17,7 @@
 enum type {
 	TEXT,		/* any text */
 	NAME,		/* text, not empty */
+	FILE_NAME,	/* a name that stands in a file name */
 	COUNT,		/* whole number 0 .. LLONG_MAX */
 	POSITIVE,	/* whole number 1 .. LLONG_MAX */
 	INTEGER,	/* whole number LLONG_MIN .. LLONG_MAX */
@@ -45,7 +46,7 @@ static const struct {
 	struct field fields[MAX_FIELDS];
 } kinds[IDEM_KIND_COUNT] = {
 	[IDEM_KIND_SEED] = { "seed", { F("path", NAME), F("sha256", SHA256),
-		F("rehearsal", NAME), F("job_type", NAME), F("queue", NAME),
+		F("rehearsal", FILE_NAME), F("job_type", NAME), F("queue", NAME),
 		N("database", TEXT), F("visibility_timeout_ms", POSITIVE),
 		F("max_attempts", POSITIVE), N("sandbox_account", TEXT),
 		N("effect_name", TEXT), F("effect_table", NAME), F("key_columns", JSON_NAMES),
@@ -147,6 +148,9 @@ quote(const char *v, size_t len, char *out, size_t size)
 		if (esc != NULL) {
 			memcpy(out + o, esc, 2);
 			o += 2;
+		} else if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f) {
+			/* no control character reaches a terminal as it is */
+			o += (size_t)snprintf(out + o, size - o, "\\x%02x", (unsigned char)v[i]);
 		} else {
 			out[o++] = v[i];
 		}
@@ -520,6 +524,12 @@ check_value(const struct field *f, const char *value, size_t len, char *buf, siz
 		    f->type == POSITIVE ? "a whole number from 1 (digits, no sign, no leading zeros)" :
 		    "a whole number (digits after an optional -, no leading zeros)";
 		break;
+	case FILE_NAME:
+		if (idem_file_name_valid(value, len))
+			return NULL;
+		what = "a name of letters, digits, '.', '_' and '-' that begins with a letter or a "
+		    "digit, at most 100 bytes (it names a file)";
+		break;
 	case DECIMAL:
 		if (valid_decimal(value, len))
 			return NULL;
@@ -847,10 +857,13 @@ idem_tsv_next(struct idem_tsv_reader *r, struct idem_error *err)
 			return idem_error_set(err, IDEM_EXIT_USAGE,
 			    "%s:1: not an idem-tsv stream: expected \"#idem-tsv<TAB>1\"", r->name);
 		if (strcmp(r->line + 10, "1") != 0 && (strncmp(r->line + 10, "1.", 2) != 0 ||
-		    r->line[12] == '\0' || strspn(r->line + 12, "0123456789") != strlen(r->line + 12)))
+		    r->line[12] == '\0' || strspn(r->line + 12, "0123456789") != strlen(r->line + 12))) {
+			char shown[QUOTE_MAX * 2 + 8];
+
 			return idem_error_set(err, IDEM_EXIT_USAGE,
-			    "%s:1: idem-tsv version %s is not supported (this is version 1)",
-			    r->name, r->line + 10);
+			    "%s:1: idem-tsv version %s is not supported (this is version 1)", r->name,
+			    quote(r->line + 10, r->line_len - 10, shown, sizeof(shown)));
+		}
 		r->header_seen = 1;
 		return IDEM_TSV_HEADER;
 	}

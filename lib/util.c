@@ -335,6 +335,23 @@ idem_sha256_hex(const void *data, size_t len, char out[65])
 }
 
 int
+idem_file_name_valid(const char *s, size_t len)
+{
+	size_t i;
+
+	if (len == 0 || len > IDEM_FILE_NAME_MAX)
+		return 0;
+	for (i = 0; i < len; i++) {
+		char c = s[i];
+		int alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+
+		if (!alnum && (i == 0 || (c != '.' && c != '_' && c != '-')))
+			return 0;
+	}
+	return 1;
+}
+
+int
 idem_utf8_valid(const char *s, size_t len)
 {
 	const unsigned char *p = (const unsigned char *)s, *end = p + len;

@@ -74,6 +74,11 @@ void idem_sha256_hex(const void *data, size_t len, char out[65]);
 /* Standard-conforming UTF-8 without NUL bytes. */
 int idem_utf8_valid(const char *s, size_t len);
 
+/* A name that can stand in a file name: 1 to IDEM_FILE_NAME_MAX letters,
+ * digits, '.', '_' and '-', beginning with a letter or a digit. */
+#define IDEM_FILE_NAME_MAX 100
+int idem_file_name_valid(const char *s, size_t len);
+
 /* The value of "name=" in a log line such as "branch=inserted job=a", up
  * to the next space; NULL when absent. Caller frees. */
 char *idem_log_value(const char *line, const char *name);

@@ -121,6 +121,14 @@ types(void)
 	CHECK_STR(check(IDEM_KIND_EXPECT, EXPECT_EFFECTS, "-1"),
 	    "expected a whole number from 0 (digits, no sign, no leading zeros), got \"-1\"",
 	    "count -1");
+	CHECK_STR(check(IDEM_KIND_EXPECT, EXPECT_EFFECTS, "\x1b]0;x\x07"),
+	    "expected a whole number from 0 (digits, no sign, no leading zeros), got "
+	    "\"\\x1b]0;x\\x07\"", "control characters are shown escaped");
+	CHECK(fits(IDEM_KIND_SEED, SEED_REHEARSAL, "invoice-line.v2_1"), "a rehearsal name");
+	CHECK(!fits(IDEM_KIND_SEED, SEED_REHEARSAL, "../x"), "a rehearsal name with a path");
+	CHECK(!fits(IDEM_KIND_SEED, SEED_REHEARSAL, "a/b"), "a rehearsal name with a slash");
+	CHECK(!fits(IDEM_KIND_SEED, SEED_REHEARSAL, ".hidden"), "a rehearsal name with a dot first");
+	CHECK(!fits(IDEM_KIND_SEED, SEED_REHEARSAL, "-x"), "a rehearsal name like an option");
 	CHECK(!fits(IDEM_KIND_EXPECT, EXPECT_EFFECTS, "+1"), "count +1");
 	CHECK(!fits(IDEM_KIND_EXPECT, EXPECT_EFFECTS, " 1"), "count with a leading space");
 	CHECK(!fits(IDEM_KIND_EXPECT, EXPECT_EFFECTS, "1 "), "count with a trailing space");
