@@ -132,8 +132,10 @@ idem_pg_setenv_url(const char *conninfo, struct idem_error *err)
 	}
 	url = idem_pg_url_of(conn);
 	PQfinish(conn);
-	setenv("DATABASE_URL", url, 1);
-	setenv("IDEM_DATABASE_URL", url, 1);
+	if (setenv("DATABASE_URL", url, 1) < 0 || setenv("IDEM_DATABASE_URL", url, 1) < 0) {
+		free(url);
+		return idem_error_set(err, IDEM_EXIT_ENV, "setting DATABASE_URL:");
+	}
 	free(url);
 	return 0;
 }
