@@ -26,7 +26,8 @@ LDLIBS = $(shell pkg-config --libs $(PKGS)) -lm -pthread
 PROGS = idem-sandbox seed-gen dup-publish idem-worker kill-at count-effects mkrecord verify-record rehearse
 LIBOBJ = $(BUILD)/lib/util.o $(BUILD)/lib/tsv.o $(BUILD)/lib/seed.o \
 	$(BUILD)/lib/template.o $(BUILD)/lib/pg.o $(BUILD)/lib/embed.o $(BUILD)/lib/step.o \
-	$(BUILD)/lib/sig.o $(BUILD)/lib/yamljson.o $(BUILD)/lib/git.o
+	$(BUILD)/lib/sig.o $(BUILD)/lib/yamljson.o $(BUILD)/lib/git.o $(BUILD)/lib/peer.o \
+	$(BUILD)/lib/failpoint.o
 UNIT = tsv util seed template sig yamljson pg
 FUZZ = tsv seed record sshsig signers key template
 FUZZ_SECONDS = 60
@@ -93,7 +94,7 @@ fuzz: deps
 	@FUZZ="$(FUZZ)" FUZZ_SECONDS="$(FUZZ_SECONDS)" tests/fuzz/run
 
 # Programs that only the command tests run, beside the real ones.
-TEST_TOOLS = signers-check
+TEST_TOOLS = signers-check peer-of failpoint-kill
 
 $(BUILD)/tests/%: tests/tools/%.c lib/*.h $(BUILD)/lib/libidem.a
 	@mkdir -p $(@D)

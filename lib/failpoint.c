@@ -1,0 +1,622 @@
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "failpoint.h"
+#include "pg.h"
+
+static const char *const step_names[] = {
+	NULL, "before-write", "before-commit", "after-commit", "after-commit"
+};
+
+struct idem_failpoint {
+	PGconn *conn[2];		/* [0] runs the queries; both hold gates */
+	int conn_pid[2];
+	unsigned char owner[IDEM_FAILPOINT_SLOTS + 1];	/* which conn holds each gate */
+	int ledger;			/* the effect table has its triggers */
+	PGresult *writes_res;
+	struct idem_failpoint_write *writes;
+};
+
+int
+idem_failpoint_step(const char *name)
+{
+	int i;
+
+	for (i = IDEM_FAILPOINT_BEFORE_WRITE; i <= IDEM_FAILPOINT_AFTER_COMMIT; i++)
+		if (strcmp(step_names[i], name) == 0)
+			return i;
+	return 0;
+}
+
+const char *
+idem_failpoint_step_name(int step)
+{
+	return step >= IDEM_FAILPOINT_BEFORE_WRITE && step <= IDEM_FAILPOINT_ACK_IN_EFFECT ?
+	    step_names[step] : NULL;
+}
+
+/* A string appended to with printf; NULL after a failed allocation
+ * (idem_e* functions exit, as everywhere in lib for memory). */
+struct text {
+	char *s;
+	size_t len;
+	FILE *f;
+};
+
+static void
+text_open(struct text *t)
+{
+	t->s = NULL;
+	t->len = 0;
+	if ((t->f = open_memstream(&t->s, &t->len)) == NULL)
+		idem_die(IDEM_EXIT_ENV, "open_memstream:");
+}
+
+static char *
+text_close(struct text *t)
+{
+	if (fclose(t->f) != 0)
+		idem_die(IDEM_EXIT_ENV, "open_memstream:");
+	return t->s;
+}
+
+static char *
+quote_identifier(PGconn *conn, const char *name)
+{
+	char *q = PQescapeIdentifier(conn, name, strlen(name)), *out;
+
+	if (q == NULL)
+		idem_die(IDEM_EXIT_ENV, "quoting %s: %s", name, PQerrorMessage(conn));
+	out = idem_estrdup(q);
+	PQfreemem(q);
+	return out;
+}
+
+static char *
+quote_literal(PGconn *conn, const char *value)
+{
+	char *q = PQescapeLiteral(conn, value, strlen(value)), *out;
+
+	if (q == NULL)
+		idem_die(IDEM_EXIT_ENV, "quoting a literal: %s", PQerrorMessage(conn));
+	out = idem_estrdup(q);
+	PQfreemem(q);
+	return out;
+}
+
+/* "schema.table" with each part quoted; a name without a dot is quoted whole. */
+static char *
+quoted_table(PGconn *conn, const char *table)
+{
+	char *copy = idem_estrdup(table), *dot = strchr(copy, '.'), *a, *b, *out;
+
+	if (dot == NULL) {
+		out = quote_identifier(conn, copy);
+		free(copy);
+		return out;
+	}
+	*dot = '\0';
+	a = quote_identifier(conn, copy);
+	b = quote_identifier(conn, dot + 1);
+	if (asprintf(&out, "%s.%s", a, b) < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	free(a);
+	free(b);
+	free(copy);
+	return out;
+}
+
+/* The business key of the row NEW as the stream writes it: one column as
+ * its text, several as a JSON array of their values in key order (the
+ * expression of count-effects(1)). NULL when key_columns is no array of
+ * names. */
+static char *
+key_of_new(PGconn *conn, const char *key_columns)
+{
+	json_t *cols = json_loads(key_columns, 0, NULL), *col;
+	struct text t;
+	size_t i, n = json_array_size(cols);
+
+	if (n == 0) {
+		json_decref(cols);
+		return NULL;
+	}
+	text_open(&t);
+	if (n > 1)
+		fputs("'[' || ", t.f);
+	json_array_foreach(cols, i, col) {
+		char *q;
+
+		if (!json_is_string(col)) {
+			json_decref(cols);
+			free(text_close(&t));
+			return NULL;
+		}
+		q = quote_identifier(conn, json_string_value(col));
+		if (n == 1)
+			fprintf(t.f, "NEW.%s::text", q);
+		else
+			fprintf(t.f, "%sto_json(NEW.%s)::text", i ? " || ',' || " : "", q);
+		free(q);
+	}
+	if (n > 1)
+		fputs(" || ']'", t.f);
+	json_decref(cols);
+	return text_close(&t);
+}
+
+/* CREATE FUNCTION idem_run.NAME() with a body given as a literal, so that
+ * nothing in it can end a dollar quote. */
+static void
+function_sql(FILE *f, PGconn *conn, const char *name, const char *returns, const char *body)
+{
+	char *literal = quote_literal(conn, body);
+
+	fprintf(f, "CREATE FUNCTION idem_run.%s RETURNS %s LANGUAGE plpgsql SECURITY DEFINER "
+	    "SET search_path = pg_catalog, pg_temp AS %s;\n", name, returns, literal);
+	free(literal);
+}
+
+static char *
+install_sql(PGconn *conn, const char *queue, const char *table, const char *key)
+{
+	struct text t, body;
+	char *queue_literal = quote_literal(conn, queue);
+
+	text_open(&t);
+	fputs("SET LOCAL client_min_messages = warning;\n"
+	    "DROP SCHEMA IF EXISTS idem_run CASCADE;\n"
+	    "CREATE SCHEMA idem_run;\n"
+	    "COMMENT ON SCHEMA idem_run IS 'kill-at: kill points and effect ledger of the run in progress';\n"
+	    "CREATE TABLE idem_run.armed (id integer PRIMARY KEY, step integer NOT NULL,"
+	    " business_key text NOT NULL, UNIQUE (business_key, step));\n"
+	    "CREATE TABLE idem_run.ledger (xid xid8 NOT NULL DEFAULT pg_current_xact_id(),"
+	    " backend_pid integer NOT NULL DEFAULT pg_backend_pid(),"
+	    " operation text NOT NULL, business_key text,"
+	    " written_at timestamptz NOT NULL DEFAULT clock_timestamp());\n"
+	    "CREATE SEQUENCE idem_run.acks;\n", t.f);
+
+	text_open(&body);
+	fprintf(body.f, "DECLARE\n"
+	    "\tslot integer := nullif(current_setting('idem_run.slot', true), '')::integer;\n"
+	    "BEGIN\n"
+	    "\tIF slot IS NULL THEN\n"
+	    "\t\tslot := %d;\n"
+	    "\t\tFOR i IN 0..%d LOOP\n"
+	    "\t\t\tIF pg_try_advisory_xact_lock(%d, i) THEN slot := i; EXIT; END IF;\n"
+	    "\t\tEND LOOP;\n"
+	    "\t\tPERFORM set_config('idem_run.slot', slot::text, true);\n"
+	    "\tEND IF;\n"
+	    "\tPERFORM pg_advisory_lock_shared(%d + step, armed);\n"
+	    "\tPERFORM pg_advisory_lock_shared(%d, slot);\n"
+	    "\tPERFORM pg_advisory_unlock_shared(%d, slot);\n"
+	    "\tPERFORM pg_advisory_unlock_shared(%d + step, armed);\n"
+	    "END", IDEM_FAILPOINT_SLOTS, IDEM_FAILPOINT_SLOTS - 1, IDEM_FAILPOINT_CLASS_SLOT,
+	    IDEM_FAILPOINT_CLASS_POINT, IDEM_FAILPOINT_CLASS_GATE, IDEM_FAILPOINT_CLASS_GATE,
+	    IDEM_FAILPOINT_CLASS_POINT);
+	function_sql(t.f, conn, "hold(armed integer, step integer)", "void", text_close(&body));
+	free(body.s);
+
+	text_open(&body);
+	fprintf(body.f, "DECLARE\n\ta integer;\nBEGIN\n"
+	    "\tPERFORM nextval('idem_run.acks');\n"
+	    "\tSELECT id INTO a FROM idem_run.armed WHERE step = %d AND business_key = OLD.business_key;\n"
+	    "\tIF FOUND THEN\n"
+	    "\t\tPERFORM idem_run.hold(a, CASE WHEN current_setting('idem_run.wrote', true) = 'on'"
+	    " THEN %d ELSE %d END);\n"
+	    "\tEND IF;\n"
+	    "\tRETURN NEW;\nEND", IDEM_FAILPOINT_AFTER_COMMIT, IDEM_FAILPOINT_ACK_IN_EFFECT,
+	    IDEM_FAILPOINT_AFTER_COMMIT);
+	function_sql(t.f, conn, "before_ack()", "trigger", text_close(&body));
+	free(body.s);
+	fprintf(t.f, "CREATE TRIGGER idem_run_before_ack BEFORE UPDATE OF acked_at ON idem.message"
+	    " FOR EACH ROW WHEN (OLD.acked_at IS NULL AND NEW.acked_at IS NOT NULL AND OLD.queue = %s)"
+	    " EXECUTE FUNCTION idem_run.before_ack();\n", queue_literal);
+	free(queue_literal);
+	if (table == NULL)
+		return text_close(&t);
+
+	text_open(&body);
+	fprintf(body.f, "DECLARE\n\ta integer;\nBEGIN\n"
+	    "\tSELECT id INTO a FROM idem_run.armed WHERE step = %d AND business_key = %s;\n"
+	    "\tIF FOUND THEN\n\t\tPERFORM idem_run.hold(a, %d);\n\tEND IF;\n"
+	    "\tRETURN NEW;\nEND", IDEM_FAILPOINT_BEFORE_WRITE, key, IDEM_FAILPOINT_BEFORE_WRITE);
+	function_sql(t.f, conn, "before_write()", "trigger", text_close(&body));
+	free(body.s);
+
+	text_open(&body);
+	fprintf(body.f, "BEGIN\n"
+	    "\tINSERT INTO idem_run.ledger (operation, business_key) VALUES (TG_OP, %s);\n"
+	    "\tPERFORM set_config('idem_run.wrote', 'on', true);\n"
+	    "\tRETURN NULL;\nEND", key);
+	function_sql(t.f, conn, "record_write()", "trigger", text_close(&body));
+	free(body.s);
+
+	/* once per point and transaction, however many rows it wrote */
+	text_open(&body);
+	fprintf(body.f, "DECLARE\n\ta integer;\n"
+	    "\theld text := coalesce(current_setting('idem_run.held', true), '');\nBEGIN\n"
+	    "\tSELECT id INTO a FROM idem_run.armed WHERE step = %d AND business_key = %s;\n"
+	    "\tIF FOUND AND NOT a::text = ANY (string_to_array(held, ',')) THEN\n"
+	    "\t\tPERFORM set_config('idem_run.held', concat_ws(',', nullif(held, ''), a::text), true);\n"
+	    "\t\tPERFORM idem_run.hold(a, %d);\n"
+	    "\tEND IF;\n"
+	    "\tRETURN NULL;\nEND", IDEM_FAILPOINT_BEFORE_COMMIT, key, IDEM_FAILPOINT_BEFORE_COMMIT);
+	function_sql(t.f, conn, "before_commit()", "trigger", text_close(&body));
+	free(body.s);
+
+	fprintf(t.f, "CREATE TRIGGER idem_run_before_write BEFORE INSERT OR UPDATE ON %s"
+	    " FOR EACH ROW EXECUTE FUNCTION idem_run.before_write();\n"
+	    "CREATE TRIGGER idem_run_ledger AFTER INSERT OR UPDATE ON %s"
+	    " FOR EACH ROW EXECUTE FUNCTION idem_run.record_write();\n"
+	    "CREATE CONSTRAINT TRIGGER idem_run_before_commit AFTER INSERT OR UPDATE ON %s"
+	    " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION idem_run.before_commit();\n",
+	    table, table, table);
+	return text_close(&t);
+}
+
+static int
+exec_ok(PGconn *conn, const char *what, const char *sql, int nparams, const char *const *params,
+	struct idem_error *err)
+{
+	PGresult *res = idem_pg_exec(conn, what, err, sql, nparams, params);
+
+	if (res == NULL)
+		return -1;
+	PQclear(res);
+	return 0;
+}
+
+/* The first value of a one-row query, as a number; -1 with err set. */
+static long long
+exec_number(PGconn *conn, const char *what, const char *sql, int nparams,
+	    const char *const *params, struct idem_error *err)
+{
+	PGresult *res = idem_pg_exec(conn, what, err, sql, nparams, params);
+	long long v;
+
+	if (res == NULL)
+		return -1;
+	if (PQntuples(res) != 1 || PQgetisnull(res, 0, 0)) {
+		PQclear(res);
+		return idem_error_set(err, IDEM_EXIT_ENV, "%s: no value", what);
+	}
+	v = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	PQclear(res);
+	return v;
+}
+
+/* Warnings such as pg_terminate_backend's for a session already gone are
+ * no news to the caller. */
+static void
+ignore_notice(void *arg, const char *message)
+{
+	(void)arg;
+	(void)message;
+}
+
+static void
+close_all(struct idem_failpoint *fp)
+{
+	PQfinish(fp->conn[0]);
+	PQfinish(fp->conn[1]);
+	PQclear(fp->writes_res);
+	free(fp->writes);
+	free(fp);
+}
+
+struct idem_failpoint *
+idem_failpoint_install(const char *conninfo, const char *queue, const char *effect_table,
+		       const char *key_columns, struct idem_error *err)
+{
+	struct idem_failpoint *fp = idem_emalloc(sizeof(*fp));
+	char *table = NULL, *key = NULL, *sql = NULL, run_class[16], gate_class[16], slots[16];
+	const char *params[3];
+	PGresult *res;
+	long long got;
+	int i;
+
+	memset(fp, 0, sizeof(*fp));
+	for (i = 0; i < 2; i++) {
+		if ((fp->conn[i] = idem_pg_connect(conninfo, err)) == NULL)
+			goto fail;
+		fp->conn_pid[i] = PQbackendPID(fp->conn[i]);
+		PQsetNoticeProcessor(fp->conn[i], ignore_notice, NULL);
+	}
+	snprintf(run_class, sizeof(run_class), "%d", IDEM_FAILPOINT_CLASS_RUN);
+	params[0] = run_class;
+	if ((got = exec_number(fp->conn[0], "taking the run lock",
+	    "SELECT pg_try_advisory_lock($1::integer, 0)::integer", 1, params, err)) < 0)
+		goto fail;
+	if (got == 0) {
+		res = PQexecParams(fp->conn[0], "SELECT string_agg(pid::text, ', ') FROM pg_locks "
+		    "WHERE locktype = 'advisory' AND classid = $1::oid AND objid = 0 AND objsubid = 2 "
+		    "AND granted", 1, NULL, params, NULL, NULL, 0);
+		idem_error_set(err, IDEM_EXIT_ENV, "another kill-at run holds the kill points of this "
+		    "database (server process %s); one run at a time",
+		    PQresultStatus(res) == PGRES_TUPLES_OK ? PQgetvalue(res, 0, 0) : "?");
+		PQclear(res);
+		goto fail;
+	}
+	if (effect_table != NULL && *effect_table != '\0') {
+		table = quoted_table(fp->conn[0], effect_table);
+		params[0] = table;
+		res = idem_pg_exec(fp->conn[0], "looking for the effect table", err,
+		    "SELECT to_regclass($1) IS NOT NULL", 1, params);
+		if (res == NULL)
+			goto fail;
+		fp->ledger = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+		PQclear(res);
+		if (fp->ledger && (key = key_of_new(fp->conn[0], key_columns)) == NULL) {
+			idem_error_set(err, IDEM_EXIT_USAGE, "key columns %s: expected a JSON array of "
+			    "column names", key_columns);
+			goto fail;
+		}
+	}
+	sql = install_sql(fp->conn[0], queue, fp->ledger ? table : NULL, key);
+	if (exec_ok(fp->conn[0], "installing the kill points", "BEGIN", 0, NULL, err) < 0)
+		goto fail;
+	res = PQexec(fp->conn[0], sql);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+		char msg[768];
+
+		idem_error_set(err, IDEM_EXIT_ENV, "installing the kill points: %s",
+		    idem_pg_message(fp->conn[0], res, msg, sizeof(msg)));
+		PQclear(res);
+		PQclear(PQexec(fp->conn[0], "ROLLBACK"));
+		goto fail;
+	}
+	PQclear(res);
+	if (exec_ok(fp->conn[0], "installing the kill points", "COMMIT", 0, NULL, err) < 0)
+		goto fail;
+	snprintf(gate_class, sizeof(gate_class), "%d", IDEM_FAILPOINT_CLASS_GATE);
+	snprintf(slots, sizeof(slots), "%d", IDEM_FAILPOINT_SLOTS);
+	params[0] = gate_class;
+	params[1] = slots;
+	if (exec_ok(fp->conn[0], "holding the gates",
+	    "SELECT count(pg_advisory_lock($1::integer, s)) FROM generate_series(0, $2::integer) s",
+	    2, params, err) < 0)
+		goto fail;
+	free(table);
+	free(key);
+	free(sql);
+	return fp;
+fail:
+	free(table);
+	free(key);
+	free(sql);
+	close_all(fp);
+	return NULL;
+}
+
+int
+idem_failpoint_has_ledger(const struct idem_failpoint *fp)
+{
+	return fp->ledger;
+}
+
+int
+idem_failpoint_arm(struct idem_failpoint *fp, int step, const char *business_key,
+		   struct idem_error *err)
+{
+	char step_text[16];
+	const char *params[2] = { step_text, business_key };
+
+	snprintf(step_text, sizeof(step_text), "%d", step);
+	return (int)exec_number(fp->conn[0], "arming a kill point",
+	    "WITH old AS (SELECT id FROM idem_run.armed WHERE step = $1::integer AND business_key = $2),"
+	    " new AS (INSERT INTO idem_run.armed (id, step, business_key)"
+	    "  SELECT coalesce((SELECT max(id) FROM idem_run.armed), 0) + 1, $1::integer, $2"
+	    "  WHERE NOT EXISTS (SELECT FROM old) RETURNING id)"
+	    " SELECT id FROM old UNION ALL SELECT id FROM new", 2, params, err);
+}
+
+int
+idem_failpoint_disarm(struct idem_failpoint *fp, int armed, struct idem_error *err)
+{
+	char id[16];
+	const char *params[1] = { id };
+
+	snprintf(id, sizeof(id), "%d", armed);
+	return exec_ok(fp->conn[0], "disarming a kill point",
+	    "DELETE FROM idem_run.armed WHERE id = $1::integer", 1, params, err);
+}
+
+int
+idem_failpoint_waiters(struct idem_failpoint *fp, struct idem_failpoint_waiter **out, size_t *n,
+		       struct idem_error *err)
+{
+	char gate[16], point[16];
+	const char *params[2] = { gate, point };
+	PGresult *res;
+	int i;
+
+	snprintf(gate, sizeof(gate), "%d", IDEM_FAILPOINT_CLASS_GATE);
+	snprintf(point, sizeof(point), "%d", IDEM_FAILPOINT_CLASS_POINT);
+	/* a held session waits on a gate while it holds the lock of its point */
+	res = idem_pg_exec(fp->conn[0], "watching the kill points", err,
+	    "SELECT w.pid, coalesce(a.client_port, -1),"
+	    " (extract(epoch FROM a.backend_start) * 1000000)::bigint,"
+	    " w.objid, p.classid::bigint - $2::bigint, p.objid"
+	    " FROM pg_locks w"
+	    " JOIN pg_locks p ON p.pid = w.pid AND p.locktype = 'advisory' AND p.granted"
+	    "  AND p.objsubid = 2 AND p.classid::bigint BETWEEN $2::bigint + 1 AND $2::bigint + 4"
+	    " LEFT JOIN pg_stat_activity a ON a.pid = w.pid"
+	    " WHERE w.locktype = 'advisory' AND NOT w.granted AND w.objsubid = 2"
+	    "  AND w.classid = $1::oid ORDER BY w.objid", 2, params);
+	if (res == NULL)
+		return -1;
+	*n = (size_t)PQntuples(res);
+	*out = idem_ereallocarray(NULL, *n + 1, sizeof(**out));
+	for (i = 0; i < PQntuples(res); i++) {
+		struct idem_failpoint_waiter *w = &(*out)[i];
+
+		w->backend_pid = atoi(PQgetvalue(res, i, 0));
+		w->client_port = atoi(PQgetvalue(res, i, 1));
+		w->backend_start_us = strtoll(PQgetvalue(res, i, 2), NULL, 10);
+		w->slot = atoi(PQgetvalue(res, i, 3));
+		w->step = atoi(PQgetvalue(res, i, 4));
+		w->armed = atoi(PQgetvalue(res, i, 5));
+	}
+	PQclear(res);
+	return 0;
+}
+
+/*
+ * The gate of a slot goes from the connection that holds it to the other:
+ * the other asks for it first, and is seen waiting, queued behind the held
+ * session; then the holder lets go. The held session, first in the queue,
+ * gets the gate and lets it go at once; the other connection gets it next,
+ * and any session that came meanwhile queued behind it. So exactly the
+ * sessions held at that moment pass.
+ */
+int
+idem_failpoint_pass(struct idem_failpoint *fp, int slot, struct idem_error *err)
+{
+	int from = fp->owner[slot], to = !from, tries;
+	char gate[16], slot_text[16], to_pid[16];
+	const char *params[3] = { gate, slot_text, to_pid };
+	PGresult *res;
+	long long queued = 0;
+
+	if (slot < 0 || slot > IDEM_FAILPOINT_SLOTS)
+		return idem_error_set(err, IDEM_EXIT_ENV, "passing slot %d: no such slot", slot);
+	snprintf(gate, sizeof(gate), "%d", IDEM_FAILPOINT_CLASS_GATE);
+	snprintf(slot_text, sizeof(slot_text), "%d", slot);
+	snprintf(to_pid, sizeof(to_pid), "%d", fp->conn_pid[to]);
+	if (!PQsendQueryParams(fp->conn[to], "SELECT pg_advisory_lock($1::integer, $2::integer)",
+	    2, NULL, params, NULL, NULL, 0))
+		return idem_error_set(err, IDEM_EXIT_ENV, "passing a kill point: %s",
+		    PQerrorMessage(fp->conn[to]));
+	for (tries = 0; tries < 5000 && queued == 0; tries++) {
+		if (tries > 0)
+			usleep(1000);
+		queued = exec_number(fp->conn[from], "passing a kill point",
+		    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+		    " AND classid = $1::oid AND objid = $2::oid AND objsubid = 2 AND pid = $3::integer",
+		    3, params, err);
+		if (queued < 0)
+			break;
+	}
+	if (queued > 0 && exec_ok(fp->conn[from], "passing a kill point",
+	    "SELECT pg_advisory_unlock($1::integer, $2::integer)", 2, params, err) == 0)
+		fp->owner[slot] = (unsigned char)to;
+	else if (queued == 0)
+		idem_error_set(err, IDEM_EXIT_ENV, "passing a kill point: the gate of slot %d was "
+		    "not asked for in 5 seconds", slot);
+	/* the answer comes once the gate is held again (or, after a failure
+	 * above, never: the connection is then of no more use) */
+	while ((res = PQgetResult(fp->conn[to])) != NULL) {
+		if (PQresultStatus(res) != PGRES_TUPLES_OK && fp->owner[slot] == to) {
+			char msg[512];
+
+			idem_error_set(err, IDEM_EXIT_ENV, "passing a kill point: %s",
+			    idem_pg_message(fp->conn[to], res, msg, sizeof(msg)));
+			fp->owner[slot] = (unsigned char)from;
+			queued = 0;
+		}
+		PQclear(res);
+	}
+	return fp->owner[slot] == to && queued > 0 ? 0 : -1;
+}
+
+int
+idem_failpoint_terminate(struct idem_failpoint *fp, int backend_pid, struct idem_error *err)
+{
+	char pid[16];
+	const char *params[1] = { pid };
+	long long gone;
+
+	snprintf(pid, sizeof(pid), "%d", backend_pid);
+	/* waits until the server process has exited, its transaction rolled back */
+	gone = exec_number(fp->conn[0], "terminating a held session",
+	    "SELECT (pg_terminate_backend($1::integer, 10000)"
+	    " OR NOT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1::integer))::integer",
+	    1, params, err);
+	if (gone < 0)
+		return -1;
+	if (gone == 0)
+		return idem_error_set(err, IDEM_EXIT_ENV, "terminating a held session: server process "
+		    "%d still there after 10 seconds", backend_pid);
+	return 0;
+}
+
+int
+idem_failpoint_terminate_all(struct idem_failpoint *fp, struct idem_error *err)
+{
+	struct idem_failpoint_waiter *w = NULL;
+	size_t n = 0, i;
+	int rc = 0;
+
+	if (idem_failpoint_waiters(fp, &w, &n, err) < 0)
+		return -1;
+	for (i = 0; i < n && rc == 0; i++)
+		rc = idem_failpoint_terminate(fp, w[i].backend_pid, err);
+	free(w);
+	return rc;
+}
+
+long long
+idem_failpoint_acks(struct idem_failpoint *fp, struct idem_error *err)
+{
+	return exec_number(fp->conn[0], "counting acks",
+	    "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM idem_run.acks", 0, NULL, err);
+}
+
+int
+idem_failpoint_ledger(struct idem_failpoint *fp, const struct idem_failpoint_write **out,
+		      size_t *n, struct idem_error *err)
+{
+	PGresult *res;
+	int i;
+
+	PQclear(fp->writes_res);
+	free(fp->writes);
+	fp->writes = NULL;
+	/* xmin is the writing (sub)transaction: its commit time is the effect's */
+	res = fp->writes_res = idem_pg_exec(fp->conn[0], "reading the effect ledger", err,
+	    "SELECT xid::text, backend_pid, operation = 'UPDATE', business_key,"
+	    " (extract(epoch FROM written_at) * 1000000)::bigint,"
+	    " (extract(epoch FROM pg_xact_commit_timestamp(xmin)) * 1000000)::bigint"
+	    " FROM idem_run.ledger ORDER BY written_at", 0, NULL);
+	if (res == NULL)
+		return -1;
+	*n = (size_t)PQntuples(res);
+	fp->writes = idem_ereallocarray(NULL, *n + 1, sizeof(*fp->writes));
+	for (i = 0; i < PQntuples(res); i++) {
+		struct idem_failpoint_write *w = &fp->writes[i];
+
+		w->xid = PQgetvalue(res, i, 0);
+		w->backend_pid = atoi(PQgetvalue(res, i, 1));
+		w->update = strcmp(PQgetvalue(res, i, 2), "t") == 0;
+		w->business_key = PQgetisnull(res, i, 3) ? NULL : PQgetvalue(res, i, 3);
+		w->written_at_us = strtoll(PQgetvalue(res, i, 4), NULL, 10);
+		w->committed_at_us = PQgetisnull(res, i, 5) ? 0 : strtoll(PQgetvalue(res, i, 5), NULL, 10);
+	}
+	*out = fp->writes;
+	return 0;
+}
+
+int
+idem_failpoint_remove(struct idem_failpoint *fp, struct idem_error *err)
+{
+	int rc;
+
+	/* a held session whose client is gone would commit once let go */
+	rc = idem_failpoint_terminate_all(fp, err);
+	if (rc == 0)
+		rc = exec_ok(fp->conn[0], "removing the kill points", "SET lock_timeout = '10s'", 0,
+		    NULL, err);
+	if (rc == 0)
+		rc = exec_ok(fp->conn[0], "removing the kill points", "SET client_min_messages = warning",
+		    0, NULL, err);
+	if (rc == 0)
+		rc = exec_ok(fp->conn[0], "removing the kill points",
+		    "DROP SCHEMA IF EXISTS idem_run CASCADE", 0, NULL, err);
+	close_all(fp);
+	return rc;
+}

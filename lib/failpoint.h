@@ -1,0 +1,98 @@
+/* failpoint.h: kill points and the effect ledger in the sandbox database
+ * (idem-sandbox(1), KILL POINTS AND LEDGER; idem-step(7)) */
+#ifndef IDEM_FAILPOINT_H
+#define IDEM_FAILPOINT_H
+
+#include <libpq-fe.h>
+
+#include "util.h"
+
+/* The steps the database sees; 0 is a step it does not see. */
+enum {
+	IDEM_FAILPOINT_BEFORE_WRITE = 1,
+	IDEM_FAILPOINT_BEFORE_COMMIT = 2,
+	IDEM_FAILPOINT_AFTER_COMMIT = 3,
+	IDEM_FAILPOINT_ACK_IN_EFFECT = 4	/* the ack, in the effect's own transaction */
+};
+
+/* The advisory lock classes (the first of the two int4 keys). */
+#define IDEM_FAILPOINT_CLASS_RUN 1768161280	/* 0x69640000, key 0: one run per database */
+#define IDEM_FAILPOINT_CLASS_SLOT 1768161536	/* 0x69640100, key: slot */
+#define IDEM_FAILPOINT_CLASS_GATE 1768161792	/* 0x69640200, key: slot */
+#define IDEM_FAILPOINT_CLASS_POINT 1768162048	/* 0x69640300 + step, key: armed point id */
+#define IDEM_FAILPOINT_SLOTS 64
+
+struct idem_failpoint;
+
+/* A session held at an armed point. */
+struct idem_failpoint_waiter {
+	int backend_pid;
+	int client_port;		/* pg_stat_activity.client_port; -1 for a Unix socket */
+	long long backend_start_us;
+	int slot;
+	int step;
+	int armed;			/* the point's id, as idem_failpoint_arm returned it */
+};
+
+/* A committed write of the effect table, from the ledger. */
+struct idem_failpoint_write {
+	const char *xid;		/* the writing transaction's id (xid8) */
+	int backend_pid;
+	int update;			/* 0 for an INSERT, 1 for an UPDATE */
+	const char *business_key;
+	long long written_at_us, committed_at_us;
+};
+
+/* The step of a step name; 0 when the database does not see it. */
+int idem_failpoint_step(const char *name);
+const char *idem_failpoint_step_name(int step);
+
+/*
+ * Installs the kill points and the ledger for one run, in one transaction:
+ * the schema idem_run (dropped first if a run killed earlier left it),
+ * the triggers on effect_table (when it exists; key_columns is the seed's
+ * JSON array of its key columns) and on the acks of queue in
+ * idem.message. Holds every gate. Two connections of its own, by conninfo
+ * as idem_pg_connect takes it. NULL with err set on failure; another run
+ * on the same database is refused.
+ */
+struct idem_failpoint *idem_failpoint_install(const char *conninfo, const char *queue,
+					      const char *effect_table, const char *key_columns,
+					      struct idem_error *err);
+/* Whether the effect table exists and has its ledger triggers. */
+int idem_failpoint_has_ledger(const struct idem_failpoint *fp);
+
+/* Arms step for business_key: returns the point's id (the same for the
+ * same step and key), or -1 with err set. */
+int idem_failpoint_arm(struct idem_failpoint *fp, int step, const char *business_key,
+		       struct idem_error *err);
+/* Disarms a point: writers of its key no longer stop there. */
+int idem_failpoint_disarm(struct idem_failpoint *fp, int armed, struct idem_error *err);
+
+/* The sessions held now, into *out (caller frees), *n of them. */
+int idem_failpoint_waiters(struct idem_failpoint *fp, struct idem_failpoint_waiter **out,
+			   size_t *n, struct idem_error *err);
+/* Lets the session held in slot go on; the gate is held again before any
+ * other session can reach it. */
+int idem_failpoint_pass(struct idem_failpoint *fp, int slot, struct idem_error *err);
+/* Terminates a held session and waits until its server process is gone,
+ * so that its transaction is rolled back; the gate stays held. */
+int idem_failpoint_terminate(struct idem_failpoint *fp, int backend_pid, struct idem_error *err);
+/* Terminates every held session (as above). */
+int idem_failpoint_terminate_all(struct idem_failpoint *fp, struct idem_error *err);
+
+/* How many acks of the queue the trigger has seen (acks rolled back
+ * included); -1 with err set on failure. */
+long long idem_failpoint_acks(struct idem_failpoint *fp, struct idem_error *err);
+
+/* The committed writes in the ledger, in the order written; they stay
+ * valid until idem_failpoint_remove. */
+int idem_failpoint_ledger(struct idem_failpoint *fp, const struct idem_failpoint_write **out,
+			  size_t *n, struct idem_error *err);
+
+/* Terminates the held sessions, drops the schema and the triggers,
+ * releases the locks, closes the connections and frees fp. Returns -1 with
+ * err set when something could not be removed (fp is freed all the same). */
+int idem_failpoint_remove(struct idem_failpoint *fp, struct idem_error *err);
+
+#endif

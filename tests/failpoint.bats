@@ -1,0 +1,88 @@
+#!/usr/bin/env bats
+# The database kill points of kill-at alone (failpoint-kill, which runs
+# kill-at's code for one kill point) and the mapping from a session to the
+# process that owns it (peer-of), against the real sandbox and real psql
+# clients.
+
+load helper
+
+setup_file() {
+	sandbox_up
+	export TOOLS="${BUILD:?make test sets BUILD}/tests"
+}
+
+teardown_file() {
+	sandbox_down
+}
+
+setup() {
+	cd "$BATS_TEST_DIRNAME/.."
+	idem-worker --setup -g unique
+}
+
+insert_line() {
+	echo "INSERT INTO demo.invoice_lines (job_id, invoice_id, line_no, amount_cents, currency) VALUES ('a', 'inv-1', 1, 100, 'EUR')"
+}
+
+# kill_at STEP [-r] -- a psql client held at STEP for key inv-1/1 and killed
+kill_at() {
+	local step=$1
+	shift
+	"$TOOLS/failpoint-kill" "$@" -t demo.invoice_lines -c '["invoice_id", "line_no"]' \
+		-q rehearsal_matrix -s "$step" -k '["inv-1",1]' psql -X -q -c "$(insert_line)"
+}
+
+@test "peer-of finds the process that holds a session's Unix socket, and no other" {
+	setsid psql -X -q -c 'SELECT pg_sleep(60) -- marker-peer' >/dev/null &
+	client=$!
+	until backend=$(sql "SELECT pid FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(60) -- marker-peer%'") && [ -n "$backend" ]; do
+		sleep 0.05
+	done
+	run "$TOOLS/peer-of" "$backend" -1 "$$" "$client"
+	kill "$client"
+	[ "$status" -eq 0 ]
+	assert_equal "$output" "$client"
+	run "$TOOLS/peer-of" "$backend" -1 "$$"
+	[ "$status" -eq 1 ]
+}
+
+@test "a client killed at before-write is terminated before its session goes on: nothing written" {
+	run kill_at before-write
+	[ "$status" -eq 0 ]
+	[[ "$output" == "killed "* ]]
+	assert_equal "$(sql 'SELECT count(*) FROM demo.invoice_lines')" 0
+}
+
+@test "a client killed at before-commit, inside COMMIT, is terminated first: nothing committed" {
+	run kill_at before-commit
+	[ "$status" -eq 0 ]
+	assert_equal "$(sql 'SELECT count(*) FROM demo.invoice_lines')" 0
+	# the kill points are gone with the run
+	assert_equal "$(sql "SELECT to_regnamespace('idem_run') IS NULL")" t
+	assert_equal "$(sql "SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'idem_run%'")" 0
+}
+
+@test "letting the held session go before terminating it lets a dead client commit" {
+	run kill_at before-commit -r
+	[ "$status" -eq 0 ]
+	assert_equal "$(sql 'SELECT count(*) FROM demo.invoice_lines')" 1
+	sql 'TRUNCATE demo.invoice_lines'
+	run kill_at before-write -r
+	[ "$status" -eq 0 ]
+	assert_equal "$(sql 'SELECT count(*) FROM demo.invoice_lines')" 1
+}
+
+@test "an ack is held at after-commit: killed there, the message stays unacked" {
+	queue_reset
+	msg=$(sql "SELECT idem.send('rehearsal_matrix', 'a', '[\"inv-1\",1]', '{}')")
+	run "$TOOLS/failpoint-kill" -t demo.invoice_lines -c '["invoice_id", "line_no"]' \
+		-q rehearsal_matrix -s after-commit -k '["inv-1",1]' \
+		psql -X -q -c "SELECT idem.ack($msg)"
+	[ "$status" -eq 0 ]
+	assert_equal "$(sql "SELECT acked_at IS NULL FROM idem.message WHERE msg_id = $msg")" t
+	run "$TOOLS/failpoint-kill" -r -t demo.invoice_lines -c '["invoice_id", "line_no"]' \
+		-q rehearsal_matrix -s after-commit -k '["inv-1",1]' \
+		psql -X -q -c "SELECT idem.ack($msg)"
+	[ "$status" -eq 0 ]
+	assert_equal "$(sql "SELECT acked_at IS NULL FROM idem.message WHERE msg_id = $msg")" f
+}
