@@ -35,11 +35,15 @@ struct field {
 	unsigned char type;
 	unsigned char nullable;	/* \N allowed */
 	const char *values;	/* ENUM: the words, separated by spaces */
+	unsigned char added;	/* a trailing field of version 1.1: rows may end before it */
 };
 
-#define F(name, type) { name, type, 0, NULL }
-#define N(name, type) { name, type, 1, NULL }
-#define E(name, values) { name, ENUM, 0, values }
+#define F(name, type) { name, type, 0, NULL, 0 }
+#define N(name, type) { name, type, 1, NULL, 0 }
+#define E(name, values) { name, ENUM, 0, values, 0 }
+/* fields added in 1.1, at the end of their kind: a row of 1.0 lacks them */
+#define N11(name, type) { name, type, 1, NULL, 1 }
+#define E11(name, values) { name, ENUM, 1, values, 1 }
 
 static const struct {
 	const char *name;
@@ -66,13 +70,14 @@ static const struct {
 		E("status", "published existing") } },
 	[IDEM_KIND_STEP] = { "step", { F("at", TIME), F("worker", INTEGER), F("pid", COUNT),
 		F("name", TEXT), F("job_id", TEXT), F("attempt", INTEGER),
-		E("action", "go hold release kill") } },
+		E("action", "go hold release kill"), E11("observed", "database socket") } },
 	[IDEM_KIND_KILL] = { "kill", { F("scenario", NAME), F("job_id", NAME),
-		F("attempt", POSITIVE), F("step", NAME), F("pid", COUNT), F("killed_at", TIME) } },
+		F("attempt", POSITIVE), F("step", NAME), F("pid", COUNT), F("killed_at", TIME),
+		E11("observed", "database socket") } },
 	[IDEM_KIND_ATTEMPT] = { "attempt", { F("job_id", NAME), F("msg_id", POSITIVE),
 		F("attempt", POSITIVE), N("pid", COUNT), F("consumed_at", TIME),
 		N("committed_at", TIME), N("acked_at", TIME), N("rows_written", COUNT),
-		N("branch", TEXT) } },
+		N("branch", TEXT), N11("written_at", TIME), N11("rows_updated", COUNT) } },
 	[IDEM_KIND_RECOVER] = { "recover", { F("job_id", NAME), F("msg_id", POSITIVE),
 		F("killed_at", TIME), N("acked_at", TIME), N("recovery_ms", COUNT) } },
 	[IDEM_KIND_LOG] = { "log", { F("at", TIME), F("worker", INTEGER), F("pid", COUNT),
@@ -96,6 +101,8 @@ static const struct {
 #undef F
 #undef N
 #undef E
+#undef N11
+#undef E11
 
 const char *
 idem_kind_name(enum idem_kind kind)
@@ -718,17 +725,24 @@ static int
 decode_fields(struct idem_tsv_reader *r, struct idem_error *err)
 {
 	const char *kind = kinds[r->kind].name, *problem;
-	size_t want = idem_kind_nfields(r->kind) + 1, n = 0, len, tabs = 0;
+	size_t want = idem_kind_nfields(r->kind) + 1, least = want, n = 0, len, tabs = 0;
 	char *p, *tab, *end, buf[256];
 	const char *t;
 	int rc;
 
+	while (least > 1 && kinds[r->kind].fields[least - 2].added)
+		least--;
 	for (t = r->line; (t = memchr(t, '\t', r->line_len - (size_t)(t - r->line))) != NULL; t++)
 		tabs++;
-	if (tabs + 1 != want)
+	if (tabs + 1 < least || tabs + 1 > want) {
+		if (least == want)
+			return idem_error_set(err, IDEM_EXIT_USAGE,
+			    "%s:%ld: %s row has %zu fields, expected %zu", r->name, r->line_no,
+			    kind, tabs, want - 1);
 		return idem_error_set(err, IDEM_EXIT_USAGE,
-		    "%s:%ld: %s row has %zu fields, expected %zu", r->name, r->line_no,
-		    kind, tabs, want - 1);
+		    "%s:%ld: %s row has %zu fields, expected %zu to %zu", r->name, r->line_no,
+		    kind, tabs, least - 1, want - 1);
+	}
 	if (!r->seed_seen && r->kind != IDEM_KIND_SEED)
 		return idem_error_set(err, IDEM_EXIT_USAGE,
 		    "%s:%ld: %s %s row before the seed row; start the stream with seed-gen",
@@ -766,6 +780,14 @@ decode_fields(struct idem_tsv_reader *r, struct idem_error *err)
 		if (tab == end)
 			break;
 		p = tab + 1;
+	}
+	/* a row of version 1.0 has no value for the fields added since */
+	while (n < want) {
+		if (n == r->fields_cap) {
+			r->fields_cap *= 2;
+			r->fields = idem_ereallocarray(r->fields, r->fields_cap, sizeof(*r->fields));
+		}
+		r->fields[n++] = NULL;
 	}
 	r->nfields = n;
 	return 0;

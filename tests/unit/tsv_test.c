@@ -333,6 +333,35 @@ main(void)
 	CHECK_STR(refusal(HEAD "expect\t1\t0\t0\t0\t\\q\n", &err), "t:3: expect row has 5 fields, expected 4",
 	    "the field count is checked before the escapes");
 	{
+		/* a kill row of version 1.0 has no observed field; 1.1 adds it */
+		static const char *const kills[] = {
+			HEAD "kill\tk\ta\t1\tafter-commit\t42\t2026-11-29T13:48:32.247642Z\n",
+			HEAD "kill\tk\ta\t1\tafter-commit\t42\t2026-11-29T13:48:32.247642Z\tdatabase\n",
+		};
+		FILE *f;
+		struct idem_tsv_reader r;
+		size_t i;
+
+		for (i = 0; i < 2; i++) {
+			f = fmemopen((void *)kills[i], strlen(kills[i]), "r");
+			idem_tsv_reader_init(&r, f, "t");
+			while ((rc = idem_tsv_next(&r, &err)) > 0 && r.kind != IDEM_KIND_KILL)
+				;
+			CHECK(rc == IDEM_TSV_ROW && r.nfields == KILL_OBSERVED + 1 &&
+			    strcmp(r.fields[KILL_PID], "42") == 0 &&
+			    (i == 0 ? r.fields[KILL_OBSERVED] == NULL :
+			    strcmp(r.fields[KILL_OBSERVED], "database") == 0),
+			    i == 0 ? "a kill row of 1.0 reads, observed \\N" : "a kill row of 1.1 reads");
+			idem_tsv_reader_free(&r);
+			fclose(f);
+		}
+	}
+	CHECK_STR(refusal(HEAD "kill\tk\ta\t1\tafter-commit\t42\n", &err),
+	    "t:3: kill row has 5 fields, expected 6 to 7", "a kind with fields of 1.1 says both counts");
+	CHECK_STR(refusal(HEAD "kill\tk\ta\t1\tafter-commit\t42\t2026-11-29T13:48:32.247642Z\tdisk\n", &err),
+	    "t:3: kill row, field observed: expected one of database, socket; got \"disk\"",
+	    "observed is database or socket");
+	{
 		static const char nul[] = "#idem-tsv\t1\nexpect\t1\0\t0\t0\t0\n";
 		FILE *f = fmemopen((void *)nul, sizeof(nul) - 1, "r");
 		struct idem_tsv_reader r;
