@@ -1,0 +1,519 @@
+#include <stdlib.h>
+#include <string.h>
+
+#include "evidence.h"
+#include "map.h"
+#include "pg.h"
+#include "tsv.h"
+
+/* Values under a key, in the order added. */
+struct lists {
+	struct idem_map index;
+	struct list {
+		size_t *v, n;
+	} *l;
+	size_t n;
+};
+
+struct delivery {
+	char *msg_id, *job_id, *key;
+	long long attempt, delivered_at, acked_at;
+	int backend_pid;
+	pid_t pid;
+	/* from the ledger: the committed transactions attributed to it */
+	long long inserts, updates, first_write, last_commit;
+};
+
+/* The writes of one transaction to one business key. */
+struct writes {
+	const char *key;
+	int backend_pid;
+	long long first_write, last_commit, inserts, updates;
+};
+
+struct backend {
+	int pid;
+	long long start;
+	int worker;
+	pid_t os_pid;
+};
+
+struct branch {
+	char *msg_id, *name;
+};
+
+struct kill {
+	char *msg_id;
+	pid_t pid;
+	long long killed_at;
+	int used;
+};
+
+struct idem_evidence {
+	struct delivery *d;
+	size_t nd;
+	struct lists by_key;		/* business key: deliveries */
+	struct idem_map last_of_msg;	/* msg_id: its last delivery */
+	int ledger;
+	struct backend *b;
+	size_t nb;
+	struct lists backends;		/* backend pid: sessions seen with it */
+	pid_t *consumed;
+	size_t nconsumed;
+	struct lists consumers;		/* job and attempt: consumed steps */
+	struct branch *br;
+	size_t nbr;
+	struct lists branches;		/* job and attempt: branch lines */
+	struct kill *k;
+	size_t nk;
+	struct lists kills;		/* job and attempt: kills */
+};
+
+static void
+lists_init(struct lists *ls)
+{
+	idem_map_init(&ls->index);
+	ls->l = NULL;
+	ls->n = 0;
+}
+
+static void
+lists_free(struct lists *ls)
+{
+	size_t i;
+
+	for (i = 0; i < ls->n; i++)
+		free(ls->l[i].v);
+	free(ls->l);
+	idem_map_free(&ls->index);
+}
+
+static void
+lists_add(struct lists *ls, const char *key, size_t value)
+{
+	size_t at = idem_map_get(&ls->index, key);
+	struct list *l;
+
+	if (at == IDEM_MAP_NONE) {
+		at = ls->n++;
+		ls->l = idem_ereallocarray(ls->l, ls->n, sizeof(*ls->l));
+		ls->l[at].v = NULL;
+		ls->l[at].n = 0;
+		idem_map_put(&ls->index, key, at);
+	}
+	l = &ls->l[at];
+	/* doubling: a power of two needs room */
+	if ((l->n & (l->n - 1)) == 0)
+		l->v = idem_ereallocarray(l->v, l->n ? l->n * 2 : 1, sizeof(*l->v));
+	l->v[l->n++] = value;
+}
+
+static const struct list *
+lists_get(const struct lists *ls, const char *key)
+{
+	static const struct list none = { NULL, 0 };
+	size_t at = idem_map_get(&ls->index, key);
+
+	return at == IDEM_MAP_NONE ? &none : &ls->l[at];
+}
+
+/* "job<TAB>attempt", the key of a job's attempt, in buf or allocated. */
+static char *
+attempt_key(const char *job_id, long long attempt, char *buf, size_t size)
+{
+	char *out = buf;
+	int n = snprintf(buf, size, "%s\t%lld", job_id, attempt);
+
+	if (n < 0 || (size_t)n >= size)
+		if (asprintf(&out, "%s\t%lld", job_id, attempt) < 0)
+			idem_die(IDEM_EXIT_ENV, "asprintf:");
+	return out;
+}
+
+#define WITH_ATTEMPT_KEY(var, job_id, attempt, body) do {			\
+	char var##_buf[256], *var = attempt_key(job_id, attempt, var##_buf, sizeof(var##_buf)); \
+	body;									\
+	if (var != var##_buf)							\
+		free(var);							\
+} while (0)
+
+struct idem_evidence *
+idem_evidence_new(void)
+{
+	struct idem_evidence *ev = idem_emalloc(sizeof(*ev));
+
+	memset(ev, 0, sizeof(*ev));
+	lists_init(&ev->by_key);
+	idem_map_init(&ev->last_of_msg);
+	lists_init(&ev->backends);
+	lists_init(&ev->consumers);
+	lists_init(&ev->branches);
+	lists_init(&ev->kills);
+	return ev;
+}
+
+void
+idem_evidence_free(struct idem_evidence *ev)
+{
+	size_t i;
+
+	if (ev == NULL)
+		return;
+	for (i = 0; i < ev->nd; i++) {
+		free(ev->d[i].msg_id);
+		free(ev->d[i].job_id);
+		free(ev->d[i].key);
+	}
+	free(ev->d);
+	for (i = 0; i < ev->nbr; i++) {
+		free(ev->br[i].msg_id);
+		free(ev->br[i].name);
+	}
+	free(ev->br);
+	for (i = 0; i < ev->nk; i++)
+		free(ev->k[i].msg_id);
+	free(ev->k);
+	free(ev->b);
+	free(ev->consumed);
+	lists_free(&ev->by_key);
+	idem_map_free(&ev->last_of_msg);
+	lists_free(&ev->backends);
+	lists_free(&ev->consumers);
+	lists_free(&ev->branches);
+	lists_free(&ev->kills);
+	free(ev);
+}
+
+void
+idem_evidence_delivery(struct idem_evidence *ev, const char *msg_id, const char *job_id,
+		       const char *business_key, long long attempt, long long delivered_at_us,
+		       int backend_pid, long long acked_at_us)
+{
+	struct delivery *d;
+
+	if ((ev->nd & (ev->nd - 1)) == 0)
+		ev->d = idem_ereallocarray(ev->d, ev->nd ? ev->nd * 2 : 1, sizeof(*ev->d));
+	d = &ev->d[ev->nd];
+	memset(d, 0, sizeof(*d));
+	d->msg_id = idem_estrdup(msg_id);
+	d->job_id = idem_estrdup(job_id);
+	d->key = idem_estrdup(business_key);
+	d->attempt = attempt;
+	d->delivered_at = delivered_at_us;
+	d->backend_pid = backend_pid;
+	d->acked_at = acked_at_us;
+	lists_add(&ev->by_key, business_key, ev->nd);
+	idem_map_put(&ev->last_of_msg, msg_id, ev->nd);
+	ev->nd++;
+}
+
+int
+idem_evidence_read_deliveries(struct idem_evidence *ev, PGconn *conn, const char *msg_ids,
+			      struct idem_error *err)
+{
+	const char *params[1] = { msg_ids };
+	PGresult *res;
+	int i;
+
+	res = idem_pg_exec(conn, "reading the delivery log", err,
+	    "SELECT d.msg_id, m.job_id, m.business_key, d.read_ct,"
+	    " (extract(epoch FROM d.delivered_at) * 1000000)::bigint, d.backend_pid,"
+	    " CASE WHEN d.read_ct = m.read_ct THEN (extract(epoch FROM m.acked_at) * 1000000)::bigint END"
+	    " FROM idem.delivery d JOIN idem.message m USING (msg_id)"
+	    " WHERE d.msg_id = ANY ($1::bigint[]) ORDER BY d.delivered_at, d.msg_id", 1, params);
+	if (res == NULL)
+		return -1;
+	for (i = 0; i < PQntuples(res); i++)
+		idem_evidence_delivery(ev, PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
+		    PQgetvalue(res, i, 2), strtoll(PQgetvalue(res, i, 3), NULL, 10),
+		    strtoll(PQgetvalue(res, i, 4), NULL, 10), atoi(PQgetvalue(res, i, 5)),
+		    PQgetisnull(res, i, 6) ? 0 : strtoll(PQgetvalue(res, i, 6), NULL, 10));
+	PQclear(res);
+	return 0;
+}
+
+void
+idem_evidence_backend(struct idem_evidence *ev, int backend_pid, long long backend_start_us,
+		      int worker, pid_t pid)
+{
+	char key[16];
+
+	ev->b = idem_ereallocarray(ev->b, ev->nb + 1, sizeof(*ev->b));
+	ev->b[ev->nb] = (struct backend){ backend_pid, backend_start_us, worker, pid };
+	snprintf(key, sizeof(key), "%d", backend_pid);
+	lists_add(&ev->backends, key, ev->nb++);
+}
+
+/* The session that had backend_pid at time at: the one started last
+ * before it. NULL when the controller never saw it. */
+static const struct backend *
+backend_at(const struct idem_evidence *ev, int backend_pid, long long at)
+{
+	const struct backend *best = NULL;
+	const struct list *l;
+	char key[16];
+	size_t i;
+
+	snprintf(key, sizeof(key), "%d", backend_pid);
+	l = lists_get(&ev->backends, key);
+	for (i = 0; i < l->n; i++) {
+		const struct backend *b = &ev->b[l->v[i]];
+
+		if (b->start <= at && (best == NULL || b->start > best->start))
+			best = b;
+	}
+	return best;
+}
+
+static int
+worker_at(const struct idem_evidence *ev, int backend_pid, long long at)
+{
+	const struct backend *b = backend_at(ev, backend_pid, at);
+
+	return b ? b->worker : -1;
+}
+
+/*
+ * The delivery a transaction's writes belong to: among the deliveries of
+ * their business key taken before the first write, the last one taken by
+ * the same session; else by a session of the same worker; else the last.
+ */
+static struct delivery *
+attribute(struct idem_evidence *ev, const struct writes *w)
+{
+	const struct list *l = lists_get(&ev->by_key, w->key);
+	struct delivery *same_session = NULL, *same_worker = NULL, *any = NULL;
+	int worker = worker_at(ev, w->backend_pid, w->first_write);
+	size_t i;
+
+	for (i = 0; i < l->n; i++) {
+		struct delivery *d = &ev->d[l->v[i]];
+
+		if (d->delivered_at > w->first_write)
+			break;
+		any = d;
+		if (d->backend_pid == w->backend_pid)
+			same_session = d;
+		if (worker >= 0 && worker_at(ev, d->backend_pid, d->delivered_at) == worker)
+			same_worker = d;
+	}
+	return same_session ? same_session : same_worker ? same_worker : any;
+}
+
+void
+idem_evidence_ledger(struct idem_evidence *ev, const struct idem_failpoint_write *writes, size_t n)
+{
+	struct idem_map index;
+	struct writes *g = idem_ereallocarray(NULL, n + 1, sizeof(*g));
+	size_t ng = 0, i;
+
+	ev->ledger = 1;
+	idem_map_init(&index);
+	for (i = 0; i < n; i++) {
+		const struct idem_failpoint_write *w = &writes[i];
+		char *key;
+		size_t at;
+
+		if (w->business_key == NULL)
+			continue;
+		if (asprintf(&key, "%s\t%s", w->xid, w->business_key) < 0)
+			idem_die(IDEM_EXIT_ENV, "asprintf:");
+		if ((at = idem_map_get(&index, key)) == IDEM_MAP_NONE) {
+			at = ng++;
+			g[at] = (struct writes){ w->business_key, w->backend_pid, w->written_at_us,
+			    w->committed_at_us, 0, 0 };
+			idem_map_put(&index, key, at);
+		}
+		free(key);
+		if (w->update)
+			g[at].updates++;
+		else
+			g[at].inserts++;
+	}
+	for (i = 0; i < ng; i++) {
+		struct delivery *d = attribute(ev, &g[i]);
+
+		if (d == NULL)
+			continue;
+		d->inserts += g[i].inserts;
+		d->updates += g[i].updates;
+		if (d->first_write == 0 || g[i].first_write < d->first_write)
+			d->first_write = g[i].first_write;
+		if (g[i].last_commit > d->last_commit)
+			d->last_commit = g[i].last_commit;
+	}
+	idem_map_free(&index);
+	free(g);
+}
+
+void
+idem_evidence_consumed(struct idem_evidence *ev, const char *job_id, long long attempt, pid_t pid)
+{
+	ev->consumed = idem_ereallocarray(ev->consumed, ev->nconsumed + 1, sizeof(pid_t));
+	ev->consumed[ev->nconsumed] = pid;
+	WITH_ATTEMPT_KEY(key, job_id, attempt, lists_add(&ev->consumers, key, ev->nconsumed++));
+}
+
+void
+idem_evidence_log(struct idem_evidence *ev, const char *line)
+{
+	char *b, *j, *a, *m;
+
+	if ((b = idem_log_value(line, "branch")) == NULL)
+		return;
+	j = idem_log_value(line, "job");
+	a = idem_log_value(line, "attempt");
+	m = idem_log_value(line, "msg_id");
+	if (j != NULL && a != NULL) {
+		char *key;
+
+		if (asprintf(&key, "%s\t%s", j, a) < 0)
+			idem_die(IDEM_EXIT_ENV, "asprintf:");
+		ev->br = idem_ereallocarray(ev->br, ev->nbr + 1, sizeof(*ev->br));
+		ev->br[ev->nbr] = (struct branch){ m, b };
+		lists_add(&ev->branches, key, ev->nbr++);
+		free(key);
+		m = b = NULL;
+	}
+	free(b);
+	free(j);
+	free(a);
+	free(m);
+}
+
+void
+idem_evidence_kill(struct idem_evidence *ev, const char *job_id, long long attempt,
+		   const char *msg_id, pid_t pid, long long killed_at_us)
+{
+	ev->k = idem_ereallocarray(ev->k, ev->nk + 1, sizeof(*ev->k));
+	ev->k[ev->nk] = (struct kill){ msg_id ? idem_estrdup(msg_id) : NULL, pid, killed_at_us, 0 };
+	WITH_ATTEMPT_KEY(key, job_id, attempt, lists_add(&ev->kills, key, ev->nk++));
+}
+
+/* The branches of a delivery: the lines naming its job and attempt, and
+ * its message or none. */
+static char *
+branches_of(const struct idem_evidence *ev, const struct delivery *d, const char *key)
+{
+	const struct list *l = lists_get(&ev->branches, key);
+	char *out = NULL;
+	size_t len = 0, i;
+
+	for (i = 0; i < l->n; i++) {
+		const struct branch *b = &ev->br[l->v[i]];
+		size_t blen = strlen(b->name);
+
+		if (b->msg_id != NULL && strcmp(b->msg_id, d->msg_id) != 0)
+			continue;
+		out = idem_erealloc(out, len + blen + 2);
+		if (len)
+			out[len++] = ' ';
+		memcpy(out + len, b->name, blen + 1);
+		len += blen;
+	}
+	return out;
+}
+
+/* The kill of a delivery, if it was killed. */
+static struct kill *
+kill_of(struct idem_evidence *ev, const struct delivery *d, const char *key)
+{
+	const struct list *l = lists_get(&ev->kills, key);
+	size_t i;
+
+	for (i = 0; i < l->n; i++) {
+		struct kill *k = &ev->k[l->v[i]];
+
+		if (k->msg_id != NULL ? strcmp(k->msg_id, d->msg_id) == 0 : k->pid == d->pid)
+			return k;
+	}
+	return NULL;
+}
+
+static const char *
+time_or_null(long long us, char buf[32])
+{
+	if (us == 0)
+		return NULL;
+	idem_format_time(us, buf);
+	return buf;
+}
+
+int
+idem_evidence_write(struct idem_evidence *ev, FILE *out)
+{
+	struct idem_map nth;
+	struct kill **killed = idem_ereallocarray(NULL, ev->nd + 1, sizeof(*killed));
+	size_t i;
+	int rc = 0;
+
+	idem_map_init(&nth);
+	for (i = 0; i < ev->nd && rc == 0; i++) {
+		struct delivery *d = &ev->d[i];
+		char attempt[32], pid[16], consumed[32], committed[32], acked[32], written[32];
+		char rows[32], updated[32];
+		const char *row[11];
+		char *branch = NULL;
+
+		snprintf(attempt, sizeof(attempt), "%lld", d->attempt);
+		WITH_ATTEMPT_KEY(key, d->job_id, d->attempt, {
+			const struct list *c = lists_get(&ev->consumers, key);
+			size_t n = idem_map_get(&nth, key);
+			const struct backend *b;
+
+			/* the n-th delivery of a job with an attempt number is the
+			 * n-th "consumed" step for them */
+			n = n == IDEM_MAP_NONE ? 0 : n + 1;
+			idem_map_put(&nth, key, n);
+			if (n < c->n)
+				d->pid = ev->consumed[c->v[n]];
+			else if ((b = backend_at(ev, d->backend_pid, d->delivered_at)) != NULL)
+				d->pid = b->os_pid;
+			branch = branches_of(ev, d, key);
+			killed[i] = kill_of(ev, d, key);
+		});
+		snprintf(pid, sizeof(pid), "%d", (int)d->pid);
+		snprintf(rows, sizeof(rows), "%lld", d->inserts);
+		snprintf(updated, sizeof(updated), "%lld", d->updates);
+		row[0] = d->job_id;
+		row[1] = d->msg_id;
+		row[2] = attempt;
+		row[3] = d->pid ? pid : NULL;
+		row[4] = time_or_null(d->delivered_at, consumed);
+		row[5] = time_or_null(d->last_commit, committed);
+		row[6] = time_or_null(d->acked_at, acked);
+		row[7] = ev->ledger ? rows : NULL;
+		row[8] = branch;
+		row[9] = time_or_null(d->first_write, written);
+		row[10] = ev->ledger ? updated : NULL;
+		rc = idem_tsv_write_row(out, "attempt", row, 11);
+		free(branch);
+	}
+	for (i = 0; i < ev->nd && rc == 0; i++) {
+		const struct delivery *d = &ev->d[i], *last;
+		char killed_at[32], acked_at[32], ms[32];
+		const char *row[5];
+		size_t l;
+
+		if (killed[i] == NULL)
+			continue;
+		/* the ack of the same message by a later delivery */
+		l = idem_map_get(&ev->last_of_msg, d->msg_id);
+		last = &ev->d[l];
+		idem_format_time(killed[i]->killed_at, killed_at);
+		row[0] = d->job_id;
+		row[1] = d->msg_id;
+		row[2] = killed_at;
+		row[3] = row[4] = NULL;
+		if (last->attempt > d->attempt && last->acked_at != 0) {
+			idem_format_time(last->acked_at, acked_at);
+			snprintf(ms, sizeof(ms), "%lld", (last->acked_at - killed[i]->killed_at) / 1000);
+			row[3] = acked_at;
+			row[4] = ms;
+		}
+		rc = idem_tsv_write_row(out, "recover", row, 5);
+	}
+	idem_map_free(&nth);
+	free(killed);
+	return rc;
+}
