@@ -1,8 +1,9 @@
 /* kill-at: run the worker under control, kill it at the declared steps,
- * start it again as a container restart would, hold two workers at a race
- * step and release them in a recorded order, wait until every published
- * message is acked, and append the evidence: step, kill, log, attempt and
- * recover rows. See idem-step(7) for the protocol the worker speaks. */
+ * seen in the sandbox database or told on the step socket, start it again
+ * as a container restart would, hold two workers at a race step and
+ * release them in a recorded order, wait until every published message is
+ * acked, and append the evidence: step, kill, log, attempt and recover
+ * rows. See idem-step(7) for the kill points and the protocol. */
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -21,9 +22,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <jansson.h>
 #include <libpq-fe.h>
 
+#include "evidence.h"
+#include "failpoint.h"
+#include "map.h"
+#include "peer.h"
 #include "pg.h"
 #include "tsv.h"
 #include "util.h"
@@ -43,13 +47,27 @@ struct job {
 	long long copies;		/* messages published for it */
 };
 
+static const char DATABASE[] = "database", SOCKET[] = "socket";
+
+/* A session held at a database kill point, and the delivery it works on. */
+struct hold {
+	int backend_pid, slot, worker;
+	pid_t pid;
+	char *job_id, *msg_id;
+	long long attempt;
+};
+
 struct kill_point {
 	char *scenario, *step, *job_id;
 	long long attempt;
 	int fired;
+	int cannot;			/* an ack in the effect's transaction: no after-commit */
 	pid_t pid;
 	long long killed_at;
 	int worker;
+	int armed;			/* its database point, or -1 */
+	char *msg_id;			/* the delivery killed, when the database saw it */
+	const char *observed;
 };
 
 struct race {
@@ -58,6 +76,21 @@ struct race {
 	int first;			/* client released first, until its attempt ends */
 	int second;			/* client released when the first's attempt ends */
 	int done;
+	int armed;
+	struct hold *db_held, *db_first, *db_second;	/* the same, seen in the database */
+};
+
+/* A database point armed for some kill points and races. */
+struct armed {
+	int id, step, refs;
+	char *business_key;
+};
+
+/* A client session of the database, and the worker process that owns it. */
+struct session {
+	int backend_pid, worker;
+	long long start;
+	pid_t pid;
 };
 
 struct worker {
@@ -86,7 +119,7 @@ struct step_event {
 	pid_t pid;
 	char *name, *job_id;
 	long long attempt;
-	const char *action;
+	const char *action, *observed;
 };
 
 struct log_line {
@@ -129,6 +162,14 @@ static struct {
 	struct log_line *logs;
 	size_t nlogs;
 	int stopping;
+	/* the database's side */
+	struct idem_failpoint *fp;
+	struct armed *armed;
+	size_t narmed;
+	struct session *sessions;
+	size_t nsessions;
+	struct idem_map session_index;	/* "pid start": sessions */
+	int peer_failed;
 } k;
 
 static void
@@ -254,6 +295,7 @@ add_kill(const char *scenario, const char *step, const char *job_id, long long a
 	kp->job_id = idem_estrdup(job_id);
 	kp->attempt = attempt;
 	kp->worker = -1;
+	kp->armed = -1;
 }
 
 static void
@@ -271,6 +313,8 @@ add_race(const char *business_key, const char *step)
 	k.races[k.nraces].first = -1;
 	k.races[k.nraces].second = -1;
 	k.races[k.nraces].done = 0;
+	k.races[k.nraces].armed = -1;
+	k.races[k.nraces].db_held = k.races[k.nraces].db_first = k.races[k.nraces].db_second = NULL;
 	k.nraces++;
 }
 
@@ -425,7 +469,7 @@ spawn(int index)
 
 static void
 record_step(int worker, pid_t pid, const char *name, const char *job_id, long long attempt,
-	    const char *action)
+	    const char *action, const char *observed)
 {
 	struct step_event *e;
 
@@ -438,6 +482,7 @@ record_step(int worker, pid_t pid, const char *name, const char *job_id, long lo
 	e->job_id = idem_estrdup(job_id);
 	e->attempt = attempt;
 	e->action = action;
+	e->observed = observed;
 }
 
 static void
@@ -507,12 +552,14 @@ release_second(size_t ci)
 			continue;
 		second = &k.clients[race->second];
 		record_step(second->worker, second->pid, race->step, second->held_job,
-		    second->held_attempt, "release");
+		    second->held_attempt, "release", SOCKET);
 		reply_go(second);
 		second->held = 0;
 		race->first = race->second = -1;
 	}
 }
+
+static void unref(int armed);
 
 /* One step line from a worker: go on, kill it here, or hold it for a race. */
 static void
@@ -549,11 +596,13 @@ handle_step(size_t ci, char *line)
 		if (kp->fired || kp->attempt != attempt || strcmp(kp->step, fields[1]) != 0 ||
 		    strcmp(kp->job_id, fields[2]) != 0)
 			continue;
-		record_step(c->worker, c->pid, fields[1], fields[2], attempt, "kill");
+		record_step(c->worker, c->pid, fields[1], fields[2], attempt, "kill", SOCKET);
 		kp->fired = 1;
 		kp->pid = c->pid;
 		kp->worker = c->worker;
 		kp->killed_at = db_now();
+		kp->observed = SOCKET;
+		unref(kp->armed);
 		if (c->worker >= 0) {
 			k.workers[c->worker].killed = 1;
 			kill_worker_group(c->worker, SIGKILL);
@@ -564,7 +613,7 @@ handle_step(size_t ci, char *line)
 	}
 	if ((race = race_for(fields[2], fields[1])) != NULL) {
 		if (race->held < 0) {
-			record_step(c->worker, c->pid, fields[1], fields[2], attempt, "hold");
+			record_step(c->worker, c->pid, fields[1], fields[2], attempt, "hold", SOCKET);
 			race->held = (int)ci;
 			c->held = 1;
 			c->held_job = idem_estrdup(fields[2]);
@@ -577,9 +626,9 @@ handle_step(size_t ci, char *line)
 			/* both are past their checks; the first to arrive goes first,
 			 * the second when the first's attempt has ended, so the order
 			 * is the same on every run */
-			record_step(c->worker, c->pid, fields[1], fields[2], attempt, "hold");
+			record_step(c->worker, c->pid, fields[1], fields[2], attempt, "hold", SOCKET);
 			record_step(first->worker, first->pid, fields[1], first->held_job,
-			    first->held_attempt, "release");
+			    first->held_attempt, "release", SOCKET);
 			reply_go(first);
 			first->held = 0;
 			c->held = 1;
@@ -589,10 +638,11 @@ handle_step(size_t ci, char *line)
 			race->second = (int)ci;
 			race->held = -1;
 			race->done = 1;
+			unref(race->armed);
 			return;
 		}
 	}
-	record_step(c->worker, c->pid, fields[1], fields[2], attempt, "go");
+	record_step(c->worker, c->pid, fields[1], fields[2], attempt, "go", SOCKET);
 	reply_go(c);
 	if (strcmp(fields[1], "acked") == 0)
 		release_second(ci);
@@ -716,6 +766,318 @@ read_worker_output(int index, int final)
 	wk->out = -1;
 }
 
+/* The database's side: points armed for the kill points and races, the
+ * sessions and the worker processes that own them, the sessions held. */
+
+static struct armed *
+armed_by_id(int id)
+{
+	size_t i;
+
+	for (i = 0; id >= 0 && i < k.narmed; i++)
+		if (k.armed[i].id == id)
+			return &k.armed[i];
+	return NULL;
+}
+
+/* The database point of a step and key, when the database sees the step:
+ * after-commit always, the others when the effect table has its ledger. */
+static int
+arm(const char *step_name, const char *business_key)
+{
+	int step = idem_failpoint_step(step_name), id;
+	struct idem_error err;
+	size_t i;
+
+	if (step == 0 || (step != IDEM_FAILPOINT_AFTER_COMMIT && !idem_failpoint_has_ledger(k.fp)))
+		return -1;
+	for (i = 0; i < k.narmed; i++)
+		if (k.armed[i].step == step && strcmp(k.armed[i].business_key, business_key) == 0) {
+			k.armed[i].refs++;
+			return k.armed[i].id;
+		}
+	if ((id = idem_failpoint_arm(k.fp, step, business_key, &err)) < 0)
+		idem_die_error(&err);
+	k.armed = idem_ereallocarray(k.armed, k.narmed + 1, sizeof(*k.armed));
+	k.armed[k.narmed++] = (struct armed){ id, step, 1, idem_estrdup(business_key) };
+	return id;
+}
+
+/* A kill point fired or a race met: its point is disarmed when nothing
+ * else needs it. */
+static void
+unref(int armed)
+{
+	struct armed *a = armed_by_id(armed);
+	struct idem_error err;
+
+	if (a != NULL && a->refs > 0 && --a->refs == 0 && idem_failpoint_disarm(k.fp, a->id, &err) < 0)
+		idem_die_error(&err);
+}
+
+/* The session, and the worker process that owns it, found once. */
+static struct session *
+session_of(const struct idem_failpoint_session *s)
+{
+	pid_t groups[MAX_WORKERS], pid = 0;
+	struct idem_error err;
+	size_t at, ngroups = 0;
+	char key[48];
+	int i;
+
+	snprintf(key, sizeof(key), "%d %lld", s->backend_pid, s->backend_start_us);
+	if ((at = idem_map_get(&k.session_index, key)) != IDEM_MAP_NONE)
+		return &k.sessions[at];
+	for (i = 0; i < k.nworkers; i++)
+		if (k.workers[i].pid > 0)
+			groups[ngroups++] = k.workers[i].pid;
+	if (!k.peer_failed &&
+	    (pid = idem_peer_process(s->backend_pid, s->client_port, groups, ngroups, &err)) < 0) {
+		idem_warn("%s; a kill at a database step terminates the session only", err.text);
+		k.peer_failed = 1;
+		pid = 0;
+	}
+	k.sessions = idem_ereallocarray(k.sessions, k.nsessions + 1, sizeof(*k.sessions));
+	k.sessions[k.nsessions] = (struct session){ s->backend_pid, pid > 0 ? worker_of(pid) : -1,
+	    s->backend_start_us, pid };
+	idem_map_put(&k.session_index, key, k.nsessions);
+	return &k.sessions[k.nsessions++];
+}
+
+static void
+watch_sessions(void)
+{
+	struct idem_failpoint_session *s = NULL;
+	struct idem_error err;
+	size_t n = 0, i;
+
+	if (idem_failpoint_sessions(k.fp, &s, &n, &err) < 0)
+		idem_die_error(&err);
+	for (i = 0; i < n; i++)
+		session_of(&s[i]);
+	free(s);
+}
+
+static void
+pass_slot(int slot)
+{
+	struct idem_error err;
+
+	if (idem_failpoint_pass(k.fp, slot, &err) < 0)
+		idem_die_error(&err);
+}
+
+static struct hold *
+new_hold(const struct idem_failpoint_waiter *w, const struct session *s,
+	 struct idem_failpoint_delivery *d)
+{
+	struct hold *h = idem_emalloc(sizeof(*h));
+
+	*h = (struct hold){ w->session.backend_pid, w->slot, s->worker, s->pid,
+	    d->job_id ? d->job_id : idem_estrdup(""), d->msg_id, d->attempt };
+	d->job_id = d->msg_id = NULL;
+	return h;
+}
+
+static void
+free_hold(struct hold *h)
+{
+	if (h == NULL)
+		return;
+	free(h->job_id);
+	free(h->msg_id);
+	free(h);
+}
+
+/* Kills the worker that owns a held session, terminates the session, and
+ * only then lets its gate go: let go first, a dead client's COMMIT goes
+ * through. */
+static void
+kill_held(struct kill_point *kp, const struct idem_failpoint_waiter *w, const struct session *s,
+	  const struct idem_failpoint_delivery *d)
+{
+	struct idem_error err;
+
+	record_step(s->worker, s->pid, kp->step, kp->job_id, kp->attempt, "kill", DATABASE);
+	kp->fired = 1;
+	kp->pid = s->pid;
+	kp->worker = s->worker;
+	kp->killed_at = db_now();
+	kp->msg_id = d->msg_id ? idem_estrdup(d->msg_id) : NULL;
+	kp->observed = DATABASE;
+	if (s->worker >= 0) {
+		k.workers[s->worker].killed = 1;
+		kill_worker_group(s->worker, SIGKILL);
+	} else if (s->pid > 0) {
+		kill(s->pid, SIGKILL);
+	}
+	if (idem_failpoint_terminate(k.fp, w->session.backend_pid, &err) < 0)
+		idem_die_error(&err);
+	unref(kp->armed);
+}
+
+/* The first session at a race's step is held until a session of another
+ * worker comes; then the first goes on, and the second once the first's
+ * attempt has ended. Returns 0 for a session this race does not hold. */
+static int
+hold_for_race(struct race *race, const struct idem_failpoint_waiter *w, const struct session *s,
+	      struct idem_failpoint_delivery *d)
+{
+	struct hold *first = race->db_held;
+
+	if (first != NULL && s->worker >= 0 && s->worker == first->worker)
+		return 0;
+	record_step(s->worker, s->pid, race->step, d->job_id ? d->job_id : "", d->attempt, "hold",
+	    DATABASE);
+	if (first == NULL) {
+		race->db_held = new_hold(w, s, d);
+		return 1;
+	}
+	record_step(first->worker, first->pid, race->step, first->job_id, first->attempt, "release",
+	    DATABASE);
+	pass_slot(first->slot);
+	race->db_first = first;
+	race->db_second = new_hold(w, s, d);
+	race->db_held = NULL;
+	race->done = 1;
+	unref(race->armed);
+	return 1;
+}
+
+/* An ack inside the transaction that wrote the effect: there is no
+ * moment when the effect is committed and the message not acked. */
+static void
+cannot_happen(const char *job_id, long long attempt, const struct session *s)
+{
+	char note[512];
+	size_t i;
+
+	for (i = 0; i < k.nkills; i++) {
+		struct kill_point *kp = &k.kills[i];
+
+		if (kp->fired || kp->attempt != attempt || strcmp(kp->step, "after-commit") != 0 ||
+		    strcmp(kp->job_id, job_id) != 0)
+			continue;
+		kp->fired = kp->cannot = 1;
+		kp->observed = DATABASE;
+		unref(kp->armed);
+		snprintf(note, sizeof(note), "kill-at: ack in the effect's transaction: after-commit "
+		    "cannot happen (job %s, attempt %lld)", job_id, attempt);
+		record_log(s->worker, s->pid, note, strlen(note));
+	}
+}
+
+/* A session held at an armed point: kill its worker there, hold it for a
+ * race, or let it go on. */
+static void
+handle_waiter(const struct idem_failpoint_waiter *w)
+{
+	struct idem_failpoint_delivery d;
+	struct armed *a = armed_by_id(w->armed);
+	struct session *s = session_of(&w->session);
+	const char *step = idem_failpoint_step_name(w->step), *job;
+	struct idem_error err;
+	size_t i, nsame = 0;
+	int *same;
+
+	if (a == NULL || a->refs == 0 || step == NULL) {
+		pass_slot(w->slot);
+		return;
+	}
+	same = idem_ereallocarray(NULL, k.nsessions + 1, sizeof(*same));
+	for (i = 0; s->worker >= 0 && i < k.nsessions; i++)
+		if (k.sessions[i].worker == s->worker)
+			same[nsame++] = k.sessions[i].backend_pid;
+	if (idem_failpoint_delivery(k.fp, a->business_key, w->session.backend_pid, same, nsame, &d,
+	    &err) < 0)
+		idem_die_error(&err);
+	free(same);
+	job = d.job_id ? d.job_id : "";
+	if (w->step == IDEM_FAILPOINT_ACK_IN_EFFECT)
+		cannot_happen(job, d.attempt, s);
+	for (i = 0; w->step != IDEM_FAILPOINT_ACK_IN_EFFECT && i < k.nkills; i++) {
+		struct kill_point *kp = &k.kills[i];
+
+		if (!kp->fired && kp->attempt == d.attempt && strcmp(kp->step, step) == 0 &&
+		    strcmp(kp->job_id, job) == 0) {
+			kill_held(kp, w, s, &d);
+			goto out;
+		}
+	}
+	for (i = 0; i < k.nraces; i++) {
+		struct race *race = &k.races[i];
+
+		if (!race->done && strcmp(race->step, step) == 0 &&
+		    strcmp(race->business_key, a->business_key) == 0 && hold_for_race(race, w, s, &d))
+			goto out;
+	}
+	record_step(s->worker, s->pid, step, job, d.attempt, "go", DATABASE);
+	pass_slot(w->slot);
+out:
+	free(d.job_id);
+	free(d.msg_id);
+}
+
+static int
+held_by_race(int backend_pid)
+{
+	size_t i;
+
+	for (i = 0; i < k.nraces; i++)
+		if ((k.races[i].db_held && k.races[i].db_held->backend_pid == backend_pid) ||
+		    (k.races[i].db_second && k.races[i].db_second->backend_pid == backend_pid))
+			return 1;
+	return 0;
+}
+
+/* The second of a race goes on once the first's attempt has ended: its
+ * message acked, or its session gone. */
+static void
+release_races(void)
+{
+	struct idem_error err;
+	size_t i;
+	int ended;
+
+	for (i = 0; i < k.nraces; i++) {
+		struct race *race = &k.races[i];
+		struct hold *second = race->db_second;
+
+		if (second == NULL)
+			continue;
+		if ((ended = idem_failpoint_ended(k.fp, race->db_first->msg_id,
+		    race->db_first->backend_pid, &err)) < 0)
+			idem_die_error(&err);
+		if (!ended)
+			continue;
+		record_step(second->worker, second->pid, race->step, second->job_id, second->attempt,
+		    "release", DATABASE);
+		pass_slot(second->slot);
+		free_hold(race->db_first);
+		free_hold(second);
+		race->db_first = race->db_second = NULL;
+	}
+}
+
+static void
+watch_database(void)
+{
+	struct idem_failpoint_waiter *w = NULL;
+	struct idem_error err;
+	size_t n = 0, i;
+
+	watch_sessions();
+	if (k.narmed == 0)
+		return;
+	if (idem_failpoint_waiters(k.fp, &w, &n, &err) < 0)
+		idem_die_error(&err);
+	for (i = 0; i < n; i++)
+		if (!held_by_race(w[i].session.backend_pid))
+			handle_waiter(&w[i]);
+	free(w);
+	release_races();
+}
+
 /* Reaps workers; one killed at a step, or one that died on its own while
  * the run goes on, is started again. */
 static void
@@ -780,19 +1142,19 @@ all_fired(void)
 static char *
 msg_id_array(void)
 {
-	size_t i, len = 2;
+	size_t i, len = 2, at = 0;
 	char *s;
 
 	for (i = 0; i < k.nmsgs; i++)
 		len += strlen(k.msg_ids[i]) + 1;
 	s = idem_emalloc(len + 1);
-	strcpy(s, "{");
+	s[at++] = '{';
 	for (i = 0; i < k.nmsgs; i++) {
 		if (i)
-			strcat(s, ",");
-		strcat(s, k.msg_ids[i]);
+			s[at++] = ',';
+		at += (size_t)sprintf(s + at, "%s", k.msg_ids[i]);
 	}
-	strcat(s, "}");
+	strcpy(s + at, "}");
 	return s;
 }
 
@@ -811,6 +1173,33 @@ unacked(const char *ids)
 	n = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
 	PQclear(res);
 	return n;
+}
+
+static long long
+acks(void)
+{
+	struct idem_error err;
+	long long n = idem_failpoint_acks(k.fp, &err);
+
+	if (n < 0)
+		idem_die_error(&err);
+	return n;
+}
+
+/* Whether every message is acked. The acks committed, which the trigger
+ * counts (a sum of a few rows, however many messages), say when to look;
+ * the messages say whether it is so, and how many are left when it is not
+ * (acks of other messages of the queue count too). */
+static int
+everything_acked(const char *ids, long long *base, long long *remaining)
+{
+	long long now = acks();
+
+	if (now - *base < *remaining)
+		return 0;
+	*remaining = unacked(ids);
+	*base = now;
+	return *remaining == 0;
 }
 
 static void
@@ -848,7 +1237,9 @@ run(long long deadline_us)
 {
 	char *ids = msg_id_array();
 	long long next_check = 0, end = idem_now_us() + deadline_us;
+	long long remaining = unacked(ids), base = acks();
 	struct pollfd *fds = NULL;
+	struct idem_error err;
 	size_t nfds, i;
 	int rc = -1;
 
@@ -888,17 +1279,21 @@ run(long long deadline_us)
 			break;
 		if (idem_now_us() >= next_check) {
 			next_check = idem_now_us() + CHECK_EVERY_US;
-			if (all_fired() && unacked(ids) == 0)
+			watch_database();
+			if (all_fired() && everything_acked(ids, &base, &remaining))
 				rc = 0;
 			else if (idem_now_us() > end)
 				rc = 1;
 		}
 	}
 	free(fds);
+	/* a held session is terminated before its worker goes: let go, a dead
+	 * client's transaction would commit */
+	if (idem_failpoint_terminate_all(k.fp, &err) < 0)
+		idem_die_error(&err);
 	stop_workers();
 	if (rc == 1) {
 		const char *params[1] = { ids };
-		struct idem_error err;
 		PGresult *res = idem_pg_exec(k.conn, "watching the queue", &err,
 		    "SELECT msg_id, job_id, copy, read_ct FROM idem.message "
 		    "WHERE msg_id = ANY ($1::bigint[]) AND acked_at IS NULL ORDER BY msg_id", 1, params);
@@ -932,7 +1327,7 @@ static void
 write_steps_kills_logs(void)
 {
 	char at[32], worker[16], pid[16], attempt[32];
-	const char *row[7];
+	const char *row[8];
 	size_t i;
 
 	for (i = 0; i < k.nsteps; i++) {
@@ -949,12 +1344,13 @@ write_steps_kills_logs(void)
 		row[4] = e->job_id;
 		row[5] = attempt;
 		row[6] = e->action;
-		write_row("step", row, 7);
+		row[7] = e->observed;
+		write_row("step", row, 8);
 	}
 	for (i = 0; i < k.nkills; i++) {
 		const struct kill_point *kp = &k.kills[i];
 
-		if (!kp->fired)
+		if (!kp->fired || kp->cannot)
 			continue;
 		idem_format_time(kp->killed_at, at);
 		snprintf(attempt, sizeof(attempt), "%lld", kp->attempt);
@@ -965,7 +1361,8 @@ write_steps_kills_logs(void)
 		row[3] = kp->step;
 		row[4] = pid;
 		row[5] = at;
-		write_row("kill", row, 6);
+		row[6] = kp->observed;
+		write_row("kill", row, 7);
 	}
 	for (i = 0; i < k.nlogs; i++) {
 		idem_format_time(k.logs[i].at, at);
@@ -979,261 +1376,46 @@ write_steps_kills_logs(void)
 	}
 }
 
-/* The branches an attempt took, from the log lines that name it. */
-static char *
-branches_of(const char *job_id, const char *attempt, const char *msg_id)
-{
-	char *out = NULL;
-	size_t len = 0, i;
-
-	for (i = 0; i < k.nlogs; i++) {
-		char *b = idem_log_value(k.logs[i].text, "branch"), *j, *a, *m;
-		int match;
-
-		if (b == NULL)
-			continue;
-		j = idem_log_value(k.logs[i].text, "job");
-		a = idem_log_value(k.logs[i].text, "attempt");
-		m = idem_log_value(k.logs[i].text, "msg_id");
-		match = j && a && strcmp(j, job_id) == 0 && strcmp(a, attempt) == 0 &&
-		    (m == NULL || strcmp(m, msg_id) == 0);
-		if (match) {
-			out = idem_erealloc(out, len + strlen(b) + 2);
-			if (len)
-				out[len++] = ' ';
-			strcpy(out + len, b);
-			len += strlen(b);
-		}
-		free(b);
-		free(j);
-		free(a);
-		free(m);
-	}
-	return out;
-}
-
-/* The pid that reported "consumed" for a job and attempt, n-th time. */
-static pid_t
-consumer(const char *job_id, long long attempt, int nth)
-{
-	size_t i;
-
-	for (i = 0; i < k.nsteps; i++)
-		if (strcmp(k.steps[i].name, "consumed") == 0 && k.steps[i].attempt == attempt &&
-		    strcmp(k.steps[i].job_id, job_id) == 0 && nth-- == 0)
-			return k.steps[i].pid;
-	return 0;
-}
-
-static const struct kill_point *
-kill_of(const char *job_id, long long attempt)
-{
-	size_t i;
-
-	for (i = 0; i < k.nkills; i++)
-		if (k.kills[i].fired && k.kills[i].attempt == attempt &&
-		    strcmp(k.kills[i].job_id, job_id) == 0)
-			return &k.kills[i];
-	return NULL;
-}
-
-/* The key expression of the effect table as SQL, its identifiers quoted:
- * one column as text, several as a JSON array compared as jsonb. */
-static char *
-effect_key_sql(int *several)
-{
-	json_error_t jerr;
-	json_t *cols = json_loads(k.key_columns, 0, &jerr), *col;
-	char *out = NULL, *quoted;
-	size_t len = 0, i;
-
-	*several = json_array_size(cols) > 1;
-	out = idem_estrdup(*several ? "jsonb_build_array(" : "");
-	len = strlen(out);
-	json_array_foreach(cols, i, col) {
-		const char *name = json_string_value(col);
-
-		if (name == NULL)
-			continue;
-		quoted = PQescapeIdentifier(k.conn, name, strlen(name));
-		if (quoted == NULL)
-			idem_die(IDEM_EXIT_ENV, "quoting %s: %s", name, PQerrorMessage(k.conn));
-		out = idem_erealloc(out, len + strlen(quoted) + 16);
-		len += (size_t)sprintf(out + len, "%se.%s", i ? ", " : "", quoted);
-		PQfreemem(quoted);
-	}
-	json_decref(cols);
-	out = idem_erealloc(out, len + 16);
-	strcpy(out + len, *several ? ")" : "::text");
-	return out;
-}
-
-/* A schema-qualified table name with each part quoted. */
-static char *
-quoted_table(void)
-{
-	char *copy = idem_estrdup(k.effect_table), *dot = strchr(copy, '.'), *a, *b, *out;
-
-	if (dot) {
-		*dot = '\0';
-		a = PQescapeIdentifier(k.conn, copy, strlen(copy));
-		b = PQescapeIdentifier(k.conn, dot + 1, strlen(dot + 1));
-		if (asprintf(&out, "%s.%s", a, b) < 0)
-			idem_die(IDEM_EXIT_ENV, "asprintf:");
-		PQfreemem(a);
-		PQfreemem(b);
-	} else {
-		a = PQescapeIdentifier(k.conn, copy, strlen(copy));
-		out = idem_estrdup(a);
-		PQfreemem(a);
-	}
-	free(copy);
-	return out;
-}
-
 /*
- * Attempt rows: one per delivery, from the delivery log; the commit time
- * and rows written from the effect table's commit timestamps inside the
- * attempt's window (its delivery to its ack, its kill or the next
- * delivery); recover rows: kill to the ack of the clean retry.
+ * Attempt rows, one per delivery, with the rows each wrote from the effect
+ * ledger, and recover rows, from the kill to the ack of the retry: see
+ * lib/evidence.
  */
 static void
 write_attempts(void)
 {
-	char *ids = msg_id_array(), *key_sql, *table, *query = NULL;
-	const char *params[1] = { ids };
+	struct idem_evidence *ev = idem_evidence_new();
+	const struct idem_failpoint_write *writes;
+	char *ids = msg_id_array();
 	struct idem_error err;
-	PGresult *res, *effects = NULL;
-	pid_t *kill_pid_of_row;
-	int several, i, e;
+	size_t n, i;
 
-	res = idem_pg_exec(k.conn, "reading the delivery log", &err,
-	    "SELECT d.msg_id, m.job_id, m.business_key, d.read_ct, "
-	    "(extract(epoch FROM d.delivered_at) * 1000000)::bigint, "
-	    "CASE WHEN d.read_ct = m.read_ct THEN (extract(epoch FROM m.acked_at) * 1000000)::bigint END, "
-	    "(SELECT (extract(epoch FROM n.delivered_at) * 1000000)::bigint FROM idem.delivery n "
-	    " WHERE n.msg_id = d.msg_id AND n.read_ct = d.read_ct + 1) "
-	    "FROM idem.delivery d JOIN idem.message m USING (msg_id) "
-	    "WHERE d.msg_id = ANY ($1::bigint[]) ORDER BY d.delivered_at, d.msg_id", 1, params);
-	if (res == NULL)
+	if (idem_evidence_read_deliveries(ev, k.conn, ids, &err) < 0)
 		idem_die_error(&err);
-	kill_pid_of_row = idem_ereallocarray(NULL, (size_t)PQntuples(res) + 1, sizeof(pid_t));
-	key_sql = effect_key_sql(&several);
-	table = quoted_table();
-	if (asprintf(&query, "SELECT %s, (extract(epoch FROM pg_xact_commit_timestamp(e.xmin)) "
-	    "* 1000000)::bigint FROM %s e", key_sql, table) < 0)
-		idem_die(IDEM_EXIT_ENV, "asprintf:");
-	effects = PQexec(k.conn, query);
-	if (PQresultStatus(effects) != PGRES_TUPLES_OK) {
-		char msg[512];
-
-		idem_warn("no commit times or rows written: reading %s: %s", k.effect_table,
-		    idem_pg_message(k.conn, effects, msg, sizeof(msg)));
-		PQclear(effects);
-		effects = NULL;
-	}
-	for (i = 0; i < PQntuples(res); i++) {
-		const char *msg_id = PQgetvalue(res, i, 0), *job_id = PQgetvalue(res, i, 1);
-		const char *business_key = PQgetvalue(res, i, 2), *attempt_text = PQgetvalue(res, i, 3);
-		long long attempt = strtoll(attempt_text, NULL, 10);
-		long long consumed = strtoll(PQgetvalue(res, i, 4), NULL, 10);
-		long long acked = PQgetisnull(res, i, 5) ? 0 : strtoll(PQgetvalue(res, i, 5), NULL, 10);
-		long long next = PQgetisnull(res, i, 6) ? 0 : strtoll(PQgetvalue(res, i, 6), NULL, 10);
-		const struct kill_point *kp = kill_of(job_id, attempt);
-		long long window_end;
-		long long committed = 0, rows = 0;
-		char consumed_at[32], committed_at[32], acked_at[32], rows_text[32], pid_text[16];
-		char *branch = branches_of(job_id, attempt_text, msg_id);
-		const char *row[9];
-		int nth = 0, j;
-		pid_t pid;
-
-		for (j = 0; j < i; j++)
-			nth += strcmp(PQgetvalue(res, j, 1), job_id) == 0 &&
-			    strcmp(PQgetvalue(res, j, 3), attempt_text) == 0;
-		pid = consumer(job_id, attempt, nth);
-		kill_pid_of_row[i] = pid;
-		if (kp != NULL && kp->pid != pid)
-			kp = NULL;
-		window_end = acked ? acked : kp ? kp->killed_at : next ? next : db_now();
-		for (e = 0; effects && e < PQntuples(effects); e++) {
-			long long ts;
-			int same;
-
-			if (PQgetisnull(effects, e, 1))
-				continue;
-			same = several ? 0 : strcmp(PQgetvalue(effects, e, 0), business_key) == 0;
-			if (several) {
-				json_t *a = json_loads(PQgetvalue(effects, e, 0), 0, NULL);
-				json_t *b = json_loads(business_key, 0, NULL);
-
-				same = a && b && json_equal(a, b);
-				json_decref(a);
-				json_decref(b);
-			}
-			ts = strtoll(PQgetvalue(effects, e, 1), NULL, 10);
-			if (same && ts >= consumed && ts <= window_end) {
-				rows++;
-				if (ts > committed)
-					committed = ts;
-			}
-		}
-		idem_format_time(consumed, consumed_at);
-		idem_format_time(committed, committed_at);
-		idem_format_time(acked, acked_at);
-		snprintf(rows_text, sizeof(rows_text), "%lld", rows);
-		snprintf(pid_text, sizeof(pid_text), "%d", (int)pid);
-		row[0] = job_id;
-		row[1] = msg_id;
-		row[2] = attempt_text;
-		row[3] = pid ? pid_text : NULL;
-		row[4] = consumed_at;
-		row[5] = committed ? committed_at : NULL;
-		row[6] = acked ? acked_at : NULL;
-		row[7] = effects ? rows_text : NULL;
-		row[8] = branch;
-		write_row("attempt", row, 9);
-		free(branch);
-	}
-	for (i = 0; i < PQntuples(res); i++) {
-		const char *job_id = PQgetvalue(res, i, 1);
-		long long attempt = strtoll(PQgetvalue(res, i, 3), NULL, 10);
-		const struct kill_point *kp = kill_of(job_id, attempt);
-		char killed_at[32], acked_at[32], ms[32];
-		const char *row[5];
-		int j;
-
-		if (kp == NULL || kill_pid_of_row[i] != kp->pid)
-			continue;
-		/* the ack of the same message, by a later delivery */
-		for (j = 0; j < PQntuples(res); j++)
-			if (strcmp(PQgetvalue(res, j, 0), PQgetvalue(res, i, 0)) == 0 &&
-			    !PQgetisnull(res, j, 5) &&
-			    strtoll(PQgetvalue(res, j, 3), NULL, 10) > attempt)
-				break;
-		idem_format_time(kp->killed_at, killed_at);
-		row[0] = job_id;
-		row[1] = PQgetvalue(res, i, 0);
-		row[2] = killed_at;
-		if (j < PQntuples(res)) {
-			long long acked = strtoll(PQgetvalue(res, j, 5), NULL, 10);
-
-			idem_format_time(acked, acked_at);
-			snprintf(ms, sizeof(ms), "%lld", (acked - kp->killed_at) / 1000);
-			row[3] = acked_at;
-			row[4] = ms;
-		} else {
-			row[3] = row[4] = NULL;
-		}
-		write_row("recover", row, 5);
-	}
-	PQclear(effects);
-	PQclear(res);
-	free(kill_pid_of_row);
-	free(query);
-	free(key_sql);
-	free(table);
 	free(ids);
+	if (!idem_failpoint_has_ledger(k.fp))
+		idem_warn("no rows written: the effect table %s did not exist when the run began",
+		    k.effect_table);
+	else if (idem_failpoint_ledger(k.fp, &writes, &n, &err) < 0)
+		idem_die_error(&err);
+	else
+		idem_evidence_ledger(ev, writes, n);
+	for (i = 0; i < k.nsessions; i++)
+		if (k.sessions[i].worker >= 0)
+			idem_evidence_backend(ev, k.sessions[i].backend_pid, k.sessions[i].start,
+			    k.sessions[i].worker, k.sessions[i].pid);
+	for (i = 0; i < k.nsteps; i++)
+		if (strcmp(k.steps[i].name, "consumed") == 0 && k.steps[i].observed == SOCKET)
+			idem_evidence_consumed(ev, k.steps[i].job_id, k.steps[i].attempt, k.steps[i].pid);
+	for (i = 0; i < k.nlogs; i++)
+		idem_evidence_log(ev, k.logs[i].text);
+	for (i = 0; i < k.nkills; i++)
+		if (k.kills[i].fired && !k.kills[i].cannot)
+			idem_evidence_kill(ev, k.kills[i].job_id, k.kills[i].attempt, k.kills[i].msg_id,
+			    k.kills[i].pid, k.kills[i].killed_at);
+	if (idem_evidence_write(ev, stdout) < 0)
+		idem_die(IDEM_EXIT_ENV, "write error on standard output:");
+	idem_evidence_free(ev);
 }
 
 static void
@@ -1271,13 +1453,22 @@ free_all(void)
 		free(k.kills[i].scenario);
 		free(k.kills[i].step);
 		free(k.kills[i].job_id);
+		free(k.kills[i].msg_id);
 	}
 	free(k.kills);
 	for (i = 0; i < k.nraces; i++) {
 		free(k.races[i].business_key);
 		free(k.races[i].step);
+		free_hold(k.races[i].db_held);
+		free_hold(k.races[i].db_first);
+		free_hold(k.races[i].db_second);
 	}
 	free(k.races);
+	for (i = 0; i < k.narmed; i++)
+		free(k.armed[i].business_key);
+	free(k.armed);
+	free(k.sessions);
+	idem_map_free(&k.session_index);
 	for (i = 0; i < k.nclients; i++) {
 		if (k.clients[i].fd >= 0)
 			close(k.clients[i].fd);
@@ -1294,6 +1485,39 @@ free_all(void)
 	free(k.logs);
 	for (i = 0; i < MAX_WORKERS; i++)
 		free(k.workers[i].partial);
+}
+
+/* On every way out: the kill points go, and their ledger with them. */
+static void
+remove_failpoints(void)
+{
+	struct idem_error err;
+	int i;
+
+	if (k.fp == NULL)
+		return;
+	for (i = 0; i < k.nworkers; i++)
+		kill_worker_group(i, SIGKILL);
+	if (idem_failpoint_remove(k.fp, &err) < 0)
+		idem_warn("%s", err.text);
+	k.fp = NULL;
+}
+
+/* The database's points of the kill points and races it can see. */
+static void
+install_failpoints(void)
+{
+	struct idem_error err;
+	size_t i;
+
+	if ((k.fp = idem_failpoint_install(k.conninfo, k.queue, k.effect_table, k.key_columns,
+	    &err)) == NULL)
+		idem_die_error(&err);
+	atexit(remove_failpoints);
+	for (i = 0; i < k.nkills; i++)
+		k.kills[i].armed = arm(k.kills[i].step, find_job(k.kills[i].job_id)->business_key);
+	for (i = 0; i < k.nraces; i++)
+		k.races[i].armed = arm(k.races[i].step, k.races[i].business_key);
 }
 
 static void
@@ -1416,6 +1640,7 @@ main(int argc, char *argv[])
 		idem_die_error(&err);
 	measure_skew();
 	setup_signals();
+	install_failpoints();
 	setup_socket();
 	start_watchdog();
 	rc = run(deadline_ms * 1000);
@@ -1427,6 +1652,7 @@ main(int argc, char *argv[])
 		write_steps_kills_logs();
 		write_attempts();
 	}
+	remove_failpoints();
 	free(held);
 	if (k.command == shell)
 		free(shell[2]);

@@ -8,6 +8,8 @@
 #include "failpoint.h"
 #include "pg.h"
 
+#define ACK_ROWS 64
+
 static const char *const step_names[] = {
 	NULL, "before-write", "before-commit", "after-commit", "after-commit"
 };
@@ -17,6 +19,7 @@ struct idem_failpoint {
 	int conn_pid[2];
 	unsigned char owner[IDEM_FAILPOINT_SLOTS + 1];	/* which conn holds each gate */
 	int ledger;			/* the effect table has its triggers */
+	char *queue;
 	PGresult *writes_res;
 	struct idem_failpoint_write *writes;
 };
@@ -178,7 +181,11 @@ install_sql(PGconn *conn, const char *queue, const char *table, const char *key)
 	    " backend_pid integer NOT NULL DEFAULT pg_backend_pid(),"
 	    " operation text NOT NULL, business_key text,"
 	    " written_at timestamptz NOT NULL DEFAULT clock_timestamp());\n"
-	    "CREATE SEQUENCE idem_run.acks;\n", t.f);
+	    "CREATE TABLE idem_run.acks (slot integer PRIMARY KEY, acks bigint NOT NULL);\n", t.f);
+	/* committed acks, counted in rows of their own so that workers acking
+	 * at once seldom wait for each other */
+	fprintf(t.f, "INSERT INTO idem_run.acks SELECT s, 0 FROM generate_series(0, %d) s;\n",
+	    ACK_ROWS - 1);
 
 	text_open(&body);
 	fprintf(body.f, "DECLARE\n"
@@ -203,14 +210,14 @@ install_sql(PGconn *conn, const char *queue, const char *table, const char *key)
 
 	text_open(&body);
 	fprintf(body.f, "DECLARE\n\ta integer;\nBEGIN\n"
-	    "\tPERFORM nextval('idem_run.acks');\n"
 	    "\tSELECT id INTO a FROM idem_run.armed WHERE step = %d AND business_key = OLD.business_key;\n"
 	    "\tIF FOUND THEN\n"
 	    "\t\tPERFORM idem_run.hold(a, CASE WHEN current_setting('idem_run.wrote', true) = 'on'"
 	    " THEN %d ELSE %d END);\n"
 	    "\tEND IF;\n"
+	    "\tUPDATE idem_run.acks SET acks = acks + 1 WHERE slot = pg_backend_pid() %% %d;\n"
 	    "\tRETURN NEW;\nEND", IDEM_FAILPOINT_AFTER_COMMIT, IDEM_FAILPOINT_ACK_IN_EFFECT,
-	    IDEM_FAILPOINT_AFTER_COMMIT);
+	    IDEM_FAILPOINT_AFTER_COMMIT, ACK_ROWS);
 	function_sql(t.f, conn, "before_ack()", "trigger", text_close(&body));
 	free(body.s);
 	fprintf(t.f, "CREATE TRIGGER idem_run_before_ack BEFORE UPDATE OF acked_at ON idem.message"
@@ -306,6 +313,7 @@ close_all(struct idem_failpoint *fp)
 	PQfinish(fp->conn[1]);
 	PQclear(fp->writes_res);
 	free(fp->writes);
+	free(fp->queue);
 	free(fp);
 }
 
@@ -321,6 +329,7 @@ idem_failpoint_install(const char *conninfo, const char *queue, const char *effe
 	int i;
 
 	memset(fp, 0, sizeof(*fp));
+	fp->queue = idem_estrdup(queue);
 	for (i = 0; i < 2; i++) {
 		if ((fp->conn[i] = idem_pg_connect(conninfo, err)) == NULL)
 			goto fail;
@@ -427,6 +436,34 @@ idem_failpoint_disarm(struct idem_failpoint *fp, int armed, struct idem_error *e
 }
 
 int
+idem_failpoint_sessions(struct idem_failpoint *fp, struct idem_failpoint_session **out, size_t *n,
+			struct idem_error *err)
+{
+	char a[16], b[16];
+	const char *params[2] = { a, b };
+	PGresult *res;
+	int i;
+
+	snprintf(a, sizeof(a), "%d", fp->conn_pid[0]);
+	snprintf(b, sizeof(b), "%d", fp->conn_pid[1]);
+	res = idem_pg_exec(fp->conn[0], "watching the sessions", err,
+	    "SELECT pid, coalesce(client_port, -1), (extract(epoch FROM backend_start) * 1000000)::bigint"
+	    " FROM pg_stat_activity WHERE backend_type = 'client backend'"
+	    " AND datname = current_database() AND pid NOT IN ($1::integer, $2::integer)", 2, params);
+	if (res == NULL)
+		return -1;
+	*n = (size_t)PQntuples(res);
+	*out = idem_ereallocarray(NULL, *n + 1, sizeof(**out));
+	for (i = 0; i < PQntuples(res); i++) {
+		(*out)[i].backend_pid = atoi(PQgetvalue(res, i, 0));
+		(*out)[i].client_port = atoi(PQgetvalue(res, i, 1));
+		(*out)[i].backend_start_us = strtoll(PQgetvalue(res, i, 2), NULL, 10);
+	}
+	PQclear(res);
+	return 0;
+}
+
+int
 idem_failpoint_waiters(struct idem_failpoint *fp, struct idem_failpoint_waiter **out, size_t *n,
 		       struct idem_error *err)
 {
@@ -455,15 +492,68 @@ idem_failpoint_waiters(struct idem_failpoint *fp, struct idem_failpoint_waiter *
 	for (i = 0; i < PQntuples(res); i++) {
 		struct idem_failpoint_waiter *w = &(*out)[i];
 
-		w->backend_pid = atoi(PQgetvalue(res, i, 0));
-		w->client_port = atoi(PQgetvalue(res, i, 1));
-		w->backend_start_us = strtoll(PQgetvalue(res, i, 2), NULL, 10);
+		w->session.backend_pid = atoi(PQgetvalue(res, i, 0));
+		w->session.client_port = atoi(PQgetvalue(res, i, 1));
+		w->session.backend_start_us = strtoll(PQgetvalue(res, i, 2), NULL, 10);
 		w->slot = atoi(PQgetvalue(res, i, 3));
 		w->step = atoi(PQgetvalue(res, i, 4));
 		w->armed = atoi(PQgetvalue(res, i, 5));
 	}
 	PQclear(res);
 	return 0;
+}
+
+int
+idem_failpoint_delivery(struct idem_failpoint *fp, const char *business_key, int backend_pid,
+			const int *worker_sessions, size_t nsessions,
+			struct idem_failpoint_delivery *out, struct idem_error *err)
+{
+	const char *params[2] = { business_key, fp->queue };
+	PGresult *res;
+	int i, chosen = -1, of_worker = -1;
+	size_t j;
+
+	out->msg_id = out->job_id = NULL;
+	out->attempt = 0;
+	res = idem_pg_exec(fp->conn[0], "finding the held session's delivery", err,
+	    "SELECT d.msg_id, m.job_id, d.read_ct, d.backend_pid"
+	    " FROM idem.delivery d JOIN idem.message m USING (msg_id)"
+	    " WHERE m.business_key = $1 AND m.queue = $2"
+	    " ORDER BY d.delivered_at DESC, d.msg_id DESC", 2, params);
+	if (res == NULL)
+		return -1;
+	for (i = 0; i < PQntuples(res) && chosen < 0; i++) {
+		int pid = atoi(PQgetvalue(res, i, 3));
+
+		if (pid == backend_pid)
+			chosen = i;
+		for (j = 0; j < nsessions && of_worker < 0; j++)
+			if (worker_sessions[j] == pid)
+				of_worker = i;
+	}
+	if (chosen < 0)
+		chosen = of_worker >= 0 ? of_worker : PQntuples(res) > 0 ? 0 : -1;
+	if (chosen >= 0) {
+		out->msg_id = idem_estrdup(PQgetvalue(res, chosen, 0));
+		out->job_id = idem_estrdup(PQgetvalue(res, chosen, 1));
+		out->attempt = strtoll(PQgetvalue(res, chosen, 2), NULL, 10);
+	}
+	PQclear(res);
+	return 0;
+}
+
+int
+idem_failpoint_ended(struct idem_failpoint *fp, const char *msg_id, int backend_pid,
+		     struct idem_error *err)
+{
+	char pid[16];
+	const char *params[2] = { msg_id, pid };
+
+	snprintf(pid, sizeof(pid), "%d", backend_pid);
+	return (int)exec_number(fp->conn[0], "watching a race",
+	    "SELECT (coalesce((SELECT acked_at IS NOT NULL FROM idem.message WHERE msg_id = $1::bigint), true)"
+	    " OR NOT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $2::integer))::integer",
+	    2, params, err);
 }
 
 /*
@@ -555,7 +645,7 @@ idem_failpoint_terminate_all(struct idem_failpoint *fp, struct idem_error *err)
 	if (idem_failpoint_waiters(fp, &w, &n, err) < 0)
 		return -1;
 	for (i = 0; i < n && rc == 0; i++)
-		rc = idem_failpoint_terminate(fp, w[i].backend_pid, err);
+		rc = idem_failpoint_terminate(fp, w[i].session.backend_pid, err);
 	free(w);
 	return rc;
 }
@@ -563,8 +653,8 @@ idem_failpoint_terminate_all(struct idem_failpoint *fp, struct idem_error *err)
 long long
 idem_failpoint_acks(struct idem_failpoint *fp, struct idem_error *err)
 {
-	return exec_number(fp->conn[0], "counting acks",
-	    "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM idem_run.acks", 0, NULL, err);
+	return exec_number(fp->conn[0], "counting acks", "SELECT sum(acks) FROM idem_run.acks", 0,
+	    NULL, err);
 }
 
 int

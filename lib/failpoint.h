@@ -24,11 +24,16 @@ enum {
 
 struct idem_failpoint;
 
-/* A session held at an armed point. */
-struct idem_failpoint_waiter {
+/* A client session of the database. */
+struct idem_failpoint_session {
 	int backend_pid;
 	int client_port;		/* pg_stat_activity.client_port; -1 for a Unix socket */
 	long long backend_start_us;
+};
+
+/* A session held at an armed point. */
+struct idem_failpoint_waiter {
+	struct idem_failpoint_session session;
 	int slot;
 	int step;
 	int armed;			/* the point's id, as idem_failpoint_arm returned it */
@@ -41,6 +46,12 @@ struct idem_failpoint_write {
 	int update;			/* 0 for an INSERT, 1 for an UPDATE */
 	const char *business_key;
 	long long written_at_us, committed_at_us;
+};
+
+/* The delivery a held session works on. */
+struct idem_failpoint_delivery {
+	char *msg_id, *job_id;		/* NULL: none */
+	long long attempt;
 };
 
 /* The step of a step name; 0 when the database does not see it. */
@@ -69,9 +80,25 @@ int idem_failpoint_arm(struct idem_failpoint *fp, int step, const char *business
 /* Disarms a point: writers of its key no longer stop there. */
 int idem_failpoint_disarm(struct idem_failpoint *fp, int armed, struct idem_error *err);
 
+/* The client sessions of the database now, but the controller's own, into
+ * *out (caller frees), *n of them. */
+int idem_failpoint_sessions(struct idem_failpoint *fp, struct idem_failpoint_session **out,
+			    size_t *n, struct idem_error *err);
 /* The sessions held now, into *out (caller frees), *n of them. */
 int idem_failpoint_waiters(struct idem_failpoint *fp, struct idem_failpoint_waiter **out,
 			   size_t *n, struct idem_error *err);
+/* The delivery a held session works on: of the deliveries of messages of
+ * the queue with business_key, the last one taken by the session itself;
+ * else by one of the sessions of worker_sessions (those of its worker);
+ * else the last one. Fields NULL when there is none; the caller frees
+ * them. */
+int idem_failpoint_delivery(struct idem_failpoint *fp, const char *business_key, int backend_pid,
+			    const int *worker_sessions, size_t nsessions,
+			    struct idem_failpoint_delivery *out, struct idem_error *err);
+/* Whether the delivery's attempt has ended: its message acked, or the
+ * session gone. -1 with err set on failure. */
+int idem_failpoint_ended(struct idem_failpoint *fp, const char *msg_id, int backend_pid,
+			 struct idem_error *err);
 /* Lets the session held in slot go on; the gate is held again before any
  * other session can reach it. */
 int idem_failpoint_pass(struct idem_failpoint *fp, int slot, struct idem_error *err);
@@ -81,8 +108,8 @@ int idem_failpoint_terminate(struct idem_failpoint *fp, int backend_pid, struct 
 /* Terminates every held session (as above). */
 int idem_failpoint_terminate_all(struct idem_failpoint *fp, struct idem_error *err);
 
-/* How many acks of the queue the trigger has seen (acks rolled back
- * included); -1 with err set on failure. */
+/* How many acks of the queue have committed since the install; -1 with
+ * err set on failure. */
 long long idem_failpoint_acks(struct idem_failpoint *fp, struct idem_error *err);
 
 /* The committed writes in the ledger, in the order written; they stay

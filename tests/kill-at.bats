@@ -133,8 +133,8 @@ check() {
 @test "a kill lands exactly at its step; the retry comes after the visibility timeout and is acked" {
 	check unique business after-commit 1
 	assert_equal "$(rows_of kill "$out")" 1
-	grep -q "^kill	kill	a	1	after-commit	[0-9]*	" "$out"
-	assert_equal "$(awk -F '\t' '$1 == "step" && $8 == "kill" { print $5, $6, $7 }' "$out")" "after-commit a 1"
+	grep -q "^kill	kill	a	1	after-commit	[0-9]*	[^	]*	socket$" "$out"
+	assert_equal "$(awk -F '\t' '$1 == "step" && $8 == "kill" { print $5, $6, $7, $9 }' "$out")" "after-commit a 1 socket"
 	# nothing after the kill point in attempt 1
 	assert_equal "$(awk -F '\t' '$1 == "step" && $6 == "a" && $7 == 1 { s = $5 } END { print s }' "$out")" after-commit
 	# attempt 2 ran clean and acked

@@ -68,16 +68,16 @@ main(int argc, char *argv[])
 	}
 	if (n == 0)
 		idem_die(IDEM_EXIT_FINDING, "no session reached %s in 30 seconds", step_name);
-	if ((owner = idem_peer_process(w[0].backend_pid, w[0].client_port, &child, 1, &err)) < 0)
+	if ((owner = idem_peer_process(w[0].session.backend_pid, w[0].session.client_port, &child, 1, &err)) < 0)
 		idem_die_error(&err);
 	if (owner == 0)
 		idem_die(IDEM_EXIT_FINDING, "no process of the command holds session %d",
-		    w[0].backend_pid);
+		    w[0].session.backend_pid);
 	kill(-child, SIGKILL);
 	waitpid(child, &status, 0);
 	if (release_first && idem_failpoint_pass(fp, w[0].slot, &err) < 0)
 		idem_die_error(&err);
-	if (idem_failpoint_terminate(fp, w[0].backend_pid, &err) < 0 ||
+	if (idem_failpoint_terminate(fp, w[0].session.backend_pid, &err) < 0 ||
 	    idem_failpoint_remove(fp, &err) < 0)
 		idem_die_error(&err);
 	printf("killed %d\n", (int)owner);
