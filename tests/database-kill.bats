@@ -194,3 +194,36 @@ attempts() {
 	assert_equal "$(sql "SELECT count(*) FROM demo.invoice_lines")" 0
 	assert_equal "$(sql "SELECT to_regnamespace('idem_run') IS NULL")" t
 }
+
+@test "the record says where each kill was seen, what each attempt wrote, and the finding" {
+	export TABLE=demo.lines
+	sql "CREATE TABLE IF NOT EXISTS demo.lines (invoice_id text, line_no integer, amount_cents bigint NOT NULL, outcome text, PRIMARY KEY (invoice_id, line_no))"
+	sql 'TRUNCATE demo.lines'
+	repo="$BATS_TEST_TMPDIR/repo"
+	mkdir "$repo"
+	seed_for after-commit demo.lines >"$repo/seed.yaml"
+	git -C "$repo" init -q
+	git -C "$repo" add seed.yaml
+	git -C "$repo" -c user.name=t -c user.email=t@example.org commit -q -m seed
+	(cd "$repo" && seed-gen seed.yaml | count-effects --before | dup-publish |
+		kill-at -D 20s -- "$BATS_TEST_DIRNAME/fixtures/workers/psql_worker.sh" update |
+		count-effects | mkrecord -o out >/dev/null)
+	record=$(ls "$repo"/out/*.yaml)
+	grep -q '^  observed: "database"$' "$record"
+	# the first attempt was killed: the psql process that held the session
+	assert_equal "$(grep -c '^  outcome: "killed at after-commit"$' "$record")" 1
+	assert_equal "$(grep '^  rows_written: ' "$record" | tr '\n' ,)" "  rows_written: 1,  rows_written: 0,"
+	assert_equal "$(grep '^  rows_updated: ' "$record" | tr '\n' ,)" "  rows_updated: 1,  rows_updated: 1,"
+
+	node tests/fixtures/workers/pg-ack-in-tx-worker.js --setup unique
+	queue_reset
+	seed_for after-commit >"$repo/seed.yaml"
+	git -C "$repo" -c user.name=t -c user.email=t@example.org commit -q -a -m seed
+	rm -r "$repo/out"
+	(cd "$repo" && seed-gen seed.yaml | count-effects --before | dup-publish |
+		kill-at -D 20s -- node "$BATS_TEST_DIRNAME/fixtures/workers/pg-ack-in-tx-worker.js" unique |
+		count-effects | mkrecord -o out >/dev/null)
+	record=$(ls "$repo"/out/*.yaml)
+	grep -q '^kill_points: \[\]$' "$record"
+	grep -qF -- '- "a kill at after-commit: ack in the effect'"'"'s transaction: after-commit cannot happen (job a, attempt 1)"' "$record"
+}
