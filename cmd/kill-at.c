@@ -6,9 +6,6 @@
  * rows. See idem-step(7) for the kill points and the protocol. */
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 
 #include <errno.h>
@@ -29,6 +26,7 @@
 #include "map.h"
 #include "peer.h"
 #include "pg.h"
+#include "step.h"
 #include "tsv.h"
 #include "util.h"
 
@@ -103,30 +101,11 @@ struct worker {
 };
 
 struct client {
-	int fd;
-	pid_t pid;
+	struct idem_step_peer peer;
 	int worker;
-	char buf[4096];
-	size_t len;
 	int held;			/* waiting for the race partner */
 	char *held_job;
 	long long held_attempt;
-};
-
-struct step_event {
-	long long at;
-	int worker;
-	pid_t pid;
-	char *name, *job_id;
-	long long attempt;
-	const char *action, *observed;
-};
-
-struct log_line {
-	long long at;
-	int worker;
-	pid_t pid;
-	char *text;
 };
 
 static struct {
@@ -138,6 +117,7 @@ static struct {
 	size_t nscenarios;
 	struct job *jobs;
 	size_t njobs;
+	struct idem_map job_index;	/* job id: its index, once the stream is read */
 	char **msg_ids;
 	size_t nmsgs;
 	/* the plan */
@@ -150,17 +130,14 @@ static struct {
 	PGconn *conn;
 	char *database_url;		/* where conn goes, for the workers */
 	long long skew_us;
-	char dir[96], sock_path[128];
-	int listen_fd, signal_fd, watchdog_fd;
+	struct idem_step_server server;
+	int signal_fd, watchdog_fd;
 	char **command;
 	int nworkers;
 	struct worker workers[MAX_WORKERS];
 	struct client *clients;
 	size_t nclients;
-	struct step_event *steps;
-	size_t nsteps;
-	struct log_line *logs;
-	size_t nlogs;
+	struct idem_evidence *ev;	/* the steps, kills and lines seen */
 	int stopping;
 	/* the database's side */
 	struct idem_failpoint *fp;
@@ -175,10 +152,7 @@ static struct {
 static void
 cleanup_dir(void)
 {
-	if (k.sock_path[0])
-		unlink(k.sock_path);
-	if (k.dir[0])
-		rmdir(k.dir);
+	idem_step_unlisten(&k.server);
 }
 
 static long long
@@ -209,10 +183,11 @@ find_job(const char *id)
 {
 	size_t i;
 
-	for (i = 0; i < k.njobs; i++)
-		if (strcmp(k.jobs[i].id, id) == 0)
-			return &k.jobs[i];
-	return NULL;
+	if (k.job_index.n == 0)
+		for (i = 0; i < k.njobs; i++)
+			idem_map_put(&k.job_index, k.jobs[i].id, i);
+	i = idem_map_get(&k.job_index, id);
+	return i == IDEM_MAP_NONE ? NULL : &k.jobs[i];
 }
 
 /* Reads the whole stream into memory (it is passed on at the end) and keeps
@@ -368,48 +343,14 @@ plan(char **kill_options, size_t nkill_options, const char *race_step)
 	}
 }
 
-/* A process that outlives kill-at by design: when kill-at dies, however it
- * dies, the pipe closes and the watchdog kills every worker's group. */
+/* The watchdog kills every worker's group however kill-at ends. */
 static void
 start_watchdog(void)
 {
-	int fds[2];
-	pid_t pid;
+	struct idem_error err;
 
-	if (pipe2(fds, O_CLOEXEC) < 0)
-		idem_die(IDEM_EXIT_ENV, "pipe:");
-	if ((pid = fork()) < 0)
-		idem_die(IDEM_EXIT_ENV, "fork:");
-	if (pid == 0) {
-		pid_t groups[MAX_WORKERS * (MAX_RESTARTS + 1)];
-		size_t n = 0, i;
-		ssize_t got;
-		pid_t g;
-
-		close(fds[1]);
-		signal(SIGINT, SIG_IGN);
-		signal(SIGTERM, SIG_IGN);
-		signal(SIGHUP, SIG_IGN);
-		setpgid(0, 0);
-		/* a positive pid is a new worker group, a negative one a group gone */
-		while ((got = read(fds[0], &g, sizeof(g))) == (ssize_t)sizeof(g) || (got < 0 && errno == EINTR)) {
-			if (got <= 0)
-				continue;
-			if (g > 0 && n < sizeof(groups) / sizeof(groups[0]))
-				groups[n++] = g;
-			for (i = 0; g < 0 && i < n; i++)
-				if (groups[i] == -g) {
-					groups[i] = groups[--n];	/* a gone group frees its slot */
-					break;
-				}
-		}
-		for (i = 0; i < n; i++)
-			if (groups[i] > 1)
-				kill(-groups[i], SIGKILL);
-		_exit(0);
-	}
-	close(fds[0]);
-	k.watchdog_fd = fds[1];
+	if ((k.watchdog_fd = idem_watchdog(MAX_WORKERS * (MAX_RESTARTS + 1), &err)) < 0)
+		idem_die_error(&err);
 }
 
 static void
@@ -441,7 +382,7 @@ spawn(int index)
 			dup2(devnull, 0);
 		dup2(out[1], 1);
 		dup2(out[1], 2);
-		setenv("IDEM_STEP_SOCK", k.sock_path, 1);
+		setenv("IDEM_STEP_SOCK", k.server.path, 1);
 		setenv("IDEM_QUEUE", k.queue, 1);
 		snprintf(value, sizeof(value), "%lld", k.visibility_timeout_ms);
 		setenv("IDEM_VISIBILITY_TIMEOUT_MS", value, 1);
@@ -471,55 +412,25 @@ static void
 record_step(int worker, pid_t pid, const char *name, const char *job_id, long long attempt,
 	    const char *action, const char *observed)
 {
-	struct step_event *e;
-
-	k.steps = idem_ereallocarray(k.steps, k.nsteps + 1, sizeof(*k.steps));
-	e = &k.steps[k.nsteps++];
-	e->at = db_now();
-	e->worker = worker;
-	e->pid = pid;
-	e->name = idem_estrdup(name);
-	e->job_id = idem_estrdup(job_id);
-	e->attempt = attempt;
-	e->action = action;
-	e->observed = observed;
+	idem_evidence_step(k.ev, db_now(), worker, pid, name, job_id, attempt, action, observed);
 }
 
 static void
 record_log(int worker, pid_t pid, const char *text, size_t len)
 {
-	struct log_line *l;
-
-	k.logs = idem_ereallocarray(k.logs, k.nlogs + 1, sizeof(*k.logs));
-	l = &k.logs[k.nlogs++];
-	l->at = db_now();
-	l->worker = worker;
-	l->pid = pid;
-	l->text = idem_emalloc(len + 1);
-	memcpy(l->text, text, len);
-	l->text[len] = '\0';
-	if (!idem_utf8_valid(l->text, len)) {
-		size_t i;
-
-		for (i = 0; i < len; i++)
-			if ((unsigned char)l->text[i] >= 0x80 || l->text[i] == '\0')
-				l->text[i] = '?';
-	}
+	idem_evidence_log(k.ev, db_now(), worker, pid, text, len);
 }
 
 static void
 reply_go(struct client *c)
 {
-	if (c->fd >= 0 && send(c->fd, "go\n", 3, MSG_NOSIGNAL) != 3) {
-		close(c->fd);
-		c->fd = -1;
-	}
+	idem_step_go(&c->peer);
 }
 
 static struct race *
 race_for(const char *job_id, const char *step)
 {
-	const struct job *job = find_job(job_id);
+	const struct job *job = k.nraces ? find_job(job_id) : NULL;
 	size_t i;
 
 	if (job == NULL)
@@ -551,7 +462,7 @@ release_second(size_t ci)
 		if (race->first != (int)ci || race->second < 0)
 			continue;
 		second = &k.clients[race->second];
-		record_step(second->worker, second->pid, race->step, second->held_job,
+		record_step(second->worker, second->peer.pid, race->step, second->held_job,
 		    second->held_attempt, "release", SOCKET);
 		reply_go(second);
 		second->held = 0;
@@ -563,42 +474,30 @@ static void unref(int armed);
 
 /* One step line from a worker: go on, kill it here, or hold it for a race. */
 static void
-handle_step(size_t ci, char *line)
+handle_step(size_t ci, const struct idem_step_line *l)
 {
 	struct client *c = &k.clients[ci];
-	char *fields[4], *p = line, *end;
-	size_t n = 0, len;
-	long long attempt;
+	const char *name = l->name, *job_id = l->job_id;
+	long long attempt = l->attempt;
 	struct race *race;
+	char note[64];
+	size_t n;
 
-	while (n < 4) {
-		fields[n++] = p;
-		if ((p = strchr(p, '\t')) == NULL)
-			break;
-		*p++ = '\0';
-	}
-	if (n != 4 || strcmp(fields[0], "step") != 0 || p != NULL) {
-		record_log(c->worker, c->pid, "kill-at: not a step line; go", 28);
+	if (l->problem != NULL) {
+		snprintf(note, sizeof(note), "kill-at: %s; go", l->problem);
+		record_log(c->worker, c->peer.pid, note, strlen(note));
 		reply_go(c);
 		return;
 	}
-	len = strlen(fields[1]);
-	if (idem_tsv_unescape(fields[1], &len) != 0 ||
-	    (len = strlen(fields[2]), idem_tsv_unescape(fields[2], &len)) != 0) {
-		record_log(c->worker, c->pid, "kill-at: bad escape in a step line; go", 38);
-		reply_go(c);
-		return;
-	}
-	attempt = strtoll(fields[3], &end, 10);
 	for (n = 0; n < k.nkills; n++) {
 		struct kill_point *kp = &k.kills[n];
 
-		if (kp->fired || kp->attempt != attempt || strcmp(kp->step, fields[1]) != 0 ||
-		    strcmp(kp->job_id, fields[2]) != 0)
+		if (kp->fired || kp->attempt != attempt || strcmp(kp->step, name) != 0 ||
+		    strcmp(kp->job_id, job_id) != 0)
 			continue;
-		record_step(c->worker, c->pid, fields[1], fields[2], attempt, "kill", SOCKET);
+		record_step(c->worker, c->peer.pid, name, job_id, attempt, "kill", SOCKET);
 		kp->fired = 1;
-		kp->pid = c->pid;
+		kp->pid = c->peer.pid;
 		kp->worker = c->worker;
 		kp->killed_at = db_now();
 		kp->observed = SOCKET;
@@ -607,16 +506,16 @@ handle_step(size_t ci, char *line)
 			k.workers[c->worker].killed = 1;
 			kill_worker_group(c->worker, SIGKILL);
 		} else {
-			kill(c->pid, SIGKILL);
+			kill(c->peer.pid, SIGKILL);
 		}
 		return;
 	}
-	if ((race = race_for(fields[2], fields[1])) != NULL) {
+	if ((race = race_for(job_id, name)) != NULL) {
 		if (race->held < 0) {
-			record_step(c->worker, c->pid, fields[1], fields[2], attempt, "hold", SOCKET);
+			record_step(c->worker, c->peer.pid, name, job_id, attempt, "hold", SOCKET);
 			race->held = (int)ci;
 			c->held = 1;
-			c->held_job = idem_estrdup(fields[2]);
+			c->held_job = idem_estrdup(job_id);
 			c->held_attempt = attempt;
 			return;
 		}
@@ -626,13 +525,13 @@ handle_step(size_t ci, char *line)
 			/* both are past their checks; the first to arrive goes first,
 			 * the second when the first's attempt has ended, so the order
 			 * is the same on every run */
-			record_step(c->worker, c->pid, fields[1], fields[2], attempt, "hold", SOCKET);
-			record_step(first->worker, first->pid, fields[1], first->held_job,
+			record_step(c->worker, c->peer.pid, name, job_id, attempt, "hold", SOCKET);
+			record_step(first->worker, first->peer.pid, name, first->held_job,
 			    first->held_attempt, "release", SOCKET);
 			reply_go(first);
 			first->held = 0;
 			c->held = 1;
-			c->held_job = idem_estrdup(fields[2]);
+			c->held_job = idem_estrdup(job_id);
 			c->held_attempt = attempt;
 			race->first = race->held;
 			race->second = (int)ci;
@@ -642,9 +541,9 @@ handle_step(size_t ci, char *line)
 			return;
 		}
 	}
-	record_step(c->worker, c->pid, fields[1], fields[2], attempt, "go", SOCKET);
+	record_step(c->worker, c->peer.pid, name, job_id, attempt, "go", SOCKET);
 	reply_go(c);
-	if (strcmp(fields[1], "acked") == 0)
+	if (strcmp(name, "acked") == 0)
 		release_second(ci);
 }
 
@@ -663,23 +562,14 @@ worker_of(pid_t pid)
 static void
 accept_client(void)
 {
-	struct ucred cred;
-	socklen_t len = sizeof(cred);
-	struct client *c;
-	int fd = accept4(k.listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	struct client c;
 
-	if (fd < 0)
+	memset(&c, 0, sizeof(c));
+	if (idem_step_accept(&k.server, &c.peer) < 0)
 		return;
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
-		close(fd);
-		return;
-	}
+	c.worker = worker_of(c.peer.pid);
 	k.clients = idem_ereallocarray(k.clients, k.nclients + 1, sizeof(*k.clients));
-	c = &k.clients[k.nclients++];
-	memset(c, 0, sizeof(*c));
-	c->fd = fd;
-	c->pid = cred.pid;
-	c->worker = worker_of(cred.pid);
+	k.clients[k.nclients++] = c;
 }
 
 /* A worker held for a race that hangs up or dies holds nothing any more. */
@@ -701,34 +591,18 @@ forget_holder(size_t ci)
 static void
 read_client(size_t ci)
 {
-	struct client *c = &k.clients[ci];
-	ssize_t got = read(c->fd, c->buf + c->len, sizeof(c->buf) - c->len - 1);
-	char *nl;
+	struct idem_step_line l;
+	int rc;
 
-	if (got <= 0) {
-		if (got < 0 && (errno == EAGAIN || errno == EINTR))
-			return;
-		close(c->fd);
-		c->fd = -1;
+	if (idem_step_read(&k.clients[ci].peer) < 0) {
 		forget_holder(ci);
 		return;
 	}
-	c->len += (size_t)got;
-	c->buf[c->len] = '\0';
-	while (c->fd >= 0 && (nl = memchr(c->buf, '\n', c->len)) != NULL) {
-		size_t used = (size_t)(nl - c->buf) + 1;
-
-		*nl = '\0';
-		handle_step(ci, c->buf);
-		c = &k.clients[ci];
-		memmove(c->buf, c->buf + used, c->len - used);
-		c->len -= used;
-	}
-	if (c->len == sizeof(c->buf) - 1) {
-		record_log(c->worker, c->pid, "kill-at: step line too long; hung up", 36);
-		close(c->fd);
-		c->fd = -1;
-	}
+	while ((rc = idem_step_next(&k.clients[ci].peer, &l)) > 0)
+		handle_step(ci, &l);
+	if (rc < 0)
+		record_log(k.clients[ci].worker, k.clients[ci].peer.pid,
+		    "kill-at: step line too long; hung up", 36);
 }
 
 static void
@@ -1110,11 +984,7 @@ reap(void)
 		if (k.stopping)
 			continue;
 		if (!k.workers[i].killed && WIFEXITED(status) && WEXITSTATUS(status) == 127) {
-			size_t l;
-
-			for (l = 0; l < k.nlogs; l++)
-				if (k.logs[l].pid == -pid)
-					fprintf(stderr, "%s\n", k.logs[l].text);
+			idem_evidence_print_log(k.ev, stderr, -pid);
 			idem_die(IDEM_EXIT_ENV, "worker %d could not be started (status 127): %s", i,
 			    k.command[0]);
 		}
@@ -1248,12 +1118,12 @@ run(long long deadline_us)
 	while (rc < 0) {
 		nfds = 0;
 		fds = idem_ereallocarray(fds, 2 + MAX_WORKERS + k.nclients, sizeof(*fds));
-		fds[nfds++] = (struct pollfd){ .fd = k.listen_fd, .events = POLLIN };
+		fds[nfds++] = (struct pollfd){ .fd = k.server.fd, .events = POLLIN };
 		fds[nfds++] = (struct pollfd){ .fd = k.signal_fd, .events = POLLIN };
 		for (i = 0; i < (size_t)k.nworkers; i++)
 			fds[nfds++] = (struct pollfd){ .fd = k.workers[i].out, .events = POLLIN };
 		for (i = 0; i < k.nclients; i++)
-			fds[nfds++] = (struct pollfd){ .fd = k.clients[i].fd, .events = POLLIN };
+			fds[nfds++] = (struct pollfd){ .fd = k.clients[i].peer.fd, .events = POLLIN };
 		if (poll(fds, nfds, CHECK_EVERY_US / 1000) < 0 && errno != EINTR)
 			idem_die(IDEM_EXIT_ENV, "poll:");
 		if (fds[0].revents & POLLIN)
@@ -1272,7 +1142,7 @@ run(long long deadline_us)
 			if (fds[2 + i].fd >= 0 && (fds[2 + i].revents & (POLLIN | POLLHUP)))
 				read_worker_output((int)i, 0);
 		for (i = 0; i < k.nclients && 2 + (size_t)k.nworkers + i < nfds; i++)
-			if (k.clients[i].fd >= 0 &&
+			if (k.clients[i].peer.fd >= 0 &&
 			    (fds[2 + k.nworkers + i].revents & (POLLIN | POLLHUP | POLLERR)))
 				read_client(i);
 		if (rc >= 0)
@@ -1316,75 +1186,15 @@ run(long long deadline_us)
 	return rc;
 }
 
-static void
-write_row(const char *kind, const char *const *fields, size_t n)
-{
-	if (idem_tsv_write_row(stdout, kind, fields, n) < 0)
-		idem_die(IDEM_EXIT_ENV, "write error on standard output:");
-}
-
-static void
-write_steps_kills_logs(void)
-{
-	char at[32], worker[16], pid[16], attempt[32];
-	const char *row[8];
-	size_t i;
-
-	for (i = 0; i < k.nsteps; i++) {
-		const struct step_event *e = &k.steps[i];
-
-		idem_format_time(e->at, at);
-		snprintf(worker, sizeof(worker), "%d", e->worker);
-		snprintf(pid, sizeof(pid), "%d", (int)e->pid);
-		snprintf(attempt, sizeof(attempt), "%lld", e->attempt);
-		row[0] = at;
-		row[1] = worker;
-		row[2] = pid;
-		row[3] = e->name;
-		row[4] = e->job_id;
-		row[5] = attempt;
-		row[6] = e->action;
-		row[7] = e->observed;
-		write_row("step", row, 8);
-	}
-	for (i = 0; i < k.nkills; i++) {
-		const struct kill_point *kp = &k.kills[i];
-
-		if (!kp->fired || kp->cannot)
-			continue;
-		idem_format_time(kp->killed_at, at);
-		snprintf(attempt, sizeof(attempt), "%lld", kp->attempt);
-		snprintf(pid, sizeof(pid), "%d", (int)kp->pid);
-		row[0] = kp->scenario;
-		row[1] = kp->job_id;
-		row[2] = attempt;
-		row[3] = kp->step;
-		row[4] = pid;
-		row[5] = at;
-		row[6] = kp->observed;
-		write_row("kill", row, 7);
-	}
-	for (i = 0; i < k.nlogs; i++) {
-		idem_format_time(k.logs[i].at, at);
-		snprintf(worker, sizeof(worker), "%d", k.logs[i].worker);
-		snprintf(pid, sizeof(pid), "%d", (int)k.logs[i].pid);
-		row[0] = at;
-		row[1] = worker;
-		row[2] = pid;
-		row[3] = k.logs[i].text;
-		write_row("log", row, 4);
-	}
-}
-
 /*
- * Attempt rows, one per delivery, with the rows each wrote from the effect
- * ledger, and recover rows, from the kill to the ack of the retry: see
- * lib/evidence.
+ * The step, kill and log rows, then the attempt rows, one per delivery,
+ * with the rows each wrote from the effect ledger, and the recover rows,
+ * from the kill to the ack of the retry: see lib/evidence.
  */
 static void
-write_attempts(void)
+write_evidence(void)
 {
-	struct idem_evidence *ev = idem_evidence_new();
+	struct idem_evidence *ev = k.ev;
 	const struct idem_failpoint_write *writes;
 	char *ids = msg_id_array();
 	struct idem_error err;
@@ -1404,18 +1214,15 @@ write_attempts(void)
 		if (k.sessions[i].worker >= 0)
 			idem_evidence_backend(ev, k.sessions[i].backend_pid, k.sessions[i].start,
 			    k.sessions[i].worker, k.sessions[i].pid);
-	for (i = 0; i < k.nsteps; i++)
-		if (strcmp(k.steps[i].name, "consumed") == 0 && k.steps[i].observed == SOCKET)
-			idem_evidence_consumed(ev, k.steps[i].job_id, k.steps[i].attempt, k.steps[i].pid);
-	for (i = 0; i < k.nlogs; i++)
-		idem_evidence_log(ev, k.logs[i].text);
-	for (i = 0; i < k.nkills; i++)
-		if (k.kills[i].fired && !k.kills[i].cannot)
-			idem_evidence_kill(ev, k.kills[i].job_id, k.kills[i].attempt, k.kills[i].msg_id,
-			    k.kills[i].pid, k.kills[i].killed_at);
+	for (i = 0; i < k.nkills; i++) {
+		const struct kill_point *kp = &k.kills[i];
+
+		if (kp->fired && !kp->cannot)
+			idem_evidence_kill(ev, kp->scenario, kp->job_id, kp->attempt, kp->step,
+			    kp->msg_id, kp->pid, kp->killed_at, kp->observed);
+	}
 	if (idem_evidence_write(ev, stdout) < 0)
 		idem_die(IDEM_EXIT_ENV, "write error on standard output:");
-	idem_evidence_free(ev);
 }
 
 static void
@@ -1448,6 +1255,7 @@ free_all(void)
 		free(k.jobs[i].business_key);
 	}
 	free(k.jobs);
+	idem_map_free(&k.job_index);
 	free_list(k.msg_ids, k.nmsgs);
 	for (i = 0; i < k.nkills; i++) {
 		free(k.kills[i].scenario);
@@ -1470,19 +1278,12 @@ free_all(void)
 	free(k.sessions);
 	idem_map_free(&k.session_index);
 	for (i = 0; i < k.nclients; i++) {
-		if (k.clients[i].fd >= 0)
-			close(k.clients[i].fd);
+		if (k.clients[i].peer.fd >= 0)
+			close(k.clients[i].peer.fd);
 		free(k.clients[i].held_job);
 	}
 	free(k.clients);
-	for (i = 0; i < k.nsteps; i++) {
-		free(k.steps[i].name);
-		free(k.steps[i].job_id);
-	}
-	free(k.steps);
-	for (i = 0; i < k.nlogs; i++)
-		free(k.logs[i].text);
-	free(k.logs);
+	idem_evidence_free(k.ev);
 	for (i = 0; i < MAX_WORKERS; i++)
 		free(k.workers[i].partial);
 }
@@ -1521,32 +1322,13 @@ install_failpoints(void)
 }
 
 static void
-measure_skew(void)
-{
-	long long before = idem_now_us(), after;
-	PGresult *res = PQexec(k.conn, "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint");
-
-	after = idem_now_us();
-	if (PQresultStatus(res) == PGRES_TUPLES_OK)
-		k.skew_us = strtoll(PQgetvalue(res, 0, 0), NULL, 10) - (before + after) / 2;
-	PQclear(res);
-}
-
-static void
 setup_socket(void)
 {
-	struct sockaddr_un addr = { .sun_family = AF_UNIX };
 	struct idem_error err;
 
-	if (idem_make_temp_dir(k.dir, sizeof(k.dir), "kill-at", 0700, &err) < 0)
-		idem_die_error(&err);
-	snprintf(k.sock_path, sizeof(k.sock_path), "%s/step.sock", k.dir);
-	strcpy(addr.sun_path, k.sock_path);
-	if ((k.listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0 ||
-	    bind(k.listen_fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 ||
-	    listen(k.listen_fd, 64) < 0)
-		idem_die(IDEM_EXIT_ENV, "%s:", k.sock_path);
 	atexit(cleanup_dir);
+	if (idem_step_listen(&k.server, &err) < 0)
+		idem_die_error(&err);
 }
 
 static void
@@ -1609,6 +1391,7 @@ main(int argc, char *argv[])
 		default: idem_usage(synopsis, IDEM_EXIT_USAGE);
 		}
 	}
+	k.ev = idem_evidence_new();
 	if ((hold = open_memstream(&held, &held_len)) == NULL)
 		idem_die(IDEM_EXIT_ENV, "open_memstream:");
 	read_stream(hold);
@@ -1636,9 +1419,9 @@ main(int argc, char *argv[])
 
 	k.conninfo = conninfo;
 	if ((k.conn = idem_pg_connect(conninfo, &err)) == NULL ||
-	    idem_pg_require_sandbox(k.conn, &err) < 0)
+	    idem_pg_require_sandbox(k.conn, &err) < 0 ||
+	    idem_pg_clock_skew(k.conn, &k.skew_us, &err) < 0)
 		idem_die_error(&err);
-	measure_skew();
 	setup_signals();
 	install_failpoints();
 	setup_socket();
@@ -1649,8 +1432,7 @@ main(int argc, char *argv[])
 	} else {
 		if (fwrite(held, 1, held_len, stdout) != held_len)
 			idem_die(IDEM_EXIT_ENV, "write error on standard output:");
-		write_steps_kills_logs();
-		write_attempts();
+		write_evidence();
 	}
 	remove_failpoints();
 	free(held);

@@ -42,11 +42,26 @@ struct branch {
 	char *msg_id, *name;
 };
 
-struct kill {
-	char *msg_id;
+struct step {
+	long long at, attempt;
+	int worker;
 	pid_t pid;
-	long long killed_at;
-	int used;
+	char *name, *job_id;
+	const char *action, *observed;
+};
+
+struct line {
+	long long at;
+	int worker;
+	pid_t pid;
+	char *text;
+};
+
+struct kill {
+	char *scenario, *job_id, *step, *msg_id;
+	long long attempt, killed_at;
+	pid_t pid;
+	const char *observed;
 };
 
 struct idem_evidence {
@@ -58,8 +73,6 @@ struct idem_evidence {
 	struct backend *b;
 	size_t nb;
 	struct lists backends;		/* backend pid: sessions seen with it */
-	pid_t *consumed;
-	size_t nconsumed;
 	struct lists consumers;		/* job and attempt: consumed steps */
 	struct branch *br;
 	size_t nbr;
@@ -67,6 +80,10 @@ struct idem_evidence {
 	struct kill *k;
 	size_t nk;
 	struct lists kills;		/* job and attempt: kills */
+	struct step *steps;
+	size_t nsteps;
+	struct line *lines;
+	size_t nlines;
 };
 
 static void
@@ -170,11 +187,22 @@ idem_evidence_free(struct idem_evidence *ev)
 		free(ev->br[i].name);
 	}
 	free(ev->br);
-	for (i = 0; i < ev->nk; i++)
+	for (i = 0; i < ev->nk; i++) {
+		free(ev->k[i].scenario);
+		free(ev->k[i].job_id);
+		free(ev->k[i].step);
 		free(ev->k[i].msg_id);
+	}
 	free(ev->k);
+	for (i = 0; i < ev->nsteps; i++) {
+		free(ev->steps[i].name);
+		free(ev->steps[i].job_id);
+	}
+	free(ev->steps);
+	for (i = 0; i < ev->nlines; i++)
+		free(ev->lines[i].text);
+	free(ev->lines);
 	free(ev->b);
-	free(ev->consumed);
 	lists_free(&ev->by_key);
 	idem_map_free(&ev->last_of_msg);
 	lists_free(&ev->backends);
@@ -347,18 +375,37 @@ idem_evidence_ledger(struct idem_evidence *ev, const struct idem_failpoint_write
 }
 
 void
-idem_evidence_consumed(struct idem_evidence *ev, const char *job_id, long long attempt, pid_t pid)
+idem_evidence_step(struct idem_evidence *ev, long long at_us, int worker, pid_t pid,
+		   const char *name, const char *job_id, long long attempt, const char *action,
+		   const char *observed)
 {
-	ev->consumed = idem_ereallocarray(ev->consumed, ev->nconsumed + 1, sizeof(pid_t));
-	ev->consumed[ev->nconsumed] = pid;
-	WITH_ATTEMPT_KEY(key, job_id, attempt, lists_add(&ev->consumers, key, ev->nconsumed++));
+	if ((ev->nsteps & (ev->nsteps - 1)) == 0)
+		ev->steps = idem_ereallocarray(ev->steps, ev->nsteps ? ev->nsteps * 2 : 1,
+		    sizeof(*ev->steps));
+	ev->steps[ev->nsteps] = (struct step){ at_us, attempt, worker, pid, idem_estrdup(name),
+	    idem_estrdup(job_id), action, observed };
+	if (strcmp(name, "consumed") == 0 && strcmp(observed, "socket") == 0)
+		WITH_ATTEMPT_KEY(key, job_id, attempt, lists_add(&ev->consumers, key, ev->nsteps));
+	ev->nsteps++;
 }
 
 void
-idem_evidence_log(struct idem_evidence *ev, const char *line)
+idem_evidence_log(struct idem_evidence *ev, long long at_us, int worker, pid_t pid,
+		  const char *text, size_t len)
 {
-	char *b, *j, *a, *m;
+	char *line = idem_emalloc(len + 1), *b, *j, *a, *m;
+	size_t i;
 
+	memcpy(line, text, len);
+	line[len] = '\0';
+	if (!idem_utf8_valid(line, len))
+		for (i = 0; i < len; i++)
+			if ((unsigned char)line[i] >= 0x80 || line[i] == '\0')
+				line[i] = '?';
+	if ((ev->nlines & (ev->nlines - 1)) == 0)
+		ev->lines = idem_ereallocarray(ev->lines, ev->nlines ? ev->nlines * 2 : 1,
+		    sizeof(*ev->lines));
+	ev->lines[ev->nlines++] = (struct line){ at_us, worker, pid, line };
 	if ((b = idem_log_value(line, "branch")) == NULL)
 		return;
 	j = idem_log_value(line, "job");
@@ -382,12 +429,79 @@ idem_evidence_log(struct idem_evidence *ev, const char *line)
 }
 
 void
-idem_evidence_kill(struct idem_evidence *ev, const char *job_id, long long attempt,
-		   const char *msg_id, pid_t pid, long long killed_at_us)
+idem_evidence_print_log(const struct idem_evidence *ev, FILE *out, pid_t pid)
+{
+	size_t i;
+
+	for (i = 0; i < ev->nlines; i++)
+		if (ev->lines[i].pid == pid)
+			fprintf(out, "%s\n", ev->lines[i].text);
+}
+
+void
+idem_evidence_kill(struct idem_evidence *ev, const char *scenario, const char *job_id,
+		   long long attempt, const char *step, const char *msg_id, pid_t pid,
+		   long long killed_at_us, const char *observed)
 {
 	ev->k = idem_ereallocarray(ev->k, ev->nk + 1, sizeof(*ev->k));
-	ev->k[ev->nk] = (struct kill){ msg_id ? idem_estrdup(msg_id) : NULL, pid, killed_at_us, 0 };
+	ev->k[ev->nk] = (struct kill){ idem_estrdup(scenario), idem_estrdup(job_id),
+	    idem_estrdup(step), msg_id ? idem_estrdup(msg_id) : NULL, attempt, killed_at_us, pid,
+	    observed };
 	WITH_ATTEMPT_KEY(key, job_id, attempt, lists_add(&ev->kills, key, ev->nk++));
+}
+
+/* The step, kill and log rows, as they came. */
+static int
+write_steps_kills_logs(const struct idem_evidence *ev, FILE *out)
+{
+	char at[32], worker[16], pid[16], attempt[32];
+	const char *row[8];
+	size_t i;
+	int rc = 0;
+
+	for (i = 0; i < ev->nsteps && rc == 0; i++) {
+		const struct step *e = &ev->steps[i];
+
+		idem_format_time(e->at, at);
+		snprintf(worker, sizeof(worker), "%d", e->worker);
+		snprintf(pid, sizeof(pid), "%d", (int)e->pid);
+		snprintf(attempt, sizeof(attempt), "%lld", e->attempt);
+		row[0] = at;
+		row[1] = worker;
+		row[2] = pid;
+		row[3] = e->name;
+		row[4] = e->job_id;
+		row[5] = attempt;
+		row[6] = e->action;
+		row[7] = e->observed;
+		rc = idem_tsv_write_row(out, "step", row, 8);
+	}
+	for (i = 0; i < ev->nk && rc == 0; i++) {
+		const struct kill *k = &ev->k[i];
+
+		idem_format_time(k->killed_at, at);
+		snprintf(attempt, sizeof(attempt), "%lld", k->attempt);
+		snprintf(pid, sizeof(pid), "%d", (int)k->pid);
+		row[0] = k->scenario;
+		row[1] = k->job_id;
+		row[2] = attempt;
+		row[3] = k->step;
+		row[4] = pid;
+		row[5] = at;
+		row[6] = k->observed;
+		rc = idem_tsv_write_row(out, "kill", row, 7);
+	}
+	for (i = 0; i < ev->nlines && rc == 0; i++) {
+		idem_format_time(ev->lines[i].at, at);
+		snprintf(worker, sizeof(worker), "%d", ev->lines[i].worker);
+		snprintf(pid, sizeof(pid), "%d", (int)ev->lines[i].pid);
+		row[0] = at;
+		row[1] = worker;
+		row[2] = pid;
+		row[3] = ev->lines[i].text;
+		rc = idem_tsv_write_row(out, "log", row, 4);
+	}
+	return rc;
 }
 
 /* The branches of a delivery: the lines naming its job and attempt, and
@@ -445,7 +559,7 @@ idem_evidence_write(struct idem_evidence *ev, FILE *out)
 	struct idem_map nth;
 	struct kill **killed = idem_ereallocarray(NULL, ev->nd + 1, sizeof(*killed));
 	size_t i;
-	int rc = 0;
+	int rc = write_steps_kills_logs(ev, out);
 
 	idem_map_init(&nth);
 	for (i = 0; i < ev->nd && rc == 0; i++) {
@@ -466,7 +580,7 @@ idem_evidence_write(struct idem_evidence *ev, FILE *out)
 			n = n == IDEM_MAP_NONE ? 0 : n + 1;
 			idem_map_put(&nth, key, n);
 			if (n < c->n)
-				d->pid = ev->consumed[c->v[n]];
+				d->pid = ev->steps[c->v[n]].pid;
 			else if ((b = backend_at(ev, d->backend_pid, d->delivered_at)) != NULL)
 				d->pid = b->os_pid;
 			branch = branches_of(ev, d, key);

@@ -1,5 +1,6 @@
-/* evidence.h: the attempt and recover rows of kill-at(1), joined from the
- * queue's delivery log, the effect ledger and what the controller saw */
+/* evidence.h: the rows kill-at(1) appends (step, kill, log, attempt and
+ * recover), the last two joined from the queue's delivery log, the effect
+ * ledger and what the controller saw */
 #ifndef IDEM_EVIDENCE_H
 #define IDEM_EVIDENCE_H
 
@@ -32,17 +33,27 @@ void idem_evidence_ledger(struct idem_evidence *ev, const struct idem_failpoint_
 /* A session the controller saw, and the worker process that owns it. */
 void idem_evidence_backend(struct idem_evidence *ev, int backend_pid, long long backend_start_us,
 			   int worker, pid_t pid);
-/* A "consumed" step a worker sent on the step socket. */
-void idem_evidence_consumed(struct idem_evidence *ev, const char *job_id, long long attempt,
-			    pid_t pid);
-/* A line a worker wrote; its branch=, job=, attempt= and msg_id= count. */
-void idem_evidence_log(struct idem_evidence *ev, const char *line);
+/* A step a worker sent on the step socket, or a session held at a point
+ * of the database: action and observed are kept as given (static text).
+ * A "consumed" step of the socket names the process of its delivery. */
+void idem_evidence_step(struct idem_evidence *ev, long long at_us, int worker, pid_t pid,
+			const char *name, const char *job_id, long long attempt,
+			const char *action, const char *observed);
+/* A line a worker wrote, or a note of the controller; bytes that are not
+ * UTF-8 become '?'. Its branch=, job=, attempt= and msg_id= count. */
+void idem_evidence_log(struct idem_evidence *ev, long long at_us, int worker, pid_t pid,
+		       const char *line, size_t len);
+/* Prints the lines of one process, one a line. */
+void idem_evidence_print_log(const struct idem_evidence *ev, FILE *out, pid_t pid);
 /* A kill: of the delivery msg_id when it is known (the database saw it),
- * else of the delivery of job and attempt that pid consumed. */
-void idem_evidence_kill(struct idem_evidence *ev, const char *job_id, long long attempt,
-			const char *msg_id, pid_t pid, long long killed_at_us);
+ * else of the delivery of job and attempt that pid consumed. observed is
+ * kept as given. */
+void idem_evidence_kill(struct idem_evidence *ev, const char *scenario, const char *job_id,
+			long long attempt, const char *step, const char *msg_id, pid_t pid,
+			long long killed_at_us, const char *observed);
 
-/* Writes the attempt rows, then the recover rows. -1 on a write error. */
+/* Writes the step, kill, log, attempt and recover rows, in that order.
+ * -1 on a write error. */
 int idem_evidence_write(struct idem_evidence *ev, FILE *out);
 
 #endif

@@ -184,3 +184,18 @@ idem_pg_require_sandbox(PGconn *conn, struct idem_error *err)
 	    "%s is not a rehearsal sandbox (no row in idem.sandbox); refusing to write. "
 	    "Start one with idem-sandbox start", where);
 }
+
+int
+idem_pg_clock_skew(PGconn *conn, long long *skew_us, struct idem_error *err)
+{
+	long long before = idem_now_us(), after;
+	PGresult *res = idem_pg_exec(conn, "reading the database's clock", err,
+	    "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint", 0, NULL);
+
+	if (res == NULL)
+		return -1;
+	after = idem_now_us();
+	*skew_us = strtoll(PQgetvalue(res, 0, 0), NULL, 10) - (before + after) / 2;
+	PQclear(res);
+	return 0;
+}

@@ -39,4 +39,8 @@ const char *idem_pg_message(PGconn *conn, PGresult *res, char *buf, size_t size)
 PGresult *idem_pg_exec(PGconn *conn, const char *what, struct idem_error *err,
 		       const char *sql, int nparams, const char *const *params);
 
+/* The database's clock minus ours, in microseconds, measured once: the
+ * database's time against the middle of the round trip. */
+int idem_pg_clock_skew(PGconn *conn, long long *skew_us, struct idem_error *err);
+
 #endif

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -443,4 +444,48 @@ idem_usage(const char *synopsis, int status)
 	if (status == 0)
 		idem_close_stdout();
 	exit(status);
+}
+
+int
+idem_watchdog(size_t max_groups, struct idem_error *err)
+{
+	int fds[2];
+	pid_t pid;
+
+	if (pipe2(fds, O_CLOEXEC) < 0)
+		return idem_error_set(err, IDEM_EXIT_ENV, "pipe:");
+	if ((pid = fork()) < 0) {
+		close(fds[0]);
+		close(fds[1]);
+		return idem_error_set(err, IDEM_EXIT_ENV, "fork:");
+	}
+	if (pid == 0) {
+		pid_t *groups = calloc(max_groups + 1, sizeof(*groups)), g;
+		size_t n = 0, i;
+		ssize_t got;
+
+		close(fds[1]);
+		signal(SIGINT, SIG_IGN);
+		signal(SIGTERM, SIG_IGN);
+		signal(SIGHUP, SIG_IGN);
+		setpgid(0, 0);
+		while (groups && ((got = read(fds[0], &g, sizeof(g))) == (ssize_t)sizeof(g) ||
+		    (got < 0 && errno == EINTR))) {
+			if (got <= 0)
+				continue;
+			if (g > 0 && n < max_groups)
+				groups[n++] = g;
+			for (i = 0; g < 0 && i < n; i++)
+				if (groups[i] == -g) {
+					groups[i] = groups[--n];	/* a gone group frees its slot */
+					break;
+				}
+		}
+		for (i = 0; i < n; i++)
+			if (groups[i] > 1)
+				kill(-groups[i], SIGKILL);
+		_exit(0);
+	}
+	close(fds[0]);
+	return fds[1];
 }

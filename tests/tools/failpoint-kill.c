@@ -3,7 +3,8 @@
  * in a process group of its own, and when the command's session is held
  * there, finds the process that owns the session, kills its group and
  * terminates the session, as kill-at does; with -r, it lets the session go
- * on before it terminates it, the order that lets a dead client commit.
+ * on first, and waits until it has ended by itself before it would
+ * terminate it: the order that lets a dead client commit.
  * Prints "killed PID". Not installed. */
 #include <sys/wait.h>
 
@@ -19,6 +20,29 @@
 static const char synopsis[] =
 	"usage: failpoint-kill [-r] -t table -c key-columns -q queue -s step -k business-key\n"
 	"                      command [argument ...]\n";
+
+/* Waits until the session's server process has ended on its own, as it
+ * does once its work is done and it finds its client gone. */
+static int
+wait_gone(struct idem_failpoint *fp, int backend_pid, struct idem_error *err)
+{
+	struct idem_failpoint_session *s = NULL;
+	size_t n, i, tries;
+	int there = 1;
+
+	for (tries = 0; there && tries < 1000; tries++) {
+		free(s);
+		s = NULL;
+		if (idem_failpoint_sessions(fp, &s, &n, err) < 0)
+			return -1;
+		for (i = 0, there = 0; i < n; i++)
+			there |= s[i].backend_pid == backend_pid;
+		if (there)
+			usleep(10000);
+	}
+	free(s);
+	return 0;
+}
 
 int
 main(int argc, char *argv[])
@@ -75,7 +99,8 @@ main(int argc, char *argv[])
 		    w[0].session.backend_pid);
 	kill(-child, SIGKILL);
 	waitpid(child, &status, 0);
-	if (release_first && idem_failpoint_pass(fp, w[0].slot, &err) < 0)
+	if (release_first && (idem_failpoint_pass(fp, w[0].slot, &err) < 0 ||
+	    wait_gone(fp, w[0].session.backend_pid, &err) < 0))
 		idem_die_error(&err);
 	if (idem_failpoint_terminate(fp, w[0].session.backend_pid, &err) < 0 ||
 	    idem_failpoint_remove(fp, &err) < 0)

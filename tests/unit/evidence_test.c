@@ -1,5 +1,6 @@
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "evidence.h"
 #include "unit.h"
@@ -19,6 +20,12 @@ rows(struct idem_evidence *ev)
 	fclose(f);
 	idem_evidence_free(ev);
 	return buf;
+}
+
+static void
+line(struct idem_evidence *ev, const char *text)
+{
+	idem_evidence_log(ev, T(2), 0, 11, text, strlen(text));
 }
 
 static struct idem_failpoint_write
@@ -51,9 +58,10 @@ main(void)
 	}
 	idem_evidence_backend(ev, 100, T(-1), 0, 4000);
 	idem_evidence_backend(ev, 101, T(4), 0, 4001);
-	idem_evidence_kill(ev, "a", 1, "1", 4000, T(3));
+	idem_evidence_kill(ev, "kill", "a", 1, "after-commit", "1", 4000, T(3), "database");
 	out = rows(ev);
 	CHECK_STR(out,
+	    "kill\tkill\ta\t1\tafter-commit\t4000\t2026-11-30T00:53:23.000000Z\tdatabase\n"
 	    "attempt\ta\t1\t1\t4000\t2026-11-30T00:53:20.000000Z\t2026-11-30T00:53:22.500000Z\t\\N\t1\t\\N\t2026-11-30T00:53:21.000000Z\t1\n"
 	    "attempt\ta\t1\t2\t4001\t2026-11-30T00:53:25.000000Z\t2026-11-30T00:53:25.600000Z\t2026-11-30T00:53:26.000000Z\t0\t\\N\t2026-11-30T00:53:25.500000Z\t1\n"
 	    "recover\ta\t1\t2026-11-30T00:53:23.000000Z\t2026-11-30T00:53:26.000000Z\t3000\n",
@@ -103,19 +111,28 @@ main(void)
 	ev = idem_evidence_new();
 	idem_evidence_delivery(ev, "1", "a", "K", 1, T(0), 100, 0);
 	idem_evidence_delivery(ev, "2", "a", "K", 1, T(1), 100, T(2));
-	idem_evidence_consumed(ev, "a", 1, 11);
-	idem_evidence_consumed(ev, "a", 1, 12);
-	idem_evidence_log(ev, "branch=inserted job=a attempt=1 msg_id=1");
-	idem_evidence_log(ev, "branch=conflict-noop job=a attempt=1 msg_id=2");
-	idem_evidence_log(ev, "branch=called job=a attempt=1");
-	idem_evidence_log(ev, "no branch here job=a attempt=1");
-	idem_evidence_kill(ev, "a", 1, NULL, 11, T(1.5));
+	idem_evidence_step(ev, T(0.1), 0, 11, "consumed", "a", 1, "go", "socket");
+	idem_evidence_step(ev, T(1.1), 1, 12, "consumed", "a", 1, "go", "socket");
+	line(ev, "branch=inserted job=a attempt=1 msg_id=1");
+	line(ev, "branch=conflict-noop job=a attempt=1 msg_id=2");
+	line(ev, "branch=called job=a attempt=1");
+	line(ev, "no branch here job=a attempt=1");
+	line(ev, "not UTF-8: \xff");
+	idem_evidence_kill(ev, "-k", "a", 1, "after-commit", NULL, 11, T(1.5), "socket");
 	out = rows(ev);
 	CHECK_STR(out,
+	    "step\t2026-11-30T00:53:20.100000Z\t0\t11\tconsumed\ta\t1\tgo\tsocket\n"
+	    "step\t2026-11-30T00:53:21.100000Z\t1\t12\tconsumed\ta\t1\tgo\tsocket\n"
+	    "kill\t-k\ta\t1\tafter-commit\t11\t2026-11-30T00:53:21.500000Z\tsocket\n"
+	    "log\t2026-11-30T00:53:22.000000Z\t0\t11\tbranch=inserted job=a attempt=1 msg_id=1\n"
+	    "log\t2026-11-30T00:53:22.000000Z\t0\t11\tbranch=conflict-noop job=a attempt=1 msg_id=2\n"
+	    "log\t2026-11-30T00:53:22.000000Z\t0\t11\tbranch=called job=a attempt=1\n"
+	    "log\t2026-11-30T00:53:22.000000Z\t0\t11\tno branch here job=a attempt=1\n"
+	    "log\t2026-11-30T00:53:22.000000Z\t0\t11\tnot UTF-8: ?\n"
 	    "attempt\ta\t1\t1\t11\t2026-11-30T00:53:20.000000Z\t\\N\t\\N\t\\N\tinserted called\t\\N\t\\N\n"
 	    "attempt\ta\t2\t1\t12\t2026-11-30T00:53:21.000000Z\t\\N\t2026-11-30T00:53:22.000000Z\t\\N\tconflict-noop called\t\\N\t\\N\n"
 	    "recover\ta\t1\t2026-11-30T00:53:21.500000Z\t\\N\t\\N\n",
-	    "a socket kill goes to the delivery its process consumed");
+	    "steps, kills and lines as they came; a socket kill goes to the delivery its process consumed");
 	free(out);
 	return unit_done("evidence");
 }
