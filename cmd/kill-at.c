@@ -1309,10 +1309,15 @@ static void
 install_failpoints(void)
 {
 	struct idem_error err;
+	unsigned steps = 0;
 	size_t i;
 
+	for (i = 0; i < k.nkills; i++)
+		steps |= 1u << idem_failpoint_step(k.kills[i].step);
+	for (i = 0; i < k.nraces; i++)
+		steps |= 1u << idem_failpoint_step(k.races[i].step);
 	if ((k.fp = idem_failpoint_install(k.conninfo, k.queue, k.effect_table, k.key_columns,
-	    &err)) == NULL)
+	    steps, &err)) == NULL)
 		idem_die_error(&err);
 	atexit(remove_failpoints);
 	for (i = 0; i < k.nkills; i++)

@@ -165,7 +165,7 @@ function_sql(FILE *f, PGconn *conn, const char *name, const char *returns, const
 }
 
 static char *
-install_sql(PGconn *conn, const char *queue, const char *table, const char *key)
+install_sql(PGconn *conn, const char *queue, const char *table, const char *key, unsigned steps)
 {
 	struct text t, body;
 	char *queue_literal = quote_literal(conn, queue);
@@ -208,16 +208,20 @@ install_sql(PGconn *conn, const char *queue, const char *table, const char *key)
 	function_sql(t.f, conn, "hold(armed integer, step integer)", "void", text_close(&body));
 	free(body.s);
 
+	/* a trigger for a step only when the run may arm it: an unarmed point
+	 * costs the writer nothing */
 	text_open(&body);
-	fprintf(body.f, "DECLARE\n\ta integer;\nBEGIN\n"
-	    "\tSELECT id INTO a FROM idem_run.armed WHERE step = %d AND business_key = OLD.business_key;\n"
-	    "\tIF FOUND THEN\n"
-	    "\t\tPERFORM idem_run.hold(a, CASE WHEN current_setting('idem_run.wrote', true) = 'on'"
-	    " THEN %d ELSE %d END);\n"
-	    "\tEND IF;\n"
-	    "\tUPDATE idem_run.acks SET acks = acks + 1 WHERE slot = pg_backend_pid() %% %d;\n"
-	    "\tRETURN NEW;\nEND", IDEM_FAILPOINT_AFTER_COMMIT, IDEM_FAILPOINT_ACK_IN_EFFECT,
-	    IDEM_FAILPOINT_AFTER_COMMIT, ACK_ROWS);
+	fputs("DECLARE\n\ta integer;\nBEGIN\n", body.f);
+	if (steps & 1u << IDEM_FAILPOINT_AFTER_COMMIT)
+		fprintf(body.f,
+		    "\tSELECT id INTO a FROM idem_run.armed WHERE step = %d AND business_key = OLD.business_key;\n"
+		    "\tIF FOUND THEN\n"
+		    "\t\tPERFORM idem_run.hold(a, CASE WHEN current_setting('idem_run.wrote', true) = 'on'"
+		    " THEN %d ELSE %d END);\n"
+		    "\tEND IF;\n", IDEM_FAILPOINT_AFTER_COMMIT, IDEM_FAILPOINT_ACK_IN_EFFECT,
+		    IDEM_FAILPOINT_AFTER_COMMIT);
+	fprintf(body.f, "\tUPDATE idem_run.acks SET acks = acks + 1 WHERE slot = pg_backend_pid() %% %d;\n"
+	    "\tRETURN NEW;\nEND", ACK_ROWS);
 	function_sql(t.f, conn, "before_ack()", "trigger", text_close(&body));
 	free(body.s);
 	fprintf(t.f, "CREATE TRIGGER idem_run_before_ack BEFORE UPDATE OF acked_at ON idem.message"
@@ -237,9 +241,9 @@ install_sql(PGconn *conn, const char *queue, const char *table, const char *key)
 
 	text_open(&body);
 	fprintf(body.f, "BEGIN\n"
-	    "\tINSERT INTO idem_run.ledger (operation, business_key) VALUES (TG_OP, %s);\n"
-	    "\tPERFORM set_config('idem_run.wrote', 'on', true);\n"
-	    "\tRETURN NULL;\nEND", key);
+	    "\tINSERT INTO idem_run.ledger (operation, business_key) VALUES (TG_OP, %s);\n%s"
+	    "\tRETURN NULL;\nEND", key, steps & 1u << IDEM_FAILPOINT_AFTER_COMMIT ?
+	    "\tPERFORM set_config('idem_run.wrote', 'on', true);\n" : "");
 	function_sql(t.f, conn, "record_write()", "trigger", text_close(&body));
 	free(body.s);
 
@@ -256,13 +260,15 @@ install_sql(PGconn *conn, const char *queue, const char *table, const char *key)
 	function_sql(t.f, conn, "before_commit()", "trigger", text_close(&body));
 	free(body.s);
 
-	fprintf(t.f, "CREATE TRIGGER idem_run_before_write BEFORE INSERT OR UPDATE ON %s"
-	    " FOR EACH ROW EXECUTE FUNCTION idem_run.before_write();\n"
-	    "CREATE TRIGGER idem_run_ledger AFTER INSERT OR UPDATE ON %s"
-	    " FOR EACH ROW EXECUTE FUNCTION idem_run.record_write();\n"
-	    "CREATE CONSTRAINT TRIGGER idem_run_before_commit AFTER INSERT OR UPDATE ON %s"
-	    " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION idem_run.before_commit();\n",
-	    table, table, table);
+	fprintf(t.f, "CREATE TRIGGER idem_run_ledger AFTER INSERT OR UPDATE ON %s"
+	    " FOR EACH ROW EXECUTE FUNCTION idem_run.record_write();\n", table);
+	if (steps & 1u << IDEM_FAILPOINT_BEFORE_WRITE)
+		fprintf(t.f, "CREATE TRIGGER idem_run_before_write BEFORE INSERT OR UPDATE ON %s"
+		    " FOR EACH ROW EXECUTE FUNCTION idem_run.before_write();\n", table);
+	if (steps & 1u << IDEM_FAILPOINT_BEFORE_COMMIT)
+		fprintf(t.f, "CREATE CONSTRAINT TRIGGER idem_run_before_commit AFTER INSERT OR UPDATE ON %s"
+		    " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION idem_run.before_commit();\n",
+		    table);
 	return text_close(&t);
 }
 
@@ -319,7 +325,7 @@ close_all(struct idem_failpoint *fp)
 
 struct idem_failpoint *
 idem_failpoint_install(const char *conninfo, const char *queue, const char *effect_table,
-		       const char *key_columns, struct idem_error *err)
+		       const char *key_columns, unsigned steps, struct idem_error *err)
 {
 	struct idem_failpoint *fp = idem_emalloc(sizeof(*fp));
 	char *table = NULL, *key = NULL, *sql = NULL, run_class[16], gate_class[16], slots[16];
@@ -366,7 +372,7 @@ idem_failpoint_install(const char *conninfo, const char *queue, const char *effe
 			goto fail;
 		}
 	}
-	sql = install_sql(fp->conn[0], queue, fp->ledger ? table : NULL, key);
+	sql = install_sql(fp->conn[0], queue, fp->ledger ? table : NULL, key, steps);
 	if (exec_ok(fp->conn[0], "installing the kill points", "BEGIN", 0, NULL, err) < 0)
 		goto fail;
 	res = PQexec(fp->conn[0], sql);

@@ -63,13 +63,14 @@ const char *idem_failpoint_step_name(int step);
  * the schema idem_run (dropped first if a run killed earlier left it),
  * the triggers on effect_table (when it exists; key_columns is the seed's
  * JSON array of its key columns) and on the acks of queue in
- * idem.message. Holds every gate. Two connections of its own, by conninfo
- * as idem_pg_connect takes it. NULL with err set on failure; another run
- * on the same database is refused.
+ * idem.message. Only the steps in steps (bits 1 << step) can be armed;
+ * the others get no trigger. Holds every gate. Two connections of its
+ * own, by conninfo as idem_pg_connect takes it. NULL with err set on
+ * failure; another run on the same database is refused.
  */
 struct idem_failpoint *idem_failpoint_install(const char *conninfo, const char *queue,
 					      const char *effect_table, const char *key_columns,
-					      struct idem_error *err);
+					      unsigned steps, struct idem_error *err);
 /* Whether the effect table exists and has its ledger triggers. */
 int idem_failpoint_has_ledger(const struct idem_failpoint *fp);
 

@@ -70,7 +70,7 @@ main(int argc, char *argv[])
 	if (!table || !columns || !queue || !step_name || !key || optind == argc ||
 	    (step = idem_failpoint_step(step_name)) == 0)
 		idem_usage(synopsis, IDEM_EXIT_USAGE);
-	if ((fp = idem_failpoint_install(NULL, queue, table, columns, &err)) == NULL ||
+	if ((fp = idem_failpoint_install(NULL, queue, table, columns, 1u << step, &err)) == NULL ||
 	    idem_failpoint_arm(fp, step, key, &err) < 0)
 		idem_die_error(&err);
 	if ((child = fork()) < 0)
