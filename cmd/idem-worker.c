@@ -55,14 +55,38 @@ on_term(int sig)
 	stopping = 1;
 }
 
+/* A statement with parameters is prepared once per connection, on its
+ * first use, and its plan kept, as a worker in production keeps its own. */
 static PGresult *
 sql(PGconn *conn, const char *what, const char *query, int n, const char *const *params)
 {
+	static struct { PGconn *conn; const char *query; } prepared[32];
+	static size_t nprepared;
 	struct idem_error err;
-	PGresult *res = idem_pg_exec(conn, what, &err, query, n, params);
+	char name[16], msg[512];
+	PGresult *res;
+	size_t i;
 
-	if (res == NULL)
-		idem_die_error(&err);
+	for (i = 0; n > 0 && i < nprepared; i++)
+		if (prepared[i].conn == conn && prepared[i].query == query)
+			break;
+	if (n == 0 || (i == nprepared && nprepared == sizeof(prepared) / sizeof(prepared[0]))) {
+		if ((res = idem_pg_exec(conn, what, &err, query, n, params)) == NULL)
+			idem_die_error(&err);
+		return res;
+	}
+	snprintf(name, sizeof(name), "s%zu", i);
+	if (i == nprepared) {
+		res = PQprepare(conn, name, query, n, NULL);
+		if (PQresultStatus(res) != PGRES_COMMAND_OK)
+			idem_die(IDEM_EXIT_ENV, "%s: %s", what, idem_pg_message(conn, res, msg, sizeof(msg)));
+		PQclear(res);
+		prepared[nprepared].conn = conn;
+		prepared[nprepared++].query = query;
+	}
+	res = PQexecPrepared(conn, name, n, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK && PQresultStatus(res) != PGRES_TUPLES_OK)
+		idem_die(IDEM_EXIT_ENV, "%s: %s", what, idem_pg_message(conn, res, msg, sizeof(msg)));
 	return res;
 }
 
