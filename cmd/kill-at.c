@@ -66,6 +66,7 @@ struct kill_point {
 	int armed;			/* its database point, or -1 */
 	char *msg_id;			/* the delivery killed, when the database saw it */
 	const char *observed;
+	size_t next;			/* the job's next kill point, or IDEM_MAP_NONE */
 };
 
 struct race {
@@ -123,6 +124,7 @@ static struct {
 	/* the plan */
 	struct kill_point *kills;
 	size_t nkills;
+	struct idem_map kill_index;	/* job id: its first kill point */
 	struct race *races;
 	size_t nraces;
 	/* the run */
@@ -143,6 +145,7 @@ static struct {
 	struct idem_failpoint *fp;
 	struct armed *armed;
 	size_t narmed;
+	struct idem_map armed_index;	/* "step<TAB>key": its point */
 	struct session *sessions;
 	size_t nsessions;
 	struct idem_map session_index;	/* "pid start": sessions */
@@ -261,6 +264,7 @@ static void
 add_kill(const char *scenario, const char *step, const char *job_id, long long attempt)
 {
 	struct kill_point *kp;
+	size_t n;
 
 	k.kills = idem_ereallocarray(k.kills, k.nkills + 1, sizeof(*k.kills));
 	kp = &k.kills[k.nkills++];
@@ -271,6 +275,28 @@ add_kill(const char *scenario, const char *step, const char *job_id, long long a
 	kp->attempt = attempt;
 	kp->worker = -1;
 	kp->armed = -1;
+	kp->next = IDEM_MAP_NONE;
+	/* the kill points of a job, in the order planned */
+	if ((n = idem_map_get(&k.kill_index, job_id)) == IDEM_MAP_NONE) {
+		idem_map_put(&k.kill_index, job_id, k.nkills - 1);
+		return;
+	}
+	while (k.kills[n].next != IDEM_MAP_NONE)
+		n = k.kills[n].next;
+	k.kills[n].next = k.nkills - 1;
+}
+
+/* The kill point, not fired yet, of a step, job and attempt. */
+static struct kill_point *
+kill_for(const char *step, const char *job_id, long long attempt)
+{
+	size_t n;
+
+	for (n = idem_map_get(&k.kill_index, job_id); n != IDEM_MAP_NONE; n = k.kills[n].next)
+		if (!k.kills[n].fired && k.kills[n].attempt == attempt &&
+		    strcmp(k.kills[n].step, step) == 0)
+			return &k.kills[n];
+	return NULL;
 }
 
 static void
@@ -479,9 +505,9 @@ handle_step(size_t ci, const struct idem_step_line *l)
 	struct client *c = &k.clients[ci];
 	const char *name = l->name, *job_id = l->job_id;
 	long long attempt = l->attempt;
+	struct kill_point *kp;
 	struct race *race;
 	char note[64];
-	size_t n;
 
 	if (l->problem != NULL) {
 		snprintf(note, sizeof(note), "kill-at: %s; go", l->problem);
@@ -489,12 +515,7 @@ handle_step(size_t ci, const struct idem_step_line *l)
 		reply_go(c);
 		return;
 	}
-	for (n = 0; n < k.nkills; n++) {
-		struct kill_point *kp = &k.kills[n];
-
-		if (kp->fired || kp->attempt != attempt || strcmp(kp->step, name) != 0 ||
-		    strcmp(kp->job_id, job_id) != 0)
-			continue;
+	if ((kp = kill_for(name, job_id, attempt)) != NULL) {
 		record_step(c->worker, c->peer.pid, name, job_id, attempt, "kill", SOCKET);
 		kp->fired = 1;
 		kp->pid = c->peer.pid;
@@ -661,20 +682,23 @@ arm(const char *step_name, const char *business_key)
 {
 	int step = idem_failpoint_step(step_name), id;
 	struct idem_error err;
+	char *key;
 	size_t i;
 
 	if (step == 0 || (step != IDEM_FAILPOINT_AFTER_COMMIT && !idem_failpoint_has_ledger(k.fp)))
 		return -1;
-	for (i = 0; i < k.narmed; i++)
-		if (k.armed[i].step == step && strcmp(k.armed[i].business_key, business_key) == 0) {
-			k.armed[i].refs++;
-			return k.armed[i].id;
-		}
-	if ((id = idem_failpoint_arm(k.fp, step, business_key, &err)) < 0)
-		idem_die_error(&err);
-	k.armed = idem_ereallocarray(k.armed, k.narmed + 1, sizeof(*k.armed));
-	k.armed[k.narmed++] = (struct armed){ id, step, 1, idem_estrdup(business_key) };
-	return id;
+	if (asprintf(&key, "%d\t%s", step, business_key) < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	if ((i = idem_map_get(&k.armed_index, key)) == IDEM_MAP_NONE) {
+		if ((id = idem_failpoint_arm(k.fp, step, business_key, &err)) < 0)
+			idem_die_error(&err);
+		k.armed = idem_ereallocarray(k.armed, k.narmed + 1, sizeof(*k.armed));
+		k.armed[i = k.narmed++] = (struct armed){ id, step, 0, idem_estrdup(business_key) };
+		idem_map_put(&k.armed_index, key, i);
+	}
+	free(key);
+	k.armed[i].refs++;
+	return k.armed[i].id;
 }
 
 /* A kill point fired or a race met: its point is disarmed when nothing
@@ -823,15 +847,10 @@ hold_for_race(struct race *race, const struct idem_failpoint_waiter *w, const st
 static void
 cannot_happen(const char *job_id, long long attempt, const struct session *s)
 {
+	struct kill_point *kp;
 	char note[512];
-	size_t i;
 
-	for (i = 0; i < k.nkills; i++) {
-		struct kill_point *kp = &k.kills[i];
-
-		if (kp->fired || kp->attempt != attempt || strcmp(kp->step, "after-commit") != 0 ||
-		    strcmp(kp->job_id, job_id) != 0)
-			continue;
+	while ((kp = kill_for("after-commit", job_id, attempt)) != NULL) {
 		kp->fired = kp->cannot = 1;
 		kp->observed = DATABASE;
 		unref(kp->armed);
@@ -847,6 +866,7 @@ static void
 handle_waiter(const struct idem_failpoint_waiter *w)
 {
 	struct idem_failpoint_delivery d;
+	struct kill_point *kp;
 	struct armed *a = armed_by_id(w->armed);
 	struct session *s = session_of(&w->session);
 	const char *step = idem_failpoint_step_name(w->step), *job;
@@ -869,14 +889,9 @@ handle_waiter(const struct idem_failpoint_waiter *w)
 	job = d.job_id ? d.job_id : "";
 	if (w->step == IDEM_FAILPOINT_ACK_IN_EFFECT)
 		cannot_happen(job, d.attempt, s);
-	for (i = 0; w->step != IDEM_FAILPOINT_ACK_IN_EFFECT && i < k.nkills; i++) {
-		struct kill_point *kp = &k.kills[i];
-
-		if (!kp->fired && kp->attempt == d.attempt && strcmp(kp->step, step) == 0 &&
-		    strcmp(kp->job_id, job) == 0) {
-			kill_held(kp, w, s, &d);
-			goto out;
-		}
+	if (w->step != IDEM_FAILPOINT_ACK_IN_EFFECT && (kp = kill_for(step, job, d.attempt)) != NULL) {
+		kill_held(kp, w, s, &d);
+		goto out;
 	}
 	for (i = 0; i < k.nraces; i++) {
 		struct race *race = &k.races[i];
@@ -1028,48 +1043,15 @@ msg_id_array(void)
 	return s;
 }
 
-static long long
-unacked(const char *ids)
-{
-	const char *params[1] = { ids };
-	struct idem_error err;
-	PGresult *res = idem_pg_exec(k.conn, "watching the queue", &err,
-	    "SELECT count(*) FROM idem.message WHERE msg_id = ANY ($1::bigint[]) AND acked_at IS NULL",
-	    1, params);
-	long long n;
-
-	if (res == NULL)
-		idem_die_error(&err);
-	n = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-	PQclear(res);
-	return n;
-}
-
-static long long
-acks(void)
-{
-	struct idem_error err;
-	long long n = idem_failpoint_acks(k.fp, &err);
-
-	if (n < 0)
-		idem_die_error(&err);
-	return n;
-}
-
-/* Whether every message is acked. The acks committed, which the trigger
- * counts (a sum of a few rows, however many messages), say when to look;
- * the messages say whether it is so, and how many are left when it is not
- * (acks of other messages of the queue count too). */
 static int
-everything_acked(const char *ids, long long *base, long long *remaining)
+everything_acked(void)
 {
-	long long now = acks();
+	struct idem_error err;
+	int rc = idem_failpoint_all_acked(k.fp, &err);
 
-	if (now - *base < *remaining)
-		return 0;
-	*remaining = unacked(ids);
-	*base = now;
-	return *remaining == 0;
+	if (rc < 0)
+		idem_die_error(&err);
+	return rc;
 }
 
 static void
@@ -1107,12 +1089,13 @@ run(long long deadline_us)
 {
 	char *ids = msg_id_array();
 	long long next_check = 0, end = idem_now_us() + deadline_us;
-	long long remaining = unacked(ids), base = acks();
 	struct pollfd *fds = NULL;
 	struct idem_error err;
 	size_t nfds, i;
 	int rc = -1;
 
+	if (idem_failpoint_watch_acks(k.fp, ids, &err) < 0)
+		idem_die_error(&err);
 	for (i = 0; i < (size_t)k.nworkers; i++)
 		spawn((int)i);
 	while (rc < 0) {
@@ -1150,7 +1133,7 @@ run(long long deadline_us)
 		if (idem_now_us() >= next_check) {
 			next_check = idem_now_us() + CHECK_EVERY_US;
 			watch_database();
-			if (all_fired() && everything_acked(ids, &base, &remaining))
+			if (all_fired() && everything_acked())
 				rc = 0;
 			else if (idem_now_us() > end)
 				rc = 1;
@@ -1264,6 +1247,7 @@ free_all(void)
 		free(k.kills[i].msg_id);
 	}
 	free(k.kills);
+	idem_map_free(&k.kill_index);
 	for (i = 0; i < k.nraces; i++) {
 		free(k.races[i].business_key);
 		free(k.races[i].step);
@@ -1275,6 +1259,7 @@ free_all(void)
 	for (i = 0; i < k.narmed; i++)
 		free(k.armed[i].business_key);
 	free(k.armed);
+	idem_map_free(&k.armed_index);
 	free(k.sessions);
 	idem_map_free(&k.session_index);
 	for (i = 0; i < k.nclients; i++) {

@@ -20,6 +20,8 @@ struct idem_failpoint {
 	unsigned char owner[IDEM_FAILPOINT_SLOTS + 1];	/* which conn holds each gate */
 	int ledger;			/* the effect table has its triggers */
 	char *queue;
+	char *msg_ids;			/* the messages watched */
+	long long acks_then, unacked;	/* acks counted, and messages left, at the last look */
 	PGresult *writes_res;
 	struct idem_failpoint_write *writes;
 };
@@ -320,6 +322,7 @@ close_all(struct idem_failpoint *fp)
 	PQclear(fp->writes_res);
 	free(fp->writes);
 	free(fp->queue);
+	free(fp->msg_ids);
 	free(fp);
 }
 
@@ -656,11 +659,46 @@ idem_failpoint_terminate_all(struct idem_failpoint *fp, struct idem_error *err)
 	return rc;
 }
 
-long long
-idem_failpoint_acks(struct idem_failpoint *fp, struct idem_error *err)
+static long long
+unacked(struct idem_failpoint *fp, struct idem_error *err)
+{
+	const char *params[1] = { fp->msg_ids };
+
+	return exec_number(fp->conn[0], "watching the queue",
+	    "SELECT count(*) FROM idem.message WHERE msg_id = ANY ($1::bigint[]) AND acked_at IS NULL",
+	    1, params, err);
+}
+
+static long long
+acks(struct idem_failpoint *fp, struct idem_error *err)
 {
 	return exec_number(fp->conn[0], "counting acks", "SELECT sum(acks) FROM idem_run.acks", 0,
 	    NULL, err);
+}
+
+int
+idem_failpoint_watch_acks(struct idem_failpoint *fp, const char *msg_ids, struct idem_error *err)
+{
+	free(fp->msg_ids);
+	fp->msg_ids = idem_estrdup(msg_ids);
+	if ((fp->acks_then = acks(fp, err)) < 0 || (fp->unacked = unacked(fp, err)) < 0)
+		return -1;
+	return 0;
+}
+
+int
+idem_failpoint_all_acked(struct idem_failpoint *fp, struct idem_error *err)
+{
+	long long now = acks(fp, err);
+
+	if (now < 0)
+		return -1;
+	if (now - fp->acks_then < fp->unacked)
+		return 0;
+	if ((fp->unacked = unacked(fp, err)) < 0)
+		return -1;
+	fp->acks_then = now;
+	return fp->unacked == 0;
 }
 
 int

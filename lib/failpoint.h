@@ -109,9 +109,16 @@ int idem_failpoint_terminate(struct idem_failpoint *fp, int backend_pid, struct 
 /* Terminates every held session (as above). */
 int idem_failpoint_terminate_all(struct idem_failpoint *fp, struct idem_error *err);
 
-/* How many acks of the queue have committed since the install; -1 with
- * err set on failure. */
-long long idem_failpoint_acks(struct idem_failpoint *fp, struct idem_error *err);
+/* Watches the messages msg_ids (a PostgreSQL array text, "{1,2}") until
+ * they are acked: -1 with err set on failure. */
+int idem_failpoint_watch_acks(struct idem_failpoint *fp, const char *msg_ids,
+			      struct idem_error *err);
+/* 1 when every watched message is acked, 0 when not, -1 with err set. The
+ * acks committed, which the trigger counts in a few rows, say when to
+ * look; the messages say whether it is so, and how many are left when it
+ * is not (acks of other messages of the queue count too): the same cost
+ * however many messages there are. */
+int idem_failpoint_all_acked(struct idem_failpoint *fp, struct idem_error *err);
 
 /* The committed writes in the ledger, in the order written; they stay
  * valid until idem_failpoint_remove. */
