@@ -46,6 +46,24 @@ kill_at() {
 	[ "$status" -eq 1 ]
 }
 
+@test "peer-of finds the process of a TCP connection by its client port" {
+	setsid python3 -c '
+import os, socket, sys, time
+server = socket.socket()
+server.bind(("127.0.0.1", 0))
+server.listen()
+client = socket.create_connection(server.getsockname())
+server.accept()
+print(os.getpid(), client.getsockname()[1], flush=True)
+time.sleep(60)' >"$BATS_TEST_TMPDIR/tcp" &
+	until [ -s "$BATS_TEST_TMPDIR/tcp" ]; do sleep 0.05; done
+	read -r pid port <"$BATS_TEST_TMPDIR/tcp"
+	run "$TOOLS/peer-of" 0 "$port" "$pid"
+	kill "$pid"
+	[ "$status" -eq 0 ]
+	assert_equal "$output" "$pid"
+}
+
 @test "a client killed at before-write is terminated before its session goes on: nothing written" {
 	run kill_at before-write
 	[ "$status" -eq 0 ]
