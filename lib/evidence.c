@@ -86,6 +86,14 @@ struct idem_evidence {
 	size_t nlines;
 };
 
+/* Room for one more after n, in an array that doubles: a power of two
+ * needs room. */
+static void *
+grow(void *v, size_t n, size_t size)
+{
+	return (n & (n - 1)) == 0 ? idem_ereallocarray(v, n ? n * 2 : 1, size) : v;
+}
+
 static void
 lists_init(struct lists *ls)
 {
@@ -119,9 +127,7 @@ lists_add(struct lists *ls, const char *key, size_t value)
 		idem_map_put(&ls->index, key, at);
 	}
 	l = &ls->l[at];
-	/* doubling: a power of two needs room */
-	if ((l->n & (l->n - 1)) == 0)
-		l->v = idem_ereallocarray(l->v, l->n ? l->n * 2 : 1, sizeof(*l->v));
+	l->v = grow(l->v, l->n, sizeof(*l->v));
 	l->v[l->n++] = value;
 }
 
@@ -219,8 +225,7 @@ idem_evidence_delivery(struct idem_evidence *ev, const char *msg_id, const char 
 {
 	struct delivery *d;
 
-	if ((ev->nd & (ev->nd - 1)) == 0)
-		ev->d = idem_ereallocarray(ev->d, ev->nd ? ev->nd * 2 : 1, sizeof(*ev->d));
+	ev->d = grow(ev->d, ev->nd, sizeof(*ev->d));
 	d = &ev->d[ev->nd];
 	memset(d, 0, sizeof(*d));
 	d->msg_id = idem_estrdup(msg_id);
@@ -379,9 +384,7 @@ idem_evidence_step(struct idem_evidence *ev, long long at_us, int worker, pid_t 
 		   const char *name, const char *job_id, long long attempt, const char *action,
 		   const char *observed)
 {
-	if ((ev->nsteps & (ev->nsteps - 1)) == 0)
-		ev->steps = idem_ereallocarray(ev->steps, ev->nsteps ? ev->nsteps * 2 : 1,
-		    sizeof(*ev->steps));
+	ev->steps = grow(ev->steps, ev->nsteps, sizeof(*ev->steps));
 	ev->steps[ev->nsteps] = (struct step){ at_us, attempt, worker, pid, idem_estrdup(name),
 	    idem_estrdup(job_id), action, observed };
 	if (strcmp(name, "consumed") == 0 && strcmp(observed, "socket") == 0)
@@ -402,9 +405,7 @@ idem_evidence_log(struct idem_evidence *ev, long long at_us, int worker, pid_t p
 		for (i = 0; i < len; i++)
 			if ((unsigned char)line[i] >= 0x80 || line[i] == '\0')
 				line[i] = '?';
-	if ((ev->nlines & (ev->nlines - 1)) == 0)
-		ev->lines = idem_ereallocarray(ev->lines, ev->nlines ? ev->nlines * 2 : 1,
-		    sizeof(*ev->lines));
+	ev->lines = grow(ev->lines, ev->nlines, sizeof(*ev->lines));
 	ev->lines[ev->nlines++] = (struct line){ at_us, worker, pid, line };
 	if ((b = idem_log_value(line, "branch")) == NULL)
 		return;
