@@ -44,8 +44,8 @@ idem_failpoint_step_name(int step)
 	    step_names[step] : NULL;
 }
 
-/* A string appended to with printf; NULL after a failed allocation
- * (idem_e* functions exit, as everywhere in lib for memory). */
+/* A string appended to with printf. Running out of memory exits, as the
+ * idem_e* functions do. */
 struct text {
 	char *s;
 	size_t len;
