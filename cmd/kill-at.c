@@ -369,13 +369,15 @@ plan(char **kill_options, size_t nkill_options, const char *race_step)
 	}
 }
 
-/* The watchdog kills every worker's group however kill-at ends. */
+/* The watchdog kills every worker's group however kill-at ends, and
+ * removes the step socket and its directory when kill-at could not. */
 static void
 start_watchdog(void)
 {
+	const char *leftovers[] = { k.server.path, k.server.dir, NULL };
 	struct idem_error err;
 
-	if ((k.watchdog_fd = idem_watchdog(MAX_WORKERS * (MAX_RESTARTS + 1), &err)) < 0)
+	if ((k.watchdog_fd = idem_watchdog(MAX_WORKERS * (MAX_RESTARTS + 1), leftovers, &err)) < 0)
 		idem_die_error(&err);
 }
 

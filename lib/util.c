@@ -447,7 +447,7 @@ idem_usage(const char *synopsis, int status)
 }
 
 int
-idem_watchdog(size_t max_groups, struct idem_error *err)
+idem_watchdog(size_t max_groups, const char *const *leftovers, struct idem_error *err)
 {
 	int fds[2];
 	pid_t pid;
@@ -484,6 +484,8 @@ idem_watchdog(size_t max_groups, struct idem_error *err)
 		for (i = 0; i < n; i++)
 			if (groups[i] > 1)
 				kill(-groups[i], SIGKILL);
+		for (i = 0; leftovers != NULL && leftovers[i] != NULL; i++)
+			remove(leftovers[i]);
 		_exit(0);
 	}
 	close(fds[0]);

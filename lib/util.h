@@ -91,8 +91,10 @@ char *idem_shell_quote(const char *s);
  * SIGTERM and SIGHUP. Write it a pid_t: a positive one is a process group
  * to watch, a negative one a group gone. When the returned pipe closes,
  * however its writer ends, it sends SIGKILL to every group still watched
- * (at most max_groups) and exits. -1 with err set on failure. */
-int idem_watchdog(size_t max_groups, struct idem_error *err);
+ * (at most max_groups), removes the files and empty directories named in
+ * leftovers (NULL-terminated, in order; NULL for none: what a writer that
+ * was killed could not remove) and exits. -1 with err set on failure. */
+int idem_watchdog(size_t max_groups, const char *const *leftovers, struct idem_error *err);
 
 /* Print usage text and exit: to stdout with 0 for --help, stderr with 2. */
 void idem_usage(const char *synopsis, int status) __attribute__((noreturn));

@@ -214,10 +214,11 @@ check() {
 	assert_equal "$(pgrep -f marker-stubborn || true)" ""
 }
 
-@test "kill -9 of kill-at leaves no worker behind" {
+@test "kill -9 of kill-at leaves no worker and no step socket behind" {
 	seed_for after-commit >"$BATS_TEST_TMPDIR/seed.yaml"
 	seed-gen "$BATS_TEST_TMPDIR/seed.yaml" | dup-publish >"$BATS_TEST_TMPDIR/published"
-	kill-at -n 3 -D 60s -- sh -c 'sleep 600 & sleep 600; # marker-orphans' <"$BATS_TEST_TMPDIR/published" >/dev/null 2>&1 &
+	mkdir "$BATS_TEST_TMPDIR/tmp"
+	TMPDIR="$BATS_TEST_TMPDIR/tmp" kill-at -n 3 -D 60s -- sh -c 'sleep 600 & sleep 600; # marker-orphans' <"$BATS_TEST_TMPDIR/published" >/dev/null 2>&1 &
 	controller=$!
 	until [ "$(pgrep -f -c marker-orphans || true)" -ge 3 ]; do sleep 0.05; done
 	until [ "$(pgrep -c -x sleep -P "$(pgrep -d, -f marker-orphans)" || true)" -ge 6 ]; do sleep 0.05; done
@@ -229,6 +230,12 @@ check() {
 	done
 	assert_equal "$(pgrep -f marker-orphans || true)" ""
 	assert_equal "$(pgrep -x sleep -a | grep -c 'sleep 600' || true)" 0
+	# nor its step socket: the watchdog removes what kill-at could not
+	for i in $(seq 50); do
+		[ -z "$(ls -A "$BATS_TEST_TMPDIR/tmp")" ] && break
+		sleep 0.05
+	done
+	assert_equal "$(ls -A "$BATS_TEST_TMPDIR/tmp")" ""
 }
 
 @test "SIGINT to kill-at is passed to the workers, which are then gone" {
