@@ -118,7 +118,7 @@ static struct {
 	size_t nscenarios;
 	struct job *jobs;
 	size_t njobs;
-	struct idem_map job_index;	/* job id: its index, once the stream is read */
+	struct idem_map job_index;	/* job id: its index */
 	char **msg_ids;
 	size_t nmsgs;
 	/* the plan */
@@ -184,12 +184,8 @@ find_scenario(const char *name)
 static const struct job *
 find_job(const char *id)
 {
-	size_t i;
+	size_t i = idem_map_get(&k.job_index, id);
 
-	if (k.job_index.n == 0)
-		for (i = 0; i < k.njobs; i++)
-			idem_map_put(&k.job_index, k.jobs[i].id, i);
-	i = idem_map_get(&k.job_index, id);
 	return i == IDEM_MAP_NONE ? NULL : &k.jobs[i];
 }
 
@@ -200,8 +196,8 @@ read_stream(FILE *hold)
 {
 	struct idem_tsv_reader r;
 	struct idem_error err;
+	const struct job *job;
 	int rc;
-	size_t i;
 
 	idem_tsv_reader_init(&r, stdin, "stdin");
 	while ((rc = idem_tsv_next(&r, &err)) != IDEM_TSV_EOF) {
@@ -242,14 +238,14 @@ read_stream(FILE *hold)
 			k.jobs[k.njobs].scenario = r.fields[JOB_SCENARIO] ?
 			    find_scenario(r.fields[JOB_SCENARIO]) : -1;
 			k.jobs[k.njobs].copies = 0;
+			idem_map_put(&k.job_index, k.jobs[k.njobs].id, k.njobs);
 			k.njobs++;
 			break;
 		case IDEM_KIND_PUBLISH:
 			k.msg_ids = idem_ereallocarray(k.msg_ids, k.nmsgs + 1, sizeof(char *));
 			k.msg_ids[k.nmsgs++] = idem_estrdup(r.fields[PUBLISH_MSG_ID]);
-			for (i = 0; i < k.njobs; i++)
-				if (strcmp(k.jobs[i].id, r.fields[PUBLISH_JOB_ID]) == 0)
-					k.jobs[i].copies++;
+			if ((job = find_job(r.fields[PUBLISH_JOB_ID])) != NULL)
+				k.jobs[job - k.jobs].copies++;
 			break;
 		default:
 			break;
