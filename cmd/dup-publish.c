@@ -507,15 +507,12 @@ write_publish(const struct job *job, long long copy, const struct result *r)
 static void
 measure_skew(void)
 {
-	int64_t before = idem_now_us(), after;
-	PGresult *res = PQexec(pub.conn,
-	    "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint");
+	struct idem_error err;
+	long long skew_us;
 
-	if (PQresultStatus(res) != PGRES_TUPLES_OK)
-		die_pg(res);
-	after = idem_now_us();
-	pub.skew_us = strtoll(PQgetvalue(res, 0, 0), NULL, 10) - (before + after) / 2;
-	PQclear(res);
+	if (idem_pg_clock_skew(pub.conn, &skew_us, &err) < 0)
+		idem_die_error(&err);
+	pub.skew_us = skew_us;
 }
 
 /* Reaches the database named by -d, else by the seed, else by PG*; refuses
