@@ -35,15 +35,17 @@ struct field {
 	unsigned char type;
 	unsigned char nullable;	/* \N allowed */
 	const char *values;	/* ENUM: the words, separated by spaces */
-	unsigned char added;	/* a trailing field of version 1.1: rows may end before it */
+	unsigned char added;	/* a trailing field added since 1.0: rows may end before it */
 };
 
 #define F(name, type) { name, type, 0, NULL, 0 }
 #define N(name, type) { name, type, 1, NULL, 0 }
 #define E(name, values) { name, ENUM, 0, values, 0 }
-/* fields added in 1.1, at the end of their kind: a row of 1.0 lacks them */
+/* fields added since 1.0 (in the minor version of their name), at the end
+ * of their kind: a row written before lacks them */
 #define N11(name, type) { name, type, 1, NULL, 1 }
 #define E11(name, values) { name, ENUM, 1, values, 1 }
+#define E12(name, values) { name, ENUM, 1, values, 1 }
 
 static const struct {
 	const char *name;
@@ -57,7 +59,8 @@ static const struct {
 		E("key_scope", "business job"), N("duplicate_acceptor", TEXT),
 		N("reconciliation_owner", TEXT), N("worker_image", TEXT),
 		N("worker_version", TEXT), N("worker_command", TEXT),
-		F("payload_schema", JSON_OBJECT), F("cannot_reproduce", JSON_STRINGS) } },
+		F("payload_schema", JSON_OBJECT), F("cannot_reproduce", JSON_STRINGS),
+		E12("queue_kind", IDEM_QUEUE_KINDS) } },
 	[IDEM_KIND_EXPECT] = { "expect", { F("effects", COUNT), F("duplicates", COUNT),
 		F("missing", COUNT), F("pending", COUNT) } },
 	[IDEM_KIND_SCENARIO] = { "scenario", { F("name", NAME),
@@ -66,7 +69,7 @@ static const struct {
 	[IDEM_KIND_JOB] = { "job", { F("job_id", NAME), F("business_key", TEXT),
 		F("payload", JSON_OBJECT), F("payload_sha256", SHA256), N("scenario", NAME) } },
 	[IDEM_KIND_PUBLISH] = { "publish", { F("job_id", NAME), F("copy", COUNT),
-		F("msg_id", POSITIVE), F("published_at", TIME),
+		F("msg_id", NAME), F("published_at", TIME),
 		E("status", "published existing") } },
 	[IDEM_KIND_STEP] = { "step", { F("at", TIME), F("worker", INTEGER), F("pid", COUNT),
 		F("name", TEXT), F("job_id", TEXT), F("attempt", INTEGER),
@@ -74,11 +77,11 @@ static const struct {
 	[IDEM_KIND_KILL] = { "kill", { F("scenario", NAME), F("job_id", NAME),
 		F("attempt", POSITIVE), F("step", NAME), F("pid", COUNT), F("killed_at", TIME),
 		E11("observed", "database socket") } },
-	[IDEM_KIND_ATTEMPT] = { "attempt", { F("job_id", NAME), F("msg_id", POSITIVE),
+	[IDEM_KIND_ATTEMPT] = { "attempt", { F("job_id", NAME), F("msg_id", NAME),
 		F("attempt", POSITIVE), N("pid", COUNT), F("consumed_at", TIME),
 		N("committed_at", TIME), N("acked_at", TIME), N("rows_written", COUNT),
 		N("branch", TEXT), N11("written_at", TIME), N11("rows_updated", COUNT) } },
-	[IDEM_KIND_RECOVER] = { "recover", { F("job_id", NAME), F("msg_id", POSITIVE),
+	[IDEM_KIND_RECOVER] = { "recover", { F("job_id", NAME), F("msg_id", NAME),
 		F("killed_at", TIME), N("acked_at", TIME), N("recovery_ms", COUNT) } },
 	[IDEM_KIND_LOG] = { "log", { F("at", TIME), F("worker", INTEGER), F("pid", COUNT),
 		F("line", TEXT) } },
@@ -96,6 +99,8 @@ static const struct {
 		N("window_start", TIME), N("window_end", TIME) } },
 	[IDEM_KIND_DIGEST] = { "digest", { E("phase", "before after"), F("sha256", SHA256),
 		F("rows", COUNT) } },
+	[IDEM_KIND_QUEUE] = { "queue", { E("kind", IDEM_QUEUE_KINDS), F("name", NAME),
+		N("version", TEXT) } },
 };
 
 #undef F
@@ -103,6 +108,7 @@ static const struct {
 #undef E
 #undef N11
 #undef E11
+#undef E12
 
 const char *
 idem_kind_name(enum idem_kind kind)
@@ -794,7 +800,8 @@ decode_fields(struct idem_tsv_reader *r, struct idem_error *err)
 }
 
 /* The rules of the stream as a whole, for rows whose fields are good: one
- * seed row and at most one expect row; scenario names and job ids unique;
+ * seed row and at most one expect row and one queue row, of the seed's
+ * kind; scenario names and job ids unique;
  * a job's scenario named by a scenario row before it. */
 static int
 check_row(struct idem_tsv_reader *r, struct idem_error *err)
@@ -807,6 +814,17 @@ check_row(struct idem_tsv_reader *r, struct idem_error *err)
 		if (r->seed_seen++)
 			return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%ld: a second seed row",
 			    r->name, r->line_no);
+		v = r->fields[SEED_QUEUE_KIND] ? r->fields[SEED_QUEUE_KIND] : "idem";
+		snprintf(r->queue_kind, sizeof(r->queue_kind), "%s", v);
+		break;
+	case IDEM_KIND_QUEUE:
+		if (r->queue_seen++)
+			return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%ld: a second queue row",
+			    r->name, r->line_no);
+		if (strcmp(r->fields[QUEUE_KIND], r->queue_kind) != 0)
+			return idem_error_set(err, IDEM_EXIT_USAGE,
+			    "%s:%ld: queue row, field kind: %s, but the seed row names a queue of kind %s",
+			    r->name, r->line_no, r->fields[QUEUE_KIND], r->queue_kind);
 		break;
 	case IDEM_KIND_EXPECT:
 		if (r->expect_seen++)

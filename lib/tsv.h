@@ -7,7 +7,9 @@
 
 #include "util.h"
 
-#define IDEM_TSV_MAGIC "#idem-tsv\t1.1"
+#define IDEM_TSV_MAGIC "#idem-tsv\t1.2"
+/* the kinds of queue a seed may name (idem-seed(5)); \\N in a stream is idem */
+#define IDEM_QUEUE_KINDS "idem pg-boss graphile-worker"
 
 enum idem_kind {
 	IDEM_KIND_UNKNOWN = -1,
@@ -27,6 +29,7 @@ enum idem_kind {
 	IDEM_KIND_PROBE,
 	IDEM_KIND_MEASURE,
 	IDEM_KIND_DIGEST,
+	IDEM_KIND_QUEUE,
 	IDEM_KIND_COUNT
 };
 
@@ -37,7 +40,7 @@ enum {
 	SEED_SANDBOX_ACCOUNT, SEED_EFFECT_NAME, SEED_EFFECT_TABLE, SEED_KEY_COLUMNS,
 	SEED_KEY_SCOPE, SEED_DUPLICATE_ACCEPTOR, SEED_RECONCILIATION_OWNER,
 	SEED_WORKER_IMAGE, SEED_WORKER_VERSION, SEED_WORKER_COMMAND,
-	SEED_PAYLOAD_SCHEMA, SEED_CANNOT_REPRODUCE
+	SEED_PAYLOAD_SCHEMA, SEED_CANNOT_REPRODUCE, SEED_QUEUE_KIND
 };
 enum { EXPECT_EFFECTS = 1, EXPECT_DUPLICATES, EXPECT_MISSING, EXPECT_PENDING };
 enum {
@@ -70,6 +73,7 @@ enum {
 	MEASURE_WINDOW_START, MEASURE_WINDOW_END
 };
 enum { DIGEST_PHASE = 1, DIGEST_SHA256, DIGEST_ROWS };
+enum { QUEUE_KIND = 1, QUEUE_NAME, QUEUE_VERSION };
 
 /* The kind's name and number of fields after the kind, or NULL. */
 const char *idem_kind_name(enum idem_kind kind);
@@ -101,7 +105,8 @@ struct idem_tsv_reader {
 	char *decoded;
 	size_t decoded_cap;
 	size_t fields_cap;
-	int seed_seen, expect_seen;
+	int seed_seen, expect_seen, queue_seen;
+	char queue_kind[24];		/* the seed row's */
 	struct idem_tsv_names job_ids, scenario_names;
 };
 

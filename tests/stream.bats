@@ -33,7 +33,10 @@ refusals() {
 	payload-nul-escape	stdin:6: job row, field payload: not JSON (at byte 11): "{\"note\":\"a\\u0000b\"}"
 	payload-sha256-short	stdin:6: job row, field payload_sha256: expected a SHA-256 in 64 lowercase hex digits, got "5d5d34669386072d251d9ee61767e4cb973b6dda..."
 	publish-copy	stdin:14: publish row, field copy: expected a whole number from 0 (digits, no sign, no leading zeros), got "one"
-	publish-msg-id	stdin:14: publish row, field msg_id: expected a whole number from 1 (digits, no sign, no leading zeros), got "0"
+	publish-msg-id	stdin:14: publish row, field msg_id: empty
+	queue-twice	stdin:14: a second queue row
+	queue-kind-other	stdin:13: queue row, field kind: pg-boss, but the seed row names a queue of kind idem
+	seed-queue-kind	stdin:2: seed row, field queue_kind: expected one of idem, pg-boss, graphile-worker; got "sqs"
 	publish-published-at	stdin:14: publish row, field published_at: expected a UTC time such as 2026-11-29T13:48:32.247642Z, got "yesterday"
 	publish-status	stdin:14: publish row, field status: expected one of published, existing; got "sent"
 	publish-fields	stdin:14: publish row has 4 fields, expected 5

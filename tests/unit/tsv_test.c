@@ -141,8 +141,13 @@ types(void)
 	    "a long run of digits with junk is not a number, not out of range");
 	CHECK(!fits(IDEM_KIND_EXPECT, EXPECT_EFFECTS, "\xd9\xa1"), "count in Arabic-Indic digits");
 	/* positive: from 1 */
-	CHECK(!fits(IDEM_KIND_PUBLISH, PUBLISH_MSG_ID, "0"), "msg_id 0");
+	CHECK(!fits(IDEM_KIND_SEED, SEED_VISIBILITY_TIMEOUT_MS, "0"), "visibility timeout 0");
+	CHECK(fits(IDEM_KIND_SEED, SEED_VISIBILITY_TIMEOUT_MS, "1"), "visibility timeout 1");
+	/* msg_id: a name, whatever the queue's ids look like */
 	CHECK(fits(IDEM_KIND_PUBLISH, PUBLISH_MSG_ID, "1"), "msg_id 1");
+	CHECK(fits(IDEM_KIND_PUBLISH, PUBLISH_MSG_ID, "0f8c2a52-7a3e-5d1e-9a0e-2b7b6f1f3c11"),
+	    "msg_id a UUID");
+	CHECK(!fits(IDEM_KIND_PUBLISH, PUBLISH_MSG_ID, ""), "msg_id empty");
 	/* integer: signed */
 	CHECK(fits(IDEM_KIND_STEP, STEP_WORKER, "-1"), "worker -1");
 	CHECK(fits(IDEM_KIND_STEP, STEP_ATTEMPT, "-9223372036854775808"), "integer LLONG_MIN");
@@ -440,7 +445,8 @@ main(void)
 
 	types();
 
-	CHECK(idem_kind_nfields(IDEM_KIND_SEED) == 20, "seed has 20 fields");
+	CHECK(idem_kind_nfields(IDEM_KIND_SEED) == 21, "seed has 21 fields");
+	CHECK(idem_kind_nfields(IDEM_KIND_QUEUE) == 3, "queue has 3 fields");
 	CHECK_STR(idem_kind_field_name(IDEM_KIND_JOB, JOB_PAYLOAD_SHA256), "payload_sha256",
 	    "field names by position");
 	return unit_done("tsv");
