@@ -27,7 +27,7 @@ PROGS = idem-sandbox seed-gen dup-publish idem-worker kill-at count-effects mkre
 LIBOBJ = $(BUILD)/lib/util.o $(BUILD)/lib/tsv.o $(BUILD)/lib/seed.o \
 	$(BUILD)/lib/template.o $(BUILD)/lib/pg.o $(BUILD)/lib/embed.o $(BUILD)/lib/step.o \
 	$(BUILD)/lib/sig.o $(BUILD)/lib/yamljson.o $(BUILD)/lib/git.o $(BUILD)/lib/peer.o \
-	$(BUILD)/lib/failpoint.o $(BUILD)/lib/map.o $(BUILD)/lib/evidence.o
+	$(BUILD)/lib/failpoint.o $(BUILD)/lib/map.o $(BUILD)/lib/evidence.o $(BUILD)/lib/queue.o
 UNIT = tsv util seed template sig yamljson pg map evidence
 FUZZ = tsv seed record sshsig signers key template
 FUZZ_SECONDS = 60
@@ -56,7 +56,7 @@ $(BUILD)/lib/%.o: lib/%.c lib/*.h
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
-$(BUILD)/lib/embed.o: lib/embed.c templates/seed.yaml templates/ticket.md templates/handoff.md lib/queue.sql
+$(BUILD)/lib/embed.o: lib/embed.c templates/seed.yaml templates/ticket.md templates/handoff.md lib/queue.sql lib/queues/*.sql
 
 $(BIN)/%: cmd/%.c lib/*.h $(BUILD)/lib/libidem.a
 	@mkdir -p $(@D)
@@ -79,7 +79,7 @@ build/fuzz/lib/%.o: lib/%.c lib/*.h
 	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link \
 		$(shell pkg-config --cflags $(PKGS)) -c -o $@ $<
 
-build/fuzz/lib/embed.o: lib/embed.c templates/seed.yaml templates/ticket.md templates/handoff.md lib/queue.sql
+build/fuzz/lib/embed.o: lib/embed.c templates/seed.yaml templates/ticket.md templates/handoff.md lib/queue.sql lib/queues/*.sql
 
 build/fuzz/%: tests/fuzz/%.c tests/fuzz/scratch.c tests/fuzz/fuzz.h lib/*.h \
 		$(patsubst $(BUILD)/%,build/fuzz/%,$(LIBOBJ))

@@ -12,6 +12,7 @@
 #include <sodium.h>
 
 #include "pg.h"
+#include "queue.h"
 #include "seed.h"
 #include "tsv.h"
 #include "util.h"
@@ -28,6 +29,7 @@ struct key_count {
 };
 
 static struct {
+	struct idem_queue q;		/* the queue's adapter */
 	const char *phase;
 	PGconn *conn;
 	/* the stream */
@@ -123,6 +125,8 @@ read_stream(FILE *in, const char *name, FILE *hold)
 			c.effect_table = idem_estrdup(r.fields[SEED_EFFECT_TABLE]);
 			c.key_columns = idem_estrdup(r.fields[SEED_KEY_COLUMNS]);
 			c.key_scope = idem_estrdup(r.fields[SEED_KEY_SCOPE]);
+			if (idem_queue_open(&c.q, r.fields[SEED_QUEUE_KIND], r.fields[SEED_QUEUE], &err) < 0)
+				idem_die_error(&err);
 			connect_and_count();
 			break;
 		case IDEM_KIND_EXPECT:
@@ -405,27 +409,23 @@ count(void)
 	free(c.count_sql);
 }
 
+/* The messages not acked, as the queue's adapter counts them (its unacked
+ * section). */
 static void
 count_pending(void)
 {
-	char *ids = NULL, *sql = "SELECT count(*) FROM idem.message "
-	    "WHERE msg_id = ANY ($1::bigint[]) AND acked_at IS NULL";
-	size_t len = 0, i;
-	FILE *f = open_memstream(&ids, &len);
-	const char *params[1];
+	char *ids = idem_queue_text_array(c.msg_ids, c.nmsgs), *sql;
+	const char *params[1] = { ids };
+	const Oid types[1] = { IDEM_OID_TEXT_ARRAY };
 	struct idem_error err;
 	PGresult *res;
 
-	if (f == NULL)
-		idem_die(IDEM_EXIT_ENV, "open_memstream:");
-	fputc('{', f);
-	for (i = 0; i < c.nmsgs; i++)
-		fprintf(f, "%s%s", i ? "," : "", c.msg_ids[i]);
-	fputc('}', f);
-	fclose(f);
-	params[0] = ids;
+	if ((sql = idem_queue_sql(&c.q, c.conn, "unacked")) == NULL)
+		idem_die(IDEM_EXIT_ENV, "the %s adapter has no unacked section", c.q.kind);
 	query_row("pending", sql);
-	if ((res = idem_pg_exec(c.conn, "counting pending messages", &err, sql, 1, params)) == NULL)
+	free(sql);
+	if ((res = idem_queue_exec(&c.q, c.conn, "unacked", "counting pending messages", 1, types,
+	    params, &err)) == NULL)
 		idem_die_error(&err);
 	c.pending = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
 	PQclear(res);
@@ -812,6 +812,7 @@ main(int argc, char *argv[])
 	for (i = 0; i < c.nmsgs; i++)
 		free(c.msg_ids[i]);
 	free(c.msg_ids);
+	idem_queue_close(&c.q);
 	for (i = 0; i < c.nrecover; i++)
 		free(c.recover_keys[i]);
 	free(c.recover_keys);

@@ -18,6 +18,7 @@
 #include <sodium.h>
 
 #include "pg.h"
+#include "queue.h"
 #include "tsv.h"
 #include "util.h"
 
@@ -30,6 +31,7 @@ static const char synopsis[] =
 
 struct result {
 	int64_t msg_id;			/* 0 until the queue answered */
+	char *msg_text;			/* the id, for a queue without a copy section */
 	int64_t enqueued_us;
 	int published;			/* 1 new, 0 there before */
 };
@@ -62,6 +64,11 @@ struct key {
 static struct {
 	PGconn *conn;
 	char *queue;
+	struct idem_queue q;		/* the queue's adapter */
+	char *version;			/* of its library, in the database */
+	int copy_path;			/* new messages go in with COPY (the adapter's copy) */
+	char *copy_sql, *published_after, *published_span;	/* its sections */
+	char vt_ms[32], max_attempts[32];
 	size_t batch;
 	int progress;
 	size_t total, done;
@@ -160,16 +167,13 @@ be32(const char *p)
 static PGresult *
 published(int64_t after)
 {
-	const char *params[2];
+	const char *params[1];
 	char after_text[32];
 	PGresult *res;
 
 	snprintf(after_text, sizeof(after_text), "%lld", (long long)after);
-	params[0] = pub.queue;
-	params[1] = after_text;
-	res = PQexecParams(pub.conn, "SELECT job_id, copy, msg_id, enqueued_at "
-	    "FROM idem.publication WHERE queue = $1 AND msg_id > $2 ORDER BY msg_id",
-	    2, NULL, params, NULL, NULL, 1);
+	params[0] = after_text;
+	res = PQexecParams(pub.conn, pub.published_after, 1, NULL, params, NULL, NULL, 1);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		die_pg(res);
 	return res;
@@ -207,7 +211,7 @@ static void read_back_rows(struct message **sent, size_t n);
 static void
 read_back(struct message **sent, size_t n)
 {
-	const char *params[2];
+	const char *params[1];
 	char after_text[32];
 	PGresult *res;
 	size_t i;
@@ -216,12 +220,8 @@ read_back(struct message **sent, size_t n)
 	 * COPY took n consecutive identity values in row order, at one
 	 * statement time; then nothing but these five numbers need come back */
 	snprintf(after_text, sizeof(after_text), "%lld", (long long)pub.max_msg_id);
-	params[0] = pub.queue;
-	params[1] = after_text;
-	res = PQexecParams(pub.conn, "SELECT count(*), min(msg_id), max(msg_id), "
-	    "(extract(epoch FROM min(enqueued_at)) * 1000000)::bigint, "
-	    "(extract(epoch FROM max(enqueued_at)) * 1000000)::bigint "
-	    "FROM idem.publication WHERE queue = $1 AND msg_id > $2", 2, NULL, params, NULL, NULL, 0);
+	params[0] = after_text;
+	res = PQexecParams(pub.conn, pub.published_span, 1, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		die_pg(res);
 	if ((size_t)strtoll(PQgetvalue(res, 0, 0), NULL, 10) == n && n > 0 &&
@@ -302,17 +302,18 @@ array_close(char **buf, size_t *len)
 	(*buf)[*len] = '\0';
 }
 
-/* Publishes through idem.send_batch, which returns messages that exist
- * already and refuses one published before with another payload. */
+/* Publishes through the adapter's publish section, which returns messages
+ * that exist already and refuses one published before with another
+ * business key or payload. */
 static void
 send_checked(struct message **msgs, size_t n)
 {
-	static const char sql[] =
-		"SELECT b.ord, b.msg_id, (extract(epoch FROM b.enqueued_at) * 1000000)::bigint, "
-		"b.published FROM idem.send_batch($1, $2, $3, $4, $5) b";
+	static const Oid types[6] = { IDEM_OID_TEXT_ARRAY, IDEM_OID_INT4_ARRAY, IDEM_OID_TEXT_ARRAY,
+		IDEM_OID_JSONB_ARRAY, IDEM_OID_INT8, IDEM_OID_INT8 };
 	char *arrays[4] = { NULL, NULL, NULL, NULL };
 	size_t lens[4] = { 0, 0, 0, 0 }, i;
-	const char *params[5];
+	const char *params[6];
+	struct idem_error err;
 	PGresult *res;
 
 	if (n == 0)
@@ -323,20 +324,22 @@ send_checked(struct message **msgs, size_t n)
 
 		snprintf(copy, sizeof(copy), "%lld", msgs[i]->copy);
 		array_append(&arrays[0], &lens[0], job->id, 1);
-		array_append(&arrays[1], &lens[1], job->business_key, 1);
-		array_append(&arrays[2], &lens[2], job->payload, 1);
-		array_append(&arrays[3], &lens[3], copy, 0);
+		array_append(&arrays[1], &lens[1], copy, 0);
+		array_append(&arrays[2], &lens[2], job->business_key, 1);
+		array_append(&arrays[3], &lens[3], job->payload, 1);
 	}
-	params[0] = pub.queue;
 	for (i = 0; i < 4; i++) {
 		array_close(&arrays[i], &lens[i]);
-		params[i + 1] = arrays[i];
+		params[i] = arrays[i];
 	}
-	res = PQexecParams(pub.conn, sql, 5, NULL, params, NULL, NULL, 0);
+	params[4] = pub.vt_ms;
+	params[5] = pub.max_attempts;
+	/* ord, msg_id, enqueued_at, published */
+	res = idem_queue_exec(&pub.q, pub.conn, "publish", "publishing", 6, types, params, &err);
 	for (i = 0; i < 4; i++)
 		free(arrays[i]);
-	if (PQresultStatus(res) != PGRES_TUPLES_OK)
-		die_pg(res);
+	if (res == NULL)
+		idem_die_error(&err);
 	for (i = 0; i < (size_t)PQntuples(res); i++) {
 		unsigned long ord = strtoul(PQgetvalue(res, (int)i, 0), NULL, 10);
 		struct result *r;
@@ -344,11 +347,17 @@ send_checked(struct message **msgs, size_t n)
 		if (ord < 1 || ord > n)
 			continue;
 		r = &msgs[ord - 1]->result;
-		r->msg_id = strtoll(PQgetvalue(res, (int)i, 1), NULL, 10);
+		if (pub.copy_path) {
+			r->msg_id = strtoll(PQgetvalue(res, (int)i, 1), NULL, 10);
+			if (r->msg_id > pub.max_msg_id)
+				pub.max_msg_id = r->msg_id;
+		} else {
+			free(r->msg_text);
+			r->msg_text = idem_estrdup(PQgetvalue(res, (int)i, 1));
+			r->msg_id = 1;
+		}
 		r->enqueued_us = strtoll(PQgetvalue(res, (int)i, 2), NULL, 10);
 		r->published = PQgetvalue(res, (int)i, 3)[0] == 't';
-		if (r->msg_id > pub.max_msg_id)
-			pub.max_msg_id = r->msg_id;
 	}
 	PQclear(res);
 }
@@ -359,8 +368,7 @@ copy_start(void)
 	PGresult *res;
 
 	command("BEGIN");
-	res = PQexec(pub.conn, "COPY idem.message (queue, job_id, copy, business_key, payload) "
-	    "FROM STDIN");
+	res = PQexec(pub.conn, pub.copy_sql);
 	if (PQresultStatus(res) != PGRES_COPY_IN)
 		die_pg(res);
 	PQclear(res);
@@ -455,7 +463,7 @@ publish_batch(struct message **msgs, size_t n)
 	size_t nfresh = 0, nknown = 0, i;
 
 	for (i = 0; i < n; i++) {
-		if (is_existing(pub.jobs[msgs[i]->job].id, msgs[i]->copy))
+		if (!pub.copy_path || is_existing(pub.jobs[msgs[i]->job].id, msgs[i]->copy))
 			known[nknown++] = msgs[i];
 		else
 			fresh[nfresh++] = msgs[i];
@@ -497,7 +505,7 @@ write_publish(const struct job *job, long long copy, const struct result *r)
 	idem_format_time(r->enqueued_us, published_at);
 	row[0] = job->id;
 	row[1] = copy_text;
-	row[2] = msg_id;
+	row[2] = r->msg_text ? r->msg_text : msg_id;
 	row[3] = published_at;
 	row[4] = r->published ? "published" : "existing";
 	if (idem_tsv_write_row(stdout, "publish", row, 5) < 0)
@@ -523,10 +531,33 @@ connect_sandbox(const char *conninfo)
 	struct idem_error err;
 
 	if ((pub.conn = idem_pg_connect(conninfo, &err)) == NULL ||
-	    idem_pg_require_sandbox(pub.conn, &err) < 0)
+	    idem_pg_require_sandbox(pub.conn, &err) < 0 ||
+	    idem_queue_check(&pub.q, pub.conn, &pub.version, &err) < 0)
 		idem_die_error(&err);
 	measure_skew();
+	pub.copy_path = idem_queue_has(&pub.q, "copy");
+	if (!pub.copy_path)
+		return;
+	/* a queue whose ids only grow: new messages go in with COPY and are
+	 * read back by id */
+	pub.copy_sql = idem_queue_sql(&pub.q, pub.conn, "copy");
+	pub.published_after = idem_queue_sql(&pub.q, pub.conn, "published-after");
+	pub.published_span = idem_queue_sql(&pub.q, pub.conn, "published-span");
+	if (pub.published_after == NULL || pub.published_span == NULL)
+		idem_die(IDEM_EXIT_ENV, "the %s adapter has a copy section without published-after "
+		    "and published-span", pub.q.kind);
 	load_existing();
+}
+
+/* The queue row: the queue and its library's version, as the database
+ * showed them. */
+static void
+write_queue(void)
+{
+	const char *row[3] = { pub.q.kind, pub.queue, pub.version };
+
+	if (idem_tsv_write_row(stdout, "queue", row, 3) < 0)
+		idem_die(IDEM_EXIT_ENV, "write error on standard output:");
 }
 
 static long
@@ -608,6 +639,11 @@ read_and_publish(FILE *in, const char *name, const char *conninfo)
 			continue;
 		if (r.kind == IDEM_KIND_SEED) {
 			pub.queue = idem_estrdup(r.fields[SEED_QUEUE]);
+			snprintf(pub.vt_ms, sizeof(pub.vt_ms), "%s", r.fields[SEED_VISIBILITY_TIMEOUT_MS]);
+			snprintf(pub.max_attempts, sizeof(pub.max_attempts), "%s",
+			    r.fields[SEED_MAX_ATTEMPTS]);
+			if (idem_queue_open(&pub.q, r.fields[SEED_QUEUE_KIND], pub.queue, &err) < 0)
+				idem_die_error(&err);
 			/* -d, then a controller's IDEM_DATABASE, then the seed's database */
 			if (conninfo == NULL && getenv("IDEM_DATABASE") && *getenv("IDEM_DATABASE"))
 				conninfo = getenv("IDEM_DATABASE");
@@ -616,6 +652,8 @@ read_and_publish(FILE *in, const char *name, const char *conninfo)
 			add_scenario(&r);
 		} else if (r.kind == IDEM_KIND_JOB) {
 			add_job(&r, &cap);
+			if (!pub.copy_path)
+				continue;
 			if (is_existing(r.fields[JOB_ID], 0)) {
 				pub.jobs[pub.njobs - 1].existing = 1;
 				continue;
@@ -634,7 +672,7 @@ read_and_publish(FILE *in, const char *name, const char *conninfo)
 	for (i = 0; i < pub.njobs; i++) {
 		memset(&originals[i], 0, sizeof(originals[i]));
 		originals[i].job = i;
-		if (pub.jobs[i].existing)
+		if (pub.jobs[i].existing || !pub.copy_path)
 			known[nknown++] = &originals[i];
 		else
 			fresh[nfresh++] = &originals[i];
@@ -653,6 +691,23 @@ read_and_publish(FILE *in, const char *name, const char *conninfo)
 			nknown += nfresh;
 		}
 	}
+	if (!pub.copy_path && pub.conn != NULL) {
+		/* the queue's own set-up and every original, in one transaction */
+		command("BEGIN");
+		if (idem_queue_has(&pub.q, "prepare")) {
+			struct idem_error perr;
+			PGresult *res = idem_queue_exec(&pub.q, pub.conn, "prepare", "preparing the queue",
+			    0, NULL, NULL, &perr);
+
+			if (res == NULL)
+				idem_die_error(&perr);
+			PQclear(res);
+		}
+		for (i = 0; i < nknown; i += pub.batch)
+			send_checked(known + i, nknown - i < pub.batch ? nknown - i : pub.batch);
+		command("COMMIT");
+		nknown = 0;
+	}
 	for (i = 0; i < nknown; i += pub.batch)
 		send_checked(known + i, nknown - i < pub.batch ? nknown - i : pub.batch);
 
@@ -661,6 +716,7 @@ read_and_publish(FILE *in, const char *name, const char *conninfo)
 	if (fwrite(held, 1, held_len, stdout) != held_len)
 		idem_die(IDEM_EXIT_ENV, "write error on standard output:");
 	free(held);
+	write_queue();
 	for (i = 0; i < pub.njobs; i++) {
 		pub.jobs[i].original = originals[i].result;
 		write_publish(&pub.jobs[i], 0, &originals[i].result);
@@ -756,8 +812,10 @@ publish_copies(double time_scale)
 		if (j == i)
 			continue;
 		publish_batch(batch, j - i);
-		for (k = i; k < j; k++)
+		for (k = i; k < j; k++) {
 			write_publish(&pub.jobs[copies[k].job], copies[k].copy, &copies[k].result);
+			free(copies[k].result.msg_text);
+		}
 		if (fflush(stdout) != 0)
 			idem_die(IDEM_EXIT_ENV, "write error on standard output:");
 	}
@@ -775,6 +833,7 @@ free_all(void)
 		free(pub.jobs[i].id);
 		free(pub.jobs[i].business_key);
 		free(pub.jobs[i].payload);
+		free(pub.jobs[i].original.msg_text);
 	}
 	free(pub.jobs);
 	for (i = 0; i < pub.nscenarios; i++) {
@@ -787,6 +846,11 @@ free_all(void)
 	free(pub.existing);
 	free(pub.copy_buf);
 	free(pub.queue);
+	free(pub.version);
+	free(pub.copy_sql);
+	free(pub.published_after);
+	free(pub.published_span);
+	idem_queue_close(&pub.q);
 }
 
 int

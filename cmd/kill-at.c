@@ -26,6 +26,7 @@
 #include "map.h"
 #include "peer.h"
 #include "pg.h"
+#include "queue.h"
 #include "step.h"
 #include "tsv.h"
 #include "util.h"
@@ -34,6 +35,7 @@
 #define MAX_RESTARTS 20
 #define CHECK_EVERY_US 20000
 #define GRACE_US 2000000
+#define RESCUE_EVERY 5			/* checks between two rescues of the queue's own */
 
 static const char synopsis[] =
 	"usage: kill-at [-d conninfo] [-n workers] [-k step:job:attempt] [-r step]\n"
@@ -111,7 +113,7 @@ struct client {
 
 static struct {
 	/* from the stream */
-	char *queue, *owner, *effect_table, *key_columns, *worker_command;
+	char *queue, *queue_kind, *owner, *effect_table, *key_columns, *worker_command;
 	long long visibility_timeout_ms, max_attempts;
 	char **scenario_names, **scenario_faults, **scenario_steps;
 	long long *scenario_attempts;
@@ -128,6 +130,7 @@ static struct {
 	struct race *races;
 	size_t nraces;
 	/* the run */
+	struct idem_queue q;		/* the queue's adapter */
 	const char *conninfo;
 	PGconn *conn;
 	char *database_url;		/* where conn goes, for the workers */
@@ -210,6 +213,7 @@ read_stream(FILE *hold)
 		switch (r.kind) {
 		case IDEM_KIND_SEED:
 			k.queue = idem_estrdup(r.fields[SEED_QUEUE]);
+			k.queue_kind = idem_estrdup(field_or(r.fields[SEED_QUEUE_KIND], "idem"));
 			k.owner = idem_estrdup(field_or(r.fields[SEED_RECONCILIATION_OWNER], ""));
 			k.effect_table = idem_estrdup(r.fields[SEED_EFFECT_TABLE]);
 			k.key_columns = idem_estrdup(r.fields[SEED_KEY_COLUMNS]);
@@ -408,6 +412,7 @@ spawn(int index)
 		dup2(out[1], 2);
 		setenv("IDEM_STEP_SOCK", k.server.path, 1);
 		setenv("IDEM_QUEUE", k.queue, 1);
+		setenv("IDEM_QUEUE_KIND", k.queue_kind, 1);
 		snprintf(value, sizeof(value), "%lld", k.visibility_timeout_ms);
 		setenv("IDEM_VISIBILITY_TIMEOUT_MS", value, 1);
 		setenv("IDEM_RECONCILIATION_OWNER", k.owner, 1);
@@ -1025,20 +1030,7 @@ all_fired(void)
 static char *
 msg_id_array(void)
 {
-	size_t i, len = 2, at = 0;
-	char *s;
-
-	for (i = 0; i < k.nmsgs; i++)
-		len += strlen(k.msg_ids[i]) + 1;
-	s = idem_emalloc(len + 1);
-	s[at++] = '{';
-	for (i = 0; i < k.nmsgs; i++) {
-		if (i)
-			s[at++] = ',';
-		at += (size_t)sprintf(s + at, "%s", k.msg_ids[i]);
-	}
-	strcpy(s + at, "}");
-	return s;
+	return idem_queue_text_array(k.msg_ids, k.nmsgs);
 }
 
 static int
@@ -1086,7 +1078,7 @@ static int
 run(long long deadline_us)
 {
 	char *ids = msg_id_array();
-	long long next_check = 0, end = idem_now_us() + deadline_us;
+	long long next_check = 0, end = idem_now_us() + deadline_us, checks = 0;
 	struct pollfd *fds = NULL;
 	struct idem_error err;
 	size_t nfds, i;
@@ -1131,6 +1123,9 @@ run(long long deadline_us)
 		if (idem_now_us() >= next_check) {
 			next_check = idem_now_us() + CHECK_EVERY_US;
 			watch_database();
+			if (++checks % RESCUE_EVERY == 0 &&
+			    idem_failpoint_rescue(k.fp, k.visibility_timeout_ms, &err) < 0)
+				idem_die_error(&err);
 			if (all_fired() && everything_acked())
 				rc = 0;
 			else if (idem_now_us() > end)
@@ -1145,9 +1140,10 @@ run(long long deadline_us)
 	stop_workers();
 	if (rc == 1) {
 		const char *params[1] = { ids };
-		PGresult *res = idem_pg_exec(k.conn, "watching the queue", &err,
-		    "SELECT msg_id, job_id, copy, read_ct FROM idem.message "
-		    "WHERE msg_id = ANY ($1::bigint[]) AND acked_at IS NULL ORDER BY msg_id", 1, params);
+		const Oid types[1] = { IDEM_OID_TEXT_ARRAY };
+		/* msg_id, job_id, copy, deliveries */
+		PGresult *res = idem_queue_exec(&k.q, k.conn, "unacked-list", "watching the queue", 1,
+		    types, params, &err);
 
 		for (i = 0; res && i < (size_t)PQntuples(res); i++)
 			idem_warn("deadline: message %s (job %s, copy %s) never acked after %s deliveries",
@@ -1181,7 +1177,7 @@ write_evidence(void)
 	struct idem_error err;
 	size_t n, i;
 
-	if (idem_evidence_read_deliveries(ev, k.conn, ids, &err) < 0)
+	if (idem_evidence_read_deliveries(ev, k.conn, &k.q, ids, &err) < 0)
 		idem_die_error(&err);
 	free(ids);
 	if (!idem_failpoint_has_ledger(k.fp))
@@ -1222,6 +1218,8 @@ free_all(void)
 	size_t i;
 
 	free(k.queue);
+	free(k.queue_kind);
+	idem_queue_close(&k.q);
 	free(k.owner);
 	free(k.effect_table);
 	free(k.key_columns);
@@ -1299,7 +1297,7 @@ install_failpoints(void)
 		steps |= 1u << idem_failpoint_step(k.kills[i].step);
 	for (i = 0; i < k.nraces; i++)
 		steps |= 1u << idem_failpoint_step(k.races[i].step);
-	if ((k.fp = idem_failpoint_install(k.conninfo, k.queue, k.effect_table, k.key_columns,
+	if ((k.fp = idem_failpoint_install(k.conninfo, &k.q, k.effect_table, k.key_columns,
 	    steps, &err)) == NULL)
 		idem_die_error(&err);
 	atexit(remove_failpoints);
@@ -1348,7 +1346,7 @@ main(int argc, char *argv[])
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *conninfo = NULL, *race_step = NULL;
-	char **kill_options = NULL, *held = NULL, *shell[4], *end;
+	char **kill_options = NULL, *held = NULL, *shell[4], *end, *version = NULL;
 	size_t nkill_options = 0, held_len = 0;
 	long long deadline_ms = -1;
 	struct idem_error err;
@@ -1406,10 +1404,13 @@ main(int argc, char *argv[])
 		deadline_ms = 30000 + 3 * k.visibility_timeout_ms * (k.max_attempts ? k.max_attempts : 5);
 
 	k.conninfo = conninfo;
-	if ((k.conn = idem_pg_connect(conninfo, &err)) == NULL ||
+	if (idem_queue_open(&k.q, k.queue_kind, k.queue, &err) < 0 ||
+	    (k.conn = idem_pg_connect(conninfo, &err)) == NULL ||
 	    idem_pg_require_sandbox(k.conn, &err) < 0 ||
+	    idem_queue_check(&k.q, k.conn, &version, &err) < 0 ||
 	    idem_pg_clock_skew(k.conn, &k.skew_us, &err) < 0)
 		idem_die_error(&err);
+	free(version);
 	setup_signals();
 	install_failpoints();
 	setup_socket();

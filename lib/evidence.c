@@ -241,19 +241,18 @@ idem_evidence_delivery(struct idem_evidence *ev, const char *msg_id, const char 
 }
 
 int
-idem_evidence_read_deliveries(struct idem_evidence *ev, PGconn *conn, const char *msg_ids,
-			      struct idem_error *err)
+idem_evidence_read_deliveries(struct idem_evidence *ev, PGconn *conn, const struct idem_queue *q,
+			      const char *msg_ids, struct idem_error *err)
 {
 	const char *params[1] = { msg_ids };
+	const Oid types[1] = { IDEM_OID_TEXT_ARRAY };
 	PGresult *res;
 	int i;
 
-	res = idem_pg_exec(conn, "reading the delivery log", err,
-	    "SELECT d.msg_id, m.job_id, m.business_key, d.read_ct,"
-	    " (extract(epoch FROM d.delivered_at) * 1000000)::bigint, d.backend_pid,"
-	    " CASE WHEN d.read_ct = m.read_ct THEN (extract(epoch FROM m.acked_at) * 1000000)::bigint END"
-	    " FROM idem.delivery d JOIN idem.message m USING (msg_id)"
-	    " WHERE d.msg_id = ANY ($1::bigint[]) ORDER BY d.delivered_at, d.msg_id", 1, params);
+	/* msg_id, job_id, business_key, attempt, delivered_at, backend_pid,
+	 * acked_at (on the last delivery of an acked message) */
+	res = idem_queue_exec(q, conn, "deliveries", "reading the delivery log", 1, types, params,
+	    err);
 	if (res == NULL)
 		return -1;
 	for (i = 0; i < PQntuples(res); i++)

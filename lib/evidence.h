@@ -22,9 +22,10 @@ void idem_evidence_free(struct idem_evidence *ev);
 void idem_evidence_delivery(struct idem_evidence *ev, const char *msg_id, const char *job_id,
 			    const char *business_key, long long attempt, long long delivered_at_us,
 			    int backend_pid, long long acked_at_us);
-/* Every delivery of the messages msg_ids (a PostgreSQL array text, "{1,2}")
- * from idem.delivery. */
-int idem_evidence_read_deliveries(struct idem_evidence *ev, PGconn *conn, const char *msg_ids,
+/* Every delivery of the messages msg_ids (a PostgreSQL array of texts),
+ * as the queue's adapter reads them (its deliveries section). */
+int idem_evidence_read_deliveries(struct idem_evidence *ev, PGconn *conn,
+				  const struct idem_queue *q, const char *msg_ids,
 				  struct idem_error *err);
 /* The committed writes of the effect table. Without them, rows written
  * are unknown (\N). */

@@ -19,7 +19,7 @@ struct idem_failpoint {
 	int conn_pid[2];
 	unsigned char owner[IDEM_FAILPOINT_SLOTS + 1];	/* which conn holds each gate */
 	int ledger;			/* the effect table has its triggers */
-	char *queue;
+	const struct idem_queue *q;
 	char *msg_ids;			/* the messages watched */
 	long long acks_then, unacked;	/* acks counted, and messages left, at the last look */
 	PGresult *writes_res;
@@ -167,10 +167,11 @@ function_sql(FILE *f, PGconn *conn, const char *name, const char *returns, const
 }
 
 static char *
-install_sql(PGconn *conn, const char *queue, const char *table, const char *key, unsigned steps)
+install_sql(PGconn *conn, const struct idem_queue *q, const char *table, const char *key,
+	    unsigned steps)
 {
 	struct text t, body;
-	char *queue_literal = quote_literal(conn, queue);
+	char *observe;
 
 	text_open(&t);
 	fputs("SET LOCAL client_min_messages = warning;\n"
@@ -183,7 +184,16 @@ install_sql(PGconn *conn, const char *queue, const char *table, const char *key,
 	    " backend_pid integer NOT NULL DEFAULT pg_backend_pid(),"
 	    " operation text NOT NULL, business_key text,"
 	    " written_at timestamptz NOT NULL DEFAULT clock_timestamp());\n"
-	    "CREATE TABLE idem_run.acks (slot integer PRIMARY KEY, acks bigint NOT NULL);\n", t.f);
+	    "CREATE TABLE idem_run.acks (slot integer PRIMARY KEY, acks bigint NOT NULL);\n"
+	    /* what the queue's tables may not keep: each delivery and ack */
+	    "CREATE TABLE idem_run.delivery (msg_id text NOT NULL, attempt integer NOT NULL,"
+	    " delivered_at timestamptz NOT NULL DEFAULT clock_timestamp(),"
+	    " backend_pid integer NOT NULL DEFAULT pg_backend_pid());\n"
+	    "CREATE INDEX ON idem_run.delivery (msg_id);\n"
+	    "CREATE TABLE idem_run.ack (msg_id text NOT NULL,"
+	    " acked_at timestamptz NOT NULL DEFAULT clock_timestamp(),"
+	    " backend_pid integer NOT NULL DEFAULT pg_backend_pid());\n"
+	    "CREATE INDEX ON idem_run.ack (msg_id);\n", t.f);
 	/* committed acks, counted in rows of their own so that workers acking
 	 * at once seldom wait for each other */
 	fprintf(t.f, "INSERT INTO idem_run.acks SELECT s, 0 FROM generate_series(0, %d) s;\n",
@@ -210,26 +220,42 @@ install_sql(PGconn *conn, const char *queue, const char *table, const char *key,
 	function_sql(t.f, conn, "hold(armed integer, step integer)", "void", text_close(&body));
 	free(body.s);
 
-	/* a trigger for a step only when the run may arm it: an unarmed point
-	 * costs the writer nothing */
+	/* the ack of a message ($1) of a business key ($2), which the
+	 * adapter's trigger calls inside the ack's transaction; the point of
+	 * after-commit only when the run may arm it: an unarmed point costs
+	 * the writer nothing */
 	text_open(&body);
 	fputs("DECLARE\n\ta integer;\nBEGIN\n", body.f);
 	if (steps & 1u << IDEM_FAILPOINT_AFTER_COMMIT)
 		fprintf(body.f,
-		    "\tSELECT id INTO a FROM idem_run.armed WHERE step = %d AND business_key = OLD.business_key;\n"
+		    "\tSELECT id INTO a FROM idem_run.armed WHERE step = %d AND business_key = $2;\n"
 		    "\tIF FOUND THEN\n"
 		    "\t\tPERFORM idem_run.hold(a, CASE WHEN current_setting('idem_run.wrote', true) = 'on'"
 		    " THEN %d ELSE %d END);\n"
 		    "\tEND IF;\n", IDEM_FAILPOINT_AFTER_COMMIT, IDEM_FAILPOINT_ACK_IN_EFFECT,
 		    IDEM_FAILPOINT_AFTER_COMMIT);
-	fprintf(body.f, "\tUPDATE idem_run.acks SET acks = acks + 1 WHERE slot = pg_backend_pid() %% %d;\n"
-	    "\tRETURN NEW;\nEND", ACK_ROWS);
-	function_sql(t.f, conn, "before_ack()", "trigger", text_close(&body));
+	fprintf(body.f, "\tINSERT INTO idem_run.ack (msg_id) VALUES ($1);\n"
+	    "\tUPDATE idem_run.acks SET acks = acks + 1 WHERE slot = pg_backend_pid() %% %d;\n"
+	    "END", ACK_ROWS);
+	function_sql(t.f, conn, "acking(text, text)", "void", text_close(&body));
 	free(body.s);
-	fprintf(t.f, "CREATE TRIGGER idem_run_before_ack BEFORE UPDATE OF acked_at ON idem.message"
-	    " FOR EACH ROW WHEN (OLD.acked_at IS NULL AND NEW.acked_at IS NOT NULL AND OLD.queue = %s)"
-	    " EXECUTE FUNCTION idem_run.before_ack();\n", queue_literal);
-	free(queue_literal);
+	/* for the queues whose messages idem.published names: the kind ($1)
+	 * and the library's id ($2); messages idem did not publish are not
+	 * the run's */
+	function_sql(t.f, conn, "acking_published(text, text)", "void",
+	    "DECLARE\n\tk text;\nBEGIN\n"
+	    "\tSELECT business_key INTO k FROM idem.published WHERE kind = $1 AND msg_id = $2;\n"
+	    "\tIF FOUND THEN\n\t\tPERFORM idem_run.acking($2, k);\n\tEND IF;\nEND");
+	function_sql(t.f, conn, "delivered(text, text, integer)", "void",
+	    "BEGIN\n"
+	    "\tIF EXISTS (SELECT FROM idem.published WHERE kind = $1 AND msg_id = $2) THEN\n"
+	    "\t\tINSERT INTO idem_run.delivery (msg_id, attempt) VALUES ($2, $3);\n"
+	    "\tEND IF;\nEND");
+	/* the adapter's triggers on the queue's tables */
+	observe = idem_queue_sql(q, conn, "observe");
+	if (observe != NULL)
+		fprintf(t.f, "%s\n", observe);
+	free(observe);
 	if (table == NULL)
 		return text_close(&t);
 
@@ -321,13 +347,12 @@ close_all(struct idem_failpoint *fp)
 	PQfinish(fp->conn[1]);
 	PQclear(fp->writes_res);
 	free(fp->writes);
-	free(fp->queue);
 	free(fp->msg_ids);
 	free(fp);
 }
 
 struct idem_failpoint *
-idem_failpoint_install(const char *conninfo, const char *queue, const char *effect_table,
+idem_failpoint_install(const char *conninfo, const struct idem_queue *q, const char *effect_table,
 		       const char *key_columns, unsigned steps, struct idem_error *err)
 {
 	struct idem_failpoint *fp = idem_emalloc(sizeof(*fp));
@@ -338,7 +363,7 @@ idem_failpoint_install(const char *conninfo, const char *queue, const char *effe
 	int i;
 
 	memset(fp, 0, sizeof(*fp));
-	fp->queue = idem_estrdup(queue);
+	fp->q = q;
 	for (i = 0; i < 2; i++) {
 		if ((fp->conn[i] = idem_pg_connect(conninfo, err)) == NULL)
 			goto fail;
@@ -375,7 +400,7 @@ idem_failpoint_install(const char *conninfo, const char *queue, const char *effe
 			goto fail;
 		}
 	}
-	sql = install_sql(fp->conn[0], queue, fp->ledger ? table : NULL, key, steps);
+	sql = install_sql(fp->conn[0], q, fp->ledger ? table : NULL, key, steps);
 	if (exec_ok(fp->conn[0], "installing the kill points", "BEGIN", 0, NULL, err) < 0)
 		goto fail;
 	res = PQexec(fp->conn[0], sql);
@@ -517,18 +542,17 @@ idem_failpoint_delivery(struct idem_failpoint *fp, const char *business_key, int
 			const int *worker_sessions, size_t nsessions,
 			struct idem_failpoint_delivery *out, struct idem_error *err)
 {
-	const char *params[2] = { business_key, fp->queue };
+	const char *params[1] = { business_key };
 	PGresult *res;
 	int i, chosen = -1, of_worker = -1;
 	size_t j;
 
 	out->msg_id = out->job_id = NULL;
 	out->attempt = 0;
-	res = idem_pg_exec(fp->conn[0], "finding the held session's delivery", err,
-	    "SELECT d.msg_id, m.job_id, d.read_ct, d.backend_pid"
-	    " FROM idem.delivery d JOIN idem.message m USING (msg_id)"
-	    " WHERE m.business_key = $1 AND m.queue = $2"
-	    " ORDER BY d.delivered_at DESC, d.msg_id DESC", 2, params);
+	/* the deliveries of messages with the key, newest first: msg_id,
+	 * job_id, attempt, backend_pid */
+	res = idem_queue_exec(fp->q, fp->conn[0], "deliveries-of-key",
+	    "finding the held session's delivery", 1, NULL, params, err);
 	if (res == NULL)
 		return -1;
 	for (i = 0; i < PQntuples(res) && chosen < 0; i++) {
@@ -560,7 +584,7 @@ idem_failpoint_ended(struct idem_failpoint *fp, const char *msg_id, int backend_
 
 	snprintf(pid, sizeof(pid), "%d", backend_pid);
 	return (int)exec_number(fp->conn[0], "watching a race",
-	    "SELECT (coalesce((SELECT acked_at IS NOT NULL FROM idem.message WHERE msg_id = $1::bigint), true)"
+	    "SELECT (EXISTS (SELECT FROM idem_run.ack WHERE msg_id = $1)"
 	    " OR NOT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $2::integer))::integer",
 	    2, params, err);
 }
@@ -663,10 +687,37 @@ static long long
 unacked(struct idem_failpoint *fp, struct idem_error *err)
 {
 	const char *params[1] = { fp->msg_ids };
+	const Oid types[1] = { IDEM_OID_TEXT_ARRAY };
+	PGresult *res = idem_queue_exec(fp->q, fp->conn[0], "unacked", "watching the queue", 1,
+	    types, params, err);
+	long long n;
 
-	return exec_number(fp->conn[0], "watching the queue",
-	    "SELECT count(*) FROM idem.message WHERE msg_id = ANY ($1::bigint[]) AND acked_at IS NULL",
-	    1, params, err);
+	if (res == NULL)
+		return -1;
+	n = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	PQclear(res);
+	return n;
+}
+
+int
+idem_failpoint_rescue(struct idem_failpoint *fp, long long visibility_timeout_ms,
+		      struct idem_error *err)
+{
+	char vt[32];
+	const char *params[1] = { vt };
+	const Oid types[1] = { IDEM_OID_INT8 };
+	PGresult *res;
+	int n;
+
+	if (!idem_queue_has(fp->q, "rescue"))
+		return 0;
+	snprintf(vt, sizeof(vt), "%lld", visibility_timeout_ms);
+	if ((res = idem_queue_exec(fp->q, fp->conn[0], "rescue", "rescuing the jobs of killed "
+	    "attempts", 1, types, params, err)) == NULL)
+		return -1;
+	n = PQntuples(res);
+	PQclear(res);
+	return n;
 }
 
 static long long

@@ -5,6 +5,7 @@
 
 #include <libpq-fe.h>
 
+#include "queue.h"
 #include "util.h"
 
 /* The steps the database sees; 0 is a step it does not see. */
@@ -62,13 +63,14 @@ const char *idem_failpoint_step_name(int step);
  * Installs the kill points and the ledger for one run, in one transaction:
  * the schema idem_run (dropped first if a run killed earlier left it),
  * the triggers on effect_table (when it exists; key_columns is the seed's
- * JSON array of its key columns) and on the acks of queue in
- * idem.message. Only the steps in steps (bits 1 << step) can be armed;
+ * JSON array of its key columns) and the queue adapter's triggers on its
+ * deliveries and acks (its observe section; q stays the caller's and must
+ * outlive fp). Only the steps in steps (bits 1 << step) can be armed;
  * the others get no trigger. Holds every gate. Two connections of its
  * own, by conninfo as idem_pg_connect takes it. NULL with err set on
  * failure; another run on the same database is refused.
  */
-struct idem_failpoint *idem_failpoint_install(const char *conninfo, const char *queue,
+struct idem_failpoint *idem_failpoint_install(const char *conninfo, const struct idem_queue *q,
 					      const char *effect_table, const char *key_columns,
 					      unsigned steps, struct idem_error *err);
 /* Whether the effect table exists and has its ledger triggers. */
@@ -96,8 +98,8 @@ int idem_failpoint_waiters(struct idem_failpoint *fp, struct idem_failpoint_wait
 int idem_failpoint_delivery(struct idem_failpoint *fp, const char *business_key, int backend_pid,
 			    const int *worker_sessions, size_t nsessions,
 			    struct idem_failpoint_delivery *out, struct idem_error *err);
-/* Whether the delivery's attempt has ended: its message acked, or the
- * session gone. -1 with err set on failure. */
+/* Whether the delivery's attempt has ended: its message acked during the
+ * run, or the session gone. -1 with err set on failure. */
 int idem_failpoint_ended(struct idem_failpoint *fp, const char *msg_id, int backend_pid,
 			 struct idem_error *err);
 /* Lets the session held in slot go on; the gate is held again before any
@@ -119,6 +121,12 @@ int idem_failpoint_watch_acks(struct idem_failpoint *fp, const char *msg_ids,
  * is not (acks of other messages of the queue count too): the same cost
  * however many messages there are. */
 int idem_failpoint_all_acked(struct idem_failpoint *fp, struct idem_error *err);
+
+/* The queue's own rescue of the jobs of killed attempts, for the queues
+ * whose adapter has one (its rescue section): the number of jobs made
+ * available again, or -1 with err set. */
+int idem_failpoint_rescue(struct idem_failpoint *fp, long long visibility_timeout_ms,
+			  struct idem_error *err);
 
 /* The committed writes in the ledger, in the order written; they stay
  * valid until idem_failpoint_remove. */

@@ -118,6 +118,23 @@ BEGIN
 END
 $$;
 
+-- What idem published into a queue of another library (idem-sandbox(1),
+-- QUEUE ADAPTERS): the library's tables do not say which job and copy of a
+-- seed a message is, and some delete a job once it is done. A message is
+-- (kind, queue, job_id, copy), published once; msg_id is the library's id.
+CREATE TABLE idem.published (
+	kind text NOT NULL,
+	queue text NOT NULL,
+	job_id text NOT NULL,
+	copy integer NOT NULL CHECK (copy >= 0),
+	msg_id text NOT NULL,
+	business_key text NOT NULL,
+	payload jsonb NOT NULL,
+	enqueued_at timestamptz NOT NULL DEFAULT statement_timestamp(),
+	PRIMARY KEY (kind, queue, job_id, copy),
+	CONSTRAINT published_msg UNIQUE (kind, msg_id)
+);
+
 -- What a queue holds, for a publisher that may not read messages: which
 -- job and copy each msg_id is, and when it was published; no business key,
 -- no payload, no delivery state.

@@ -111,6 +111,16 @@ idem_estrdup(const char *s)
 	return p;
 }
 
+char *
+idem_estrndup(const char *s, size_t n)
+{
+	char *p = strndup(s, n);
+
+	if (p == NULL)
+		idem_die(IDEM_EXIT_ENV, "strndup:");
+	return p;
+}
+
 void
 idem_close_stdout(void)
 {

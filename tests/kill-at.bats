@@ -169,7 +169,7 @@ check() {
 	n=$(wc -l <"$BATS_TEST_TMPDIR/published")
 	head -n "$n" "$out" | cmp - "$BATS_TEST_TMPDIR/published"
 	assert_equal "$(awk -F '\t' 'NR > 1 && !/^#/ { print $1 }' "$out" | sort -u | tr '\n' ' ')" \
-		"attempt expect job log publish scenario seed step "
+		"attempt expect job log publish queue scenario seed step "
 }
 
 @test "a worker in Python speaks the protocol and is killed at after-commit like idem-worker" {

@@ -54,6 +54,7 @@ main(int argc, char *argv[])
 	int c, step, release_first = 0, status;
 	size_t n = 0, tries;
 	pid_t child, owner;
+	struct idem_queue q;
 
 	argv0 = "failpoint-kill";
 	while ((c = getopt(argc, argv, "+rt:c:q:s:k:")) != -1) {
@@ -70,7 +71,8 @@ main(int argc, char *argv[])
 	if (!table || !columns || !queue || !step_name || !key || optind == argc ||
 	    (step = idem_failpoint_step(step_name)) == 0)
 		idem_usage(synopsis, IDEM_EXIT_USAGE);
-	if ((fp = idem_failpoint_install(NULL, queue, table, columns, 1u << step, &err)) == NULL ||
+	if (idem_queue_open(&q, "idem", queue, &err) < 0 ||
+	    (fp = idem_failpoint_install(NULL, &q, table, columns, 1u << step, &err)) == NULL ||
 	    idem_failpoint_arm(fp, step, key, &err) < 0)
 		idem_die_error(&err);
 	if ((child = fork()) < 0)
@@ -107,6 +109,7 @@ main(int argc, char *argv[])
 		idem_die_error(&err);
 	printf("killed %d\n", (int)owner);
 	free(w);
+	idem_queue_close(&q);
 	idem_close_stdout();
 	return 0;
 }

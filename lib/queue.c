@@ -1,0 +1,233 @@
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pg.h"
+#include "queue.h"
+
+/* the adapters, built in by lib/embed.c */
+extern const char idem_sql_queue_idem[], idem_sql_queue_pgboss[], idem_sql_queue_graphile[];
+
+static const struct {
+	const char *kind;
+	const char *text;
+} adapters[] = {
+	{ "idem", idem_sql_queue_idem },
+	{ "pg-boss", idem_sql_queue_pgboss },
+	{ "graphile-worker", idem_sql_queue_graphile },
+};
+
+static const char PLACEHOLDER[] = ":'queue'";
+
+/* A header line "-- key: value" before the first section. */
+static char *
+header(const char *text, const char *key)
+{
+	size_t klen = strlen(key);
+	const char *line, *end;
+
+	for (line = text; *line && strncmp(line, "-- @", 4) != 0; line = end + (*end != '\0')) {
+		end = strchr(line, '\n');
+		if (end == NULL)
+			end = line + strlen(line);
+		if (strncmp(line, "-- ", 3) == 0 && strncmp(line + 3, key, klen) == 0 &&
+		    line[3 + klen] == ':' && line[4 + klen] == ' ')
+			return idem_estrndup(line + 5 + klen, (size_t)(end - line - 5 - (long)klen));
+	}
+	return NULL;
+}
+
+/* Splits the text at its "-- @name" lines; a section runs to the next one,
+ * without its trailing blank lines. */
+static void
+split(struct idem_queue *q, const char *text)
+{
+	const char *line, *end, *body;
+
+	for (line = strstr(text, "-- @"); line != NULL; line = strstr(end, "\n-- @")) {
+		struct idem_queue_section *s;
+
+		if (*line == '\n')
+			line++;
+		end = strchr(line, '\n');
+		if (end == NULL)
+			end = line + strlen(line);
+		q->sections = idem_ereallocarray(q->sections, q->nsections + 1, sizeof(*q->sections));
+		s = &q->sections[q->nsections++];
+		s->name = idem_estrndup(line + 4, (size_t)(end - line - 4));
+		body = *end ? end + 1 : end;
+		end = strstr(body, "\n-- @");
+		if (end == NULL)
+			end = body + strlen(body);
+		s->sql = body;
+		s->len = (size_t)(end - body);
+		while (s->len > 0 && (body[s->len - 1] == '\n' || body[s->len - 1] == '\t' ||
+		    body[s->len - 1] == ' '))
+			s->len--;
+	}
+}
+
+int
+idem_queue_open(struct idem_queue *q, const char *kind, const char *name, struct idem_error *err)
+{
+	size_t i;
+
+	memset(q, 0, sizeof(*q));
+	if (kind == NULL)
+		kind = "idem";
+	for (i = 0; i < sizeof(adapters) / sizeof(adapters[0]); i++)
+		if (strcmp(adapters[i].kind, kind) == 0)
+			break;
+	if (i == sizeof(adapters) / sizeof(adapters[0]))
+		return idem_error_set(err, IDEM_EXIT_USAGE, "queue kind %s: no adapter (idem, pg-boss "
+		    "and graphile-worker have one)", kind);
+	q->kind = adapters[i].kind;
+	q->name = idem_estrdup(name);
+	q->library = header(adapters[i].text, "library");
+	q->install = header(adapters[i].text, "install");
+	if (q->library == NULL)
+		q->library = idem_estrdup(q->kind);
+	split(q, adapters[i].text);
+	return 0;
+}
+
+void
+idem_queue_close(struct idem_queue *q)
+{
+	size_t i;
+
+	for (i = 0; i < q->nsections; i++)
+		free((char *)q->sections[i].name);
+	free(q->sections);
+	free(q->name);
+	free(q->library);
+	free(q->install);
+	memset(q, 0, sizeof(*q));
+}
+
+static const struct idem_queue_section *
+find(const struct idem_queue *q, const char *section)
+{
+	size_t i;
+
+	for (i = 0; i < q->nsections; i++)
+		if (strcmp(q->sections[i].name, section) == 0)
+			return &q->sections[i];
+	return NULL;
+}
+
+int
+idem_queue_has(const struct idem_queue *q, const char *section)
+{
+	return find(q, section) != NULL;
+}
+
+char *
+idem_queue_sql(const struct idem_queue *q, PGconn *conn, const char *section)
+{
+	const struct idem_queue_section *s = find(q, section);
+	char *literal, *out, *o;
+	const char *p, *at, *end;
+	size_t n = 0, llen;
+
+	if (s == NULL)
+		return NULL;
+	if ((literal = PQescapeLiteral(conn, q->name, strlen(q->name))) == NULL)
+		idem_die(IDEM_EXIT_ENV, "quoting the queue's name: %s", PQerrorMessage(conn));
+	llen = strlen(literal);
+	end = s->sql + s->len;
+	for (p = s->sql; (at = memmem(p, (size_t)(end - p), PLACEHOLDER, sizeof(PLACEHOLDER) - 1)) != NULL;
+	    p = at + sizeof(PLACEHOLDER) - 1)
+		n++;
+	out = o = idem_emalloc(s->len + n * llen + 1);
+	for (p = s->sql; (at = memmem(p, (size_t)(end - p), PLACEHOLDER, sizeof(PLACEHOLDER) - 1)) != NULL;
+	    p = at + sizeof(PLACEHOLDER) - 1) {
+		memcpy(o, p, (size_t)(at - p));
+		o += at - p;
+		memcpy(o, literal, llen);
+		o += llen;
+	}
+	memcpy(o, p, (size_t)(end - p));
+	o[end - p] = '\0';
+	PQfreemem(literal);
+	return out;
+}
+
+PGresult *
+idem_queue_exec(const struct idem_queue *q, PGconn *conn, const char *section, const char *what,
+		int nparams, const Oid *types, const char *const *params, struct idem_error *err)
+{
+	char *sql = idem_queue_sql(q, conn, section), msg[768];
+	PGresult *res;
+	ExecStatusType st;
+
+	if (sql == NULL)
+		return idem_error_set(err, IDEM_EXIT_ENV, "%s: the %s adapter has no %s section", what,
+		    q->kind, section), NULL;
+	res = PQexecParams(conn, sql, nparams, types, params, NULL, NULL, 0);
+	free(sql);
+	st = PQresultStatus(res);
+	if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK)
+		return res;
+	idem_error_set(err, IDEM_EXIT_ENV, "%s: %s", what, idem_pg_message(conn, res, msg, sizeof(msg)));
+	/* bad data (a payload, a clash with a message published before) is bad input */
+	if (res != NULL && PQresultErrorField(res, PG_DIAG_SQLSTATE) != NULL &&
+	    (strncmp(PQresultErrorField(res, PG_DIAG_SQLSTATE), "22", 2) == 0 ||
+	    strcmp(PQresultErrorField(res, PG_DIAG_SQLSTATE), "23505") == 0))
+		err->status = IDEM_EXIT_USAGE;
+	PQclear(res);
+	return NULL;
+}
+
+int
+idem_queue_check(const struct idem_queue *q, PGconn *conn, char **version, struct idem_error *err)
+{
+	PGresult *res;
+	char what[128];
+	int installed;
+
+	*version = NULL;
+	snprintf(what, sizeof(what), "looking for %s's schema", q->library);
+	if ((res = idem_queue_exec(q, conn, "installed", what, 0, NULL, NULL, err)) == NULL)
+		return -1;
+	installed = PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+	if (!installed)
+		return idem_error_set(err, IDEM_EXIT_ENV, "queue %s is a %s queue, but %s's schema is "
+		    "not installed in this database: %s", q->name, q->kind, q->library,
+		    q->install ? q->install : "install it first");
+	snprintf(what, sizeof(what), "reading %s's version", q->library);
+	if ((res = idem_queue_exec(q, conn, "version", what, 0, NULL, NULL, err)) == NULL)
+		return -1;
+	if (PQntuples(res) == 1 && !PQgetisnull(res, 0, 0))
+		*version = idem_estrdup(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return 0;
+}
+
+char *
+idem_queue_text_array(char *const *items, size_t n)
+{
+	size_t len = 3, i;
+	const char *v;
+	char *out, *o;
+
+	for (i = 0; i < n; i++)
+		len += strlen(items[i]) * 2 + 3;
+	out = o = idem_emalloc(len);
+	*o++ = '{';
+	for (i = 0; i < n; i++) {
+		if (i)
+			*o++ = ',';
+		*o++ = '"';
+		for (v = items[i]; *v; v++) {
+			if (*v == '"' || *v == '\\')
+				*o++ = '\\';
+			*o++ = *v;
+		}
+		*o++ = '"';
+	}
+	*o++ = '}';
+	*o = '\0';
+	return out;
+}

@@ -1,0 +1,106 @@
+-- kind: graphile-worker
+-- library: graphile-worker
+-- install: its own migration, which runMigrations() or the first run() of a worker runs; make it part of the worker's setup command (rehearse -s)
+--
+-- The adapter of graphile-worker 0.16 (schema graphile_worker; idem-sandbox(1),
+-- QUEUE ADAPTERS). The queue's name is the task identifier; a message is a
+-- job added with add_job() and no job_key (a key would replace the job
+-- instead of adding a copy). graphile-worker deletes a job once done, so
+-- idem.published and the run's ledger keep what its tables do not.
+
+-- @installed
+SELECT to_regclass('graphile_worker._private_jobs') IS NOT NULL
+   AND to_regclass('graphile_worker.migrations') IS NOT NULL
+   AND to_regprocedure('graphile_worker.add_job(text, json, text, timestamptz, integer, text, integer, text[], text)') IS NOT NULL
+
+-- @version
+SELECT max(id)::text FROM graphile_worker.migrations
+
+-- @publish
+-- a copy already published with the same business key and payload is
+-- passed over; with another, inserting it again in idem.published is a
+-- unique violation
+WITH input AS (
+	SELECT u.job_id, u.copy, u.business_key, u.payload, u.ord
+	FROM unnest($1::text[], $2::integer[], $3::text[], $4::jsonb[])
+	     WITH ORDINALITY AS u(job_id, copy, business_key, payload, ord)
+), known AS (
+	SELECT i.ord, p.msg_id, p.enqueued_at
+	FROM input i JOIN idem.published p ON p.kind = 'graphile-worker' AND p.queue = :'queue'
+	     AND p.job_id = i.job_id AND p.copy = i.copy
+	     AND p.business_key = i.business_key AND p.payload = i.payload
+), added AS MATERIALIZED (
+	SELECT i.ord, i.job_id, i.copy, i.business_key, i.payload,
+	       (graphile_worker.add_job(:'queue', i.payload::json,
+					max_attempts => $6::integer)).id::text AS msg_id
+	FROM input i WHERE NOT EXISTS (SELECT FROM known k WHERE k.ord = i.ord)
+	ORDER BY i.ord
+), fresh AS (
+	INSERT INTO idem.published (kind, queue, job_id, copy, msg_id, business_key, payload)
+	SELECT 'graphile-worker', :'queue', a.job_id, a.copy, a.msg_id, a.business_key, a.payload
+	FROM added a ORDER BY a.ord
+	RETURNING job_id, copy, msg_id, enqueued_at
+)
+SELECT a.ord, f.msg_id, (extract(epoch FROM f.enqueued_at) * 1000000)::bigint, true
+FROM fresh f JOIN added a USING (job_id, copy)
+UNION ALL
+SELECT k.ord, k.msg_id, (extract(epoch FROM k.enqueued_at) * 1000000)::bigint, false FROM known k
+
+-- @observe
+-- a delivery: a worker locks the job and counts the attempt; the ack: it
+-- deletes the job it holds locked (removing a job that is not locked is
+-- no ack)
+CREATE FUNCTION idem_run.graphile_delivered() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+	PERFORM idem_run.delivered('graphile-worker', NEW.id::text, NEW.attempts);
+	RETURN NULL;
+END
+$$;
+CREATE TRIGGER idem_run_delivered AFTER UPDATE OF attempts ON graphile_worker._private_jobs
+FOR EACH ROW WHEN (NEW.attempts > OLD.attempts AND NEW.locked_at IS NOT NULL)
+EXECUTE FUNCTION idem_run.graphile_delivered();
+CREATE FUNCTION idem_run.graphile_ack() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+	PERFORM idem_run.acking_published('graphile-worker', OLD.id::text);
+	RETURN NULL;
+END
+$$;
+CREATE TRIGGER idem_run_ack AFTER DELETE ON graphile_worker._private_jobs
+FOR EACH ROW WHEN (OLD.locked_at IS NOT NULL)
+EXECUTE FUNCTION idem_run.graphile_ack();
+
+-- @rescue
+-- graphile-worker's own release of stale locks (resetLockedAt), after the
+-- seed's visibility timeout ($1, milliseconds) instead of 4 hours
+UPDATE graphile_worker._private_jobs j
+SET locked_at = NULL, locked_by = NULL, run_at = greatest(j.run_at, now())
+FROM graphile_worker._private_tasks t
+WHERE t.id = j.task_id AND t.identifier = :'queue'
+  AND j.locked_at < now() - $1::bigint * interval '1 millisecond'
+RETURNING j.id::text
+
+-- @deliveries
+SELECT d.msg_id, p.job_id, p.business_key, d.attempt,
+       (extract(epoch FROM d.delivered_at) * 1000000)::bigint, d.backend_pid,
+       CASE WHEN d.attempt = max(d.attempt) OVER (PARTITION BY d.msg_id) THEN
+	    (SELECT (extract(epoch FROM min(a.acked_at)) * 1000000)::bigint
+	     FROM idem_run.ack a WHERE a.msg_id = d.msg_id) END
+FROM idem_run.delivery d JOIN idem.published p ON p.kind = 'graphile-worker' AND p.msg_id = d.msg_id
+WHERE d.msg_id = ANY ($1::text[]) ORDER BY d.delivered_at, d.msg_id
+
+-- @deliveries-of-key
+SELECT d.msg_id, p.job_id, d.attempt, d.backend_pid
+FROM idem_run.delivery d JOIN idem.published p ON p.kind = 'graphile-worker' AND p.msg_id = d.msg_id
+WHERE p.business_key = $1 AND p.queue = :'queue'
+ORDER BY d.delivered_at DESC, d.msg_id DESC
+
+-- @unacked
+SELECT count(*) FROM graphile_worker._private_jobs WHERE id = ANY ($1::text[]::bigint[])
+
+-- @unacked-list
+SELECT j.id::text, p.job_id, p.copy, j.attempts
+FROM graphile_worker._private_jobs j
+JOIN idem.published p ON p.kind = 'graphile-worker' AND p.msg_id = j.id::text
+WHERE j.id = ANY ($1::text[]::bigint[]) ORDER BY p.job_id, p.copy

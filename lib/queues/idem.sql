@@ -1,0 +1,63 @@
+-- kind: idem
+-- library: idem's sandbox queue
+-- install: idem-sandbox start installs it with the sandbox
+--
+-- The adapter of idem's own queue (idem-sandbox(1), QUEUE ADAPTERS). Each
+-- section begins at a line "-- @name"; :'queue' stands for the queue's name
+-- as a quoted literal, and $1, $2, ... for the parameters the section's
+-- caller passes, as QUEUE ADAPTERS lists them.
+
+-- @installed
+SELECT to_regclass('idem.message') IS NOT NULL AND to_regprocedure('idem.send_batch(text, text[], text[], jsonb[], integer[])') IS NOT NULL
+
+-- @version
+SELECT schema_version::text FROM idem.sandbox
+
+-- @publish
+SELECT b.ord, b.msg_id::text, (extract(epoch FROM b.enqueued_at) * 1000000)::bigint, b.published
+FROM idem.send_batch(:'queue', $1, $3, $4, $2) b
+
+-- @copy
+COPY idem.message (queue, job_id, copy, business_key, payload) FROM STDIN
+
+-- @published-after
+SELECT job_id, copy, msg_id, enqueued_at
+FROM idem.publication WHERE queue = :'queue' AND msg_id > $1 ORDER BY msg_id
+
+-- @published-span
+SELECT count(*), min(msg_id), max(msg_id),
+       (extract(epoch FROM min(enqueued_at)) * 1000000)::bigint,
+       (extract(epoch FROM max(enqueued_at)) * 1000000)::bigint
+FROM idem.publication WHERE queue = :'queue' AND msg_id > $1
+
+-- @observe
+CREATE FUNCTION idem_run.idem_ack() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+	PERFORM idem_run.acking(OLD.msg_id::text, OLD.business_key);
+	RETURN NEW;
+END
+$$;
+CREATE TRIGGER idem_run_ack BEFORE UPDATE OF acked_at ON idem.message FOR EACH ROW
+WHEN (OLD.acked_at IS NULL AND NEW.acked_at IS NOT NULL AND OLD.queue = :'queue')
+EXECUTE FUNCTION idem_run.idem_ack();
+
+-- @deliveries
+SELECT d.msg_id::text, m.job_id, m.business_key, d.read_ct,
+       (extract(epoch FROM d.delivered_at) * 1000000)::bigint, d.backend_pid,
+       CASE WHEN d.read_ct = m.read_ct THEN (extract(epoch FROM m.acked_at) * 1000000)::bigint END
+FROM idem.delivery d JOIN idem.message m USING (msg_id)
+WHERE d.msg_id = ANY ($1::text[]::bigint[]) ORDER BY d.delivered_at, d.msg_id
+
+-- @deliveries-of-key
+SELECT d.msg_id::text, m.job_id, d.read_ct, d.backend_pid
+FROM idem.delivery d JOIN idem.message m USING (msg_id)
+WHERE m.business_key = $1 AND m.queue = :'queue'
+ORDER BY d.delivered_at DESC, d.msg_id DESC
+
+-- @unacked
+SELECT count(*) FROM idem.message WHERE msg_id = ANY ($1::text[]::bigint[]) AND acked_at IS NULL
+
+-- @unacked-list
+SELECT msg_id::text, job_id, copy, read_ct FROM idem.message
+WHERE msg_id = ANY ($1::text[]::bigint[]) AND acked_at IS NULL ORDER BY msg_id

@@ -1,0 +1,123 @@
+-- kind: pg-boss
+-- library: pg-boss
+-- install: its own migration, which new PgBoss(DATABASE_URL).start() runs; make it part of the worker's setup command (rehearse -s)
+--
+-- The adapter of pg-boss 10 (schema pgboss; idem-sandbox(1), QUEUE
+-- ADAPTERS). A message is a row of pgboss.job of the queue's name; its id
+-- is a UUID made from the job id and copy, so a rerun makes the same ids.
+-- idem.published says which job and copy of the seed each one is.
+
+-- @installed
+SELECT to_regclass('pgboss.version') IS NOT NULL AND to_regclass('pgboss.job') IS NOT NULL
+   AND to_regprocedure('pgboss.create_queue(text, json)') IS NOT NULL
+
+-- @version
+SELECT max(version)::text FROM pgboss.version
+
+-- @prepare
+-- the queue as createQueue() makes it, when the worker's setup did not
+SELECT pgboss.create_queue(:'queue', '{}'::json)
+WHERE NOT EXISTS (SELECT FROM pgboss.queue WHERE name = :'queue')
+
+-- @publish
+-- a copy already published with the same business key and payload is
+-- passed over; with another, inserting it again in idem.published is a
+-- unique violation
+WITH input AS (
+	SELECT u.job_id, u.copy, u.business_key, u.payload, u.ord,
+	       md5('pg-boss' || chr(9) || :'queue' || chr(9) || u.job_id || chr(9) || u.copy)::uuid AS id
+	FROM unnest($1::text[], $2::integer[], $3::text[], $4::jsonb[])
+	     WITH ORDINALITY AS u(job_id, copy, business_key, payload, ord)
+), known AS (
+	SELECT i.ord, p.msg_id, p.enqueued_at
+	FROM input i JOIN idem.published p ON p.kind = 'pg-boss' AND p.queue = :'queue'
+	     AND p.job_id = i.job_id AND p.copy = i.copy
+	     AND p.business_key = i.business_key AND p.payload = i.payload
+), fresh AS (
+	INSERT INTO idem.published (kind, queue, job_id, copy, msg_id, business_key, payload)
+	SELECT 'pg-boss', :'queue', i.job_id, i.copy, i.id::text, i.business_key, i.payload
+	FROM input i WHERE NOT EXISTS (SELECT FROM known k WHERE k.ord = i.ord)
+	ORDER BY i.ord
+	RETURNING job_id, copy, msg_id, enqueued_at
+), jobs AS (
+	-- the columns pg-boss's own send() sets, with the seed's retry policy:
+	-- max_attempts attempts, a job active longer than the visibility
+	-- timeout expired
+	INSERT INTO pgboss.job (id, name, data, retry_limit, retry_delay, retry_backoff,
+				expire_in, keep_until, dead_letter, policy)
+	SELECT f.msg_id::uuid, q.name, i.payload, $6::integer - 1, coalesce(q.retry_delay, 0),
+	       coalesce(q.retry_backoff, false), $5::bigint * interval '1 millisecond',
+	       now() + coalesce(q.retention_minutes * interval '1 minute', interval '14 days'),
+	       q.dead_letter, q.policy
+	FROM fresh f JOIN input i USING (job_id, copy) JOIN pgboss.queue q ON q.name = :'queue'
+)
+SELECT i.ord, f.msg_id, (extract(epoch FROM f.enqueued_at) * 1000000)::bigint, true
+FROM fresh f JOIN input i USING (job_id, copy)
+UNION ALL
+SELECT k.ord, k.msg_id, (extract(epoch FROM k.enqueued_at) * 1000000)::bigint, false FROM known k
+
+-- @observe
+-- a delivery: fetch sets the job active (retry_count counts the attempts
+-- before); the ack: complete sets it completed, in pg-boss's own statement
+CREATE FUNCTION idem_run.pgboss_delivered() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+	PERFORM idem_run.delivered('pg-boss', NEW.id::text, NEW.retry_count + 1);
+	RETURN NULL;
+END
+$$;
+CREATE TRIGGER idem_run_delivered AFTER UPDATE OF state ON pgboss.job FOR EACH ROW
+WHEN (NEW.name = :'queue' AND NEW.state = 'active' AND OLD.state < 'active')
+EXECUTE FUNCTION idem_run.pgboss_delivered();
+CREATE FUNCTION idem_run.pgboss_ack() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+	PERFORM idem_run.acking_published('pg-boss', NEW.id::text);
+	RETURN NULL;
+END
+$$;
+CREATE TRIGGER idem_run_ack AFTER UPDATE OF state ON pgboss.job FOR EACH ROW
+WHEN (NEW.name = :'queue' AND NEW.state = 'completed' AND OLD.state = 'active')
+EXECUTE FUNCTION idem_run.pgboss_ack();
+
+-- @rescue
+-- pg-boss's own expiry (failJobsByTimeout, without the dead letter), run
+-- by kill-at as often as it looks instead of at pg-boss's maintenance
+UPDATE pgboss.job SET
+	state = CASE WHEN retry_count < retry_limit THEN 'retry'::pgboss.job_state
+		     ELSE 'failed'::pgboss.job_state END,
+	completed_on = CASE WHEN retry_count < retry_limit THEN NULL ELSE now() END,
+	start_after = CASE
+		WHEN retry_count = retry_limit THEN start_after
+		WHEN NOT retry_backoff THEN now() + retry_delay * interval '1'
+		ELSE now() + (retry_delay * 2 ^ least(16, retry_count + 1) / 2 +
+			      retry_delay * 2 ^ least(16, retry_count + 1) / 2 * random()) * interval '1'
+		END,
+	output = '{ "value": { "message": "job failed by timeout in active state" } }'::jsonb
+WHERE name = :'queue' AND state = 'active' AND (started_on + expire_in) < now()
+RETURNING id::text
+
+-- @deliveries
+SELECT d.msg_id, p.job_id, p.business_key, d.attempt,
+       (extract(epoch FROM d.delivered_at) * 1000000)::bigint, d.backend_pid,
+       CASE WHEN d.attempt = max(d.attempt) OVER (PARTITION BY d.msg_id) THEN
+	    (SELECT (extract(epoch FROM min(a.acked_at)) * 1000000)::bigint
+	     FROM idem_run.ack a WHERE a.msg_id = d.msg_id) END
+FROM idem_run.delivery d JOIN idem.published p ON p.kind = 'pg-boss' AND p.msg_id = d.msg_id
+WHERE d.msg_id = ANY ($1::text[]) ORDER BY d.delivered_at, d.msg_id
+
+-- @deliveries-of-key
+SELECT d.msg_id, p.job_id, d.attempt, d.backend_pid
+FROM idem_run.delivery d JOIN idem.published p ON p.kind = 'pg-boss' AND p.msg_id = d.msg_id
+WHERE p.business_key = $1 AND p.queue = :'queue'
+ORDER BY d.delivered_at DESC, d.msg_id DESC
+
+-- @unacked
+SELECT count(*) FROM pgboss.job
+WHERE name = :'queue' AND id = ANY ($1::text[]::uuid[]) AND state <> 'completed'
+
+-- @unacked-list
+SELECT j.id::text, p.job_id, p.copy, j.retry_count + CASE WHEN j.started_on IS NULL THEN 0 ELSE 1 END
+FROM pgboss.job j JOIN idem.published p ON p.kind = 'pg-boss' AND p.msg_id = j.id::text
+WHERE j.name = :'queue' AND j.id = ANY ($1::text[]::uuid[]) AND j.state <> 'completed'
+ORDER BY p.job_id, p.copy
