@@ -1180,6 +1180,12 @@ write_evidence(void)
 	if (idem_evidence_read_deliveries(ev, k.conn, &k.q, ids, &err) < 0)
 		idem_die_error(&err);
 	free(ids);
+	/* the sessions first: a write is a delivery's by the worker that holds
+	 * both sessions, when the queue delivers on a connection of its own */
+	for (i = 0; i < k.nsessions; i++)
+		if (k.sessions[i].worker >= 0)
+			idem_evidence_backend(ev, k.sessions[i].backend_pid, k.sessions[i].start,
+			    k.sessions[i].worker, k.sessions[i].pid);
 	if (!idem_failpoint_has_ledger(k.fp))
 		idem_warn("no rows written: the effect table %s did not exist when the run began",
 		    k.effect_table);
@@ -1187,10 +1193,6 @@ write_evidence(void)
 		idem_die_error(&err);
 	else
 		idem_evidence_ledger(ev, writes, n);
-	for (i = 0; i < k.nsessions; i++)
-		if (k.sessions[i].worker >= 0)
-			idem_evidence_backend(ev, k.sessions[i].backend_pid, k.sessions[i].start,
-			    k.sessions[i].worker, k.sessions[i].pid);
 	for (i = 0; i < k.nkills; i++) {
 		const struct kill_point *kp = &k.kills[i];
 
