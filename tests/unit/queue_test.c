@@ -1,0 +1,78 @@
+#include <stdlib.h>
+#include <string.h>
+
+#include "queue.h"
+#include "unit.h"
+
+static const char *const kinds[] = { "idem", "pg-boss", "graphile-worker" };
+static const char *const required[] = { "installed", "version", "publish", "observe",
+	"deliveries", "deliveries-of-key", "unacked", "unacked-list" };
+
+/* Whether every :'queue' of a section lies outside dollar quotes, where it
+ * is a literal of its own and not text inside a function body. */
+static int
+placeholders_outside_bodies(const struct idem_queue_section *s)
+{
+	const char *p = s->sql, *end = s->sql + s->len;
+	int inside = 0;
+
+	for (; p < end; p++) {
+		if (p + 1 < end && p[0] == '$' && p[1] == '$') {
+			inside = !inside;
+			p++;
+		} else if (inside && (size_t)(end - p) >= 8 && strncmp(p, ":'queue'", 8) == 0) {
+			return 0;
+		}
+	}
+	return !inside;
+}
+
+int
+main(void)
+{
+	struct idem_queue q;
+	struct idem_error err;
+	size_t i, j;
+	char *a, *items[3] = { "plain", "with \"quotes\"", "back\\slash, comma" };
+
+	for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		char name[64];
+
+		CHECK(idem_queue_open(&q, kinds[i], "q", &err) == 0, "every kind has an adapter");
+		CHECK_STR(q.kind, kinds[i], "the adapter says its kind");
+		CHECK(q.install != NULL && strlen(q.install) > 20, "and how to install its library");
+		for (j = 0; j < sizeof(required) / sizeof(required[0]); j++) {
+			snprintf(name, sizeof(name), "%s has a %s section", kinds[i], required[j]);
+			CHECK(idem_queue_has(&q, required[j]), name);
+		}
+		for (j = 0; j < q.nsections; j++) {
+			snprintf(name, sizeof(name), "%s %s: :'queue' outside function bodies", kinds[i],
+			    q.sections[j].name);
+			CHECK(placeholders_outside_bodies(&q.sections[j]), name);
+			snprintf(name, sizeof(name), "%s %s: not empty", kinds[i], q.sections[j].name);
+			CHECK(q.sections[j].len > 10, name);
+		}
+		idem_queue_close(&q);
+	}
+	CHECK(idem_queue_open(&q, NULL, "q", &err) == 0 && strcmp(q.kind, "idem") == 0,
+	    "no kind is idem's queue");
+	CHECK(idem_queue_has(&q, "copy") && !idem_queue_has(&q, "rescue"),
+	    "idem's queue takes COPY and needs no rescue: its visibility timeout makes a message visible again");
+	idem_queue_close(&q);
+	CHECK(idem_queue_open(&q, "pg-boss", "q", &err) == 0 && idem_queue_has(&q, "rescue") &&
+	    !idem_queue_has(&q, "copy"), "pg-boss's expiry is its rescue");
+	idem_queue_close(&q);
+	CHECK(idem_queue_open(&q, "sqs", "q", &err) < 0 && err.status == IDEM_EXIT_USAGE,
+	    "a kind without an adapter is refused");
+	CHECK(strstr(err.text, "sqs") != NULL, "naming the kind");
+	idem_queue_close(&q);
+
+	a = idem_queue_text_array(items, 3);
+	CHECK_STR(a, "{\"plain\",\"with \\\"quotes\\\"\",\"back\\\\slash, comma\"}",
+	    "a text array quotes every element");
+	free(a);
+	a = idem_queue_text_array(items, 0);
+	CHECK_STR(a, "{}", "an empty array");
+	free(a);
+	return unit_done("queue");
+}
