@@ -411,10 +411,13 @@ idem_evidence_log(struct idem_evidence *ev, long long at_us, int worker, pid_t p
 	j = idem_log_value(line, "job");
 	a = idem_log_value(line, "attempt");
 	m = idem_log_value(line, "msg_id");
-	if (j != NULL && a != NULL) {
+	/* a line with its message is that delivery's whatever job it names
+	 * (a worker on another library knows the library's id, not the
+	 * seed's job); one without, its job's attempt's */
+	if (a != NULL && (j != NULL || m != NULL)) {
 		char *key;
 
-		if (asprintf(&key, "%s\t%s", j, a) < 0)
+		if (asprintf(&key, m ? "\037%s\t%s" : "%s\t%s", m ? m : j, a) < 0)
 			idem_die(IDEM_EXIT_ENV, "asprintf:");
 		ev->br = idem_ereallocarray(ev->br, ev->nbr + 1, sizeof(*ev->br));
 		ev->br[ev->nbr] = (struct branch){ m, b };
@@ -504,27 +507,37 @@ write_steps_kills_logs(const struct idem_evidence *ev, FILE *out)
 	return rc;
 }
 
-/* The branches of a delivery: the lines naming its job and attempt, and
- * its message or none. */
-static char *
-branches_of(const struct idem_evidence *ev, const struct delivery *d, const char *key)
+/* The branches of a delivery: the lines naming its message and attempt,
+ * then those naming its job and attempt and no message. */
+static void
+append_branches(const struct idem_evidence *ev, const char *key, char **out, size_t *len)
 {
 	const struct list *l = lists_get(&ev->branches, key);
-	char *out = NULL;
-	size_t len = 0, i;
+	size_t i;
 
 	for (i = 0; i < l->n; i++) {
 		const struct branch *b = &ev->br[l->v[i]];
 		size_t blen = strlen(b->name);
 
-		if (b->msg_id != NULL && strcmp(b->msg_id, d->msg_id) != 0)
-			continue;
-		out = idem_erealloc(out, len + blen + 2);
-		if (len)
-			out[len++] = ' ';
-		memcpy(out + len, b->name, blen + 1);
-		len += blen;
+		*out = idem_erealloc(*out, *len + blen + 2);
+		if (*len)
+			(*out)[(*len)++] = ' ';
+		memcpy(*out + *len, b->name, blen + 1);
+		*len += blen;
 	}
+}
+
+static char *
+branches_of(const struct idem_evidence *ev, const struct delivery *d, const char *key)
+{
+	char *out = NULL, *by_msg;
+	size_t len = 0;
+
+	if (asprintf(&by_msg, "\037%s\t%lld", d->msg_id, d->attempt) < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	append_branches(ev, by_msg, &out, &len);
+	append_branches(ev, key, &out, &len);
+	free(by_msg);
 	return out;
 }
 

@@ -134,5 +134,18 @@ main(void)
 	    "recover\ta\t1\t2026-11-30T00:53:21.500000Z\t\\N\t\\N\n",
 	    "steps, kills and lines as they came; a socket kill goes to the delivery its process consumed");
 	free(out);
+
+	/* a worker on another library knows the library's id, not the seed's
+	 * job: its lines go to the delivery of their message and attempt */
+	ev = idem_evidence_new();
+	idem_evidence_delivery(ev, "0f8c", "job-0001", "K", 1, T(0), 100, 0);
+	idem_evidence_delivery(ev, "0f8c", "job-0001", "K", 2, T(1), 100, T(2));
+	line(ev, "branch=inserted job=0f8c attempt=1 msg_id=0f8c");
+	line(ev, "branch=conflict-noop job=0f8c attempt=2 msg_id=0f8c");
+	out = rows(ev);
+	CHECK(strstr(out, "attempt\tjob-0001\t0f8c\t1\t\\N\t2026-11-30T00:53:20.000000Z\t\\N\t\\N\t\\N\tinserted\t") != NULL &&
+	    strstr(out, "attempt\tjob-0001\t0f8c\t2\t\\N\t2026-11-30T00:53:21.000000Z\t\\N\t2026-11-30T00:53:22.000000Z\t\\N\tconflict-noop\t") != NULL,
+	    "branch lines by message and attempt");
+	free(out);
 	return unit_done("evidence");
 }
