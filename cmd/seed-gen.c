@@ -59,7 +59,7 @@ static void
 write_stream(const struct idem_seed *s)
 {
 	char *owned[8];
-	const char *seed_row[20], *expect_row[4], *row[6];
+	const char *seed_row[21], *expect_row[4], *row[6];
 	struct idem_seed_job buf = { 0 };
 	size_t i, nowned = 0;
 	long long n, njobs = idem_seed_njobs(s);
@@ -85,7 +85,8 @@ write_stream(const struct idem_seed *s)
 	seed_row[17] = s->worker_command;
 	seed_row[18] = owned[nowned++] = schema_json(s);
 	seed_row[19] = owned[nowned++] = json_text_list(s->cannot_reproduce, s->ncannot_reproduce);
-	idem_tsv_write_row(stdout, "seed", seed_row, 20);
+	seed_row[20] = s->queue_kind;
+	idem_tsv_write_row(stdout, "seed", seed_row, 21);
 	expect_row[0] = owned[nowned++] = number(s->expect_effects);
 	expect_row[1] = owned[nowned++] = number(s->expect_duplicates);
 	expect_row[2] = owned[nowned++] = number(s->expect_missing);

@@ -34,6 +34,9 @@ struct loader {
 	struct idem_seed *seed;
 };
 
+/* The kinds of queue a seed may name: IDEM_QUEUE_KINDS of idem-tsv(5). */
+static const char *const queue_kinds[] = { "idem", "pg-boss", "graphile-worker", NULL };
+
 static const char *const standard_steps[] = {
 	"consumed", "before-write", "before-commit", "after-commit",
 	"external-call", "before-ack", "acked", NULL
@@ -1087,6 +1090,42 @@ out:
 	return rc;
 }
 
+/* queue: a name, idem's own queue, or { kind: KIND, name: NAME }. */
+static int
+load_queue(struct loader *l, const yaml_node_t *root)
+{
+	static const char *const queue_keys[] = { "kind", "name", NULL };
+	struct idem_seed *s = l->seed;
+	yaml_node_t *n = lookup(l, root, "queue");
+	char *kind = NULL;
+	size_t i;
+	int rc = -1;
+
+	s->queue_kind = queue_kinds[0];
+	if (n == NULL)
+		return fail_at(l, root, "queue", "required key missing");
+	if (n->type == YAML_SCALAR_NODE && resolve_plain(n) != PLAIN_NULL)
+		return get_text(l, root, "", "queue", 1, &s->queue);
+	if (n->type != YAML_MAPPING_NODE)
+		return fail_at(l, n, "queue", "expected a queue name or a mapping "
+		    "{ kind: KIND, name: NAME }, got a %s", node_kind_name(n));
+	if (check_mapping(l, n, "queue", queue_keys) < 0 ||
+	    get_text(l, n, "queue", "kind", 1, &kind) < 0)
+		goto out;
+	for (i = 0; queue_kinds[i] && strcmp(queue_kinds[i], kind) != 0; i++)
+		;
+	if (queue_kinds[i] == NULL) {
+		fail_at(l, lookup(l, n, "kind"), "queue.kind",
+		    "expected idem, pg-boss or graphile-worker, got \"%s\"", kind);
+		goto out;
+	}
+	s->queue_kind = queue_kinds[i];
+	rc = get_text(l, n, "queue", "name", 1, &s->queue);
+out:
+	free(kind);
+	return rc;
+}
+
 static int
 check_database(struct loader *l, const yaml_node_t *root)
 {
@@ -1148,7 +1187,7 @@ load_root(struct loader *l, const yaml_node_t *root)
 		goto out;
 	}
 	if (get_text(l, root, "", "job_type", 1, &s->job_type) < 0 ||
-	    get_text(l, root, "", "queue", 1, &s->queue) < 0 ||
+	    load_queue(l, root) < 0 ||
 	    get_text(l, root, "", "database", 0, &s->database) < 0 ||
 	    get_text(l, root, "", "sandbox_account", 0, &s->sandbox_account) < 0 ||
 	    get_text(l, root, "", "reconciliation_owner", 0, &s->reconciliation_owner) < 0 ||
@@ -1355,6 +1394,7 @@ idem_seed_to_json(const struct idem_seed *s)
 	json_object_set_new(o, "rehearsal", json_string(s->rehearsal));
 	json_object_set_new(o, "job_type", json_string(s->job_type));
 	json_object_set_new(o, "queue", json_string(s->queue));
+	json_object_set_new(o, "queue_kind", json_string(s->queue_kind));
 	json_object_set_new(o, "database", text_or_null(s->database));
 	json_object_set_new(o, "sandbox_account", text_or_null(s->sandbox_account));
 	json_object_set_new(o, "worker_image", text_or_null(s->worker_image));

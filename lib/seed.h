@@ -45,6 +45,7 @@ struct idem_seed {
 	char *path;
 	char sha256[65];
 	char *rehearsal, *job_type, *queue, *database, *sandbox_account;
+	const char *queue_kind;	/* idem, pg-boss or graphile-worker (static) */
 	char *worker_image, *worker_version, *worker_command;
 	long long visibility_timeout_ms, max_attempts;
 	char *effect_name, *effect_table, *key_scope, *duplicate_acceptor;

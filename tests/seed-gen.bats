@@ -20,6 +20,21 @@ setup() {
 	assert_equal "$(grep '^seed' "$out" | cut -f 3)" "$(sha256sum seeds/invoice-line.yaml | cut -d ' ' -f 1)"
 }
 
+@test "the seed row ends with the queue's kind: idem for a text queue, the kind of a mapping" {
+	seed-gen tests/fixtures/seeds/minimal.yaml >"$out"
+	assert_equal "$(grep '^seed' "$out" | awk -F '\t' '{ print NF, $6, $NF }')" "22 rehearsal_minimal idem"
+	seed-gen tests/fixtures/seeds/queue-pg-boss.yaml >"$out"
+	assert_equal "$(grep '^seed' "$out" | awk -F '\t' '{ print NF, $6, $NF }')" "22 send-confirmation pg-boss"
+	# the mapping of kind idem is the text form: the same stream, but for
+	# the seed's path and hash
+	sed 's/^queue: rehearsal_minimal$/queue: { kind: idem, name: rehearsal_minimal }/' \
+		tests/fixtures/seeds/minimal.yaml >"$BATS_TEST_TMPDIR/mapping.yaml"
+	seed-gen tests/fixtures/seeds/minimal.yaml | cut -f 2,3 --complement >"$out.text"
+	seed-gen "$BATS_TEST_TMPDIR/mapping.yaml" | cut -f 2,3 --complement >"$out.mapping"
+	! cmp -s tests/fixtures/seeds/minimal.yaml "$BATS_TEST_TMPDIR/mapping.yaml"
+	cmp "$out.text" "$out.mapping"
+}
+
 @test "the payload hash is SHA-256 of the canonical payload bytes" {
 	seed-gen seeds/invoice-line.yaml | grep '^job' | while IFS="$(printf '\t')" read -r kind id key payload hash scenario; do
 		assert_equal "$(printf '%s' "$payload" | sha256sum | cut -d ' ' -f 1)" "$hash"
@@ -148,6 +163,10 @@ PY
 	grep -q '^queue: rehearsal_billing_email ' "$out"
 	grep -q '^# ' "$out"
 	seed-gen "$out" >/dev/null
+	# and the queue of another kind it suggests in a comment
+	sed 's/^queue: /# /; s/^# queue: /queue: /' "$out" >"$out.pg-boss"
+	assert_equal "$(seed-gen "$out.pg-boss" | grep '^seed' | awk -F '\t' '{ print $6, $NF }')" \
+		"rehearsal_billing_email pg-boss"
 }
 
 @test "--init refuses a name that would not be a plain YAML value" {
@@ -165,6 +184,15 @@ PY
 	grep -q '^| `job-0006` | `\["inv-1006",1\]` | `179ee7d4f28fcff38ce54cd10e3da9cf2a295d2a775a63ba2c67844d3a24bcea` | baseline |$' "$out"
 	grep -q '^| 6 | 0 | 0 | 0 |$' "$out"
 	grep -q "^- the vendor's real rate limits" "$out"
+}
+
+@test "--ticket shows the queue's kind" {
+	seed-gen --ticket seeds/invoice-line.yaml >"$out"
+	grep -q '^| queue | `rehearsal_invoice_line` |$' "$out"
+	grep -q '^| queue kind | idem |$' "$out"
+	seed-gen --ticket tests/fixtures/seeds/queue-pg-boss.yaml >"$out"
+	grep -q '^| queue | `send-confirmation` |$' "$out"
+	grep -q '^| queue kind | pg-boss |$' "$out"
 }
 
 @test "usage errors exit 2; --help and --version exit 0" {

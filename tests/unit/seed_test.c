@@ -1,7 +1,87 @@
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "seed.h"
+#include "tsv.h"
 #include "unit.h"
+
+/* A refused seed's message, for a file of fixtures/bad. */
+static void
+refused(const char *name, const char *want)
+{
+	struct idem_seed s;
+	struct idem_error err;
+	char path[128];
+
+	snprintf(path, sizeof(path), "tests/fixtures/bad/%s.yaml", name);
+	CHECK(idem_seed_load(&s, path, &err) < 0 && err.status == IDEM_EXIT_USAGE, name);
+	CHECK(strncmp(err.text, path, strlen(path)) == 0 && strstr(err.text, want) != NULL, want);
+	idem_seed_free(&s);
+}
+
+/* The queue: a text is idem's queue of that name; a mapping names its kind. */
+static void
+queue(void)
+{
+	struct idem_seed s;
+	struct idem_error err;
+	json_t *json;
+	char kinds[64] = "";
+	char *k;
+
+	CHECK(idem_seed_load(&s, "tests/fixtures/seeds/minimal.yaml", &err) == 0, "minimal seed loads");
+	CHECK_STR(s.queue, "rehearsal_minimal", "a text queue is its name");
+	CHECK_STR(s.queue_kind, "idem", "a text queue is idem's");
+	json = idem_seed_to_json(&s);
+	CHECK_STR(json_string_value(json_object_get(json, "queue_kind")), "idem",
+	    "the templates see the kind");
+	json_decref(json);
+	idem_seed_free(&s);
+
+	CHECK(idem_seed_load(&s, "tests/fixtures/seeds/queue-pg-boss.yaml", &err) == 0,
+	    "a mapping queue loads");
+	CHECK_STR(s.queue, "send-confirmation", "a mapping queue's name");
+	CHECK_STR(s.queue_kind, "pg-boss", "a mapping queue's kind");
+	json = idem_seed_to_json(&s);
+	CHECK_STR(json_string_value(json_object_get(json, "queue")), "send-confirmation",
+	    "the templates see the name as queue");
+	CHECK_STR(json_string_value(json_object_get(json, "queue_kind")), "pg-boss",
+	    "and the kind as queue_kind");
+	json_decref(json);
+	idem_seed_free(&s);
+
+	CHECK(idem_seed_load(&s, "tests/fuzz/corpus/seed/queue-graphile-worker.yaml", &err) == 0,
+	    "a graphile-worker queue loads");
+	CHECK_STR(s.queue_kind, "graphile-worker", "graphile-worker");
+	idem_seed_free(&s);
+
+	/* every kind the stream knows is one a seed may name */
+	snprintf(kinds, sizeof(kinds), "%s", IDEM_QUEUE_KINDS);
+	for (k = strtok(kinds, " "); k != NULL; k = strtok(NULL, " ")) {
+		char path[] = "/tmp/seed_test.XXXXXX", text[512];
+		int fd = mkstemp(path);
+
+		snprintf(text, sizeof(text), "rehearsal: r\njob_type: t\nqueue: { kind: %s, name: q }\n"
+		    "effect: { table: t.t, key: [k] }\npayload_schema: { k: string }\n"
+		    "jobs: [ { id: a, payload: { k: x } } ]\nexpect: { effects: 1 }\n", k);
+		CHECK(fd >= 0 && write(fd, text, strlen(text)) == (ssize_t)strlen(text), "temp seed");
+		close(fd);
+		CHECK(idem_seed_load(&s, path, &err) == 0, k);
+		CHECK(s.queue_kind != NULL && strcmp(s.queue_kind, k) == 0, k);
+		idem_seed_free(&s);
+		unlink(path);
+	}
+
+	refused("queue-kind-other", ":3:16: queue.kind: expected idem, pg-boss or graphile-worker, got \"sqs\"");
+	refused("queue-kind-missing", ":3:8: queue.kind: required key missing");
+	refused("queue-kind-twice", ":3:25: queue.kind: key given twice");
+	refused("queue-name-missing", ":3:8: queue.name: required key missing");
+	refused("queue-name-empty", ":3:39: queue.name: empty");
+	refused("queue-name-null", ":3:31: queue.name: expected text, got a null");
+	refused("queue-unknown-key", ":6:3: queue.schema: unknown key (a typo?)");
+	refused("queue-list", ":3:8: queue: expected a queue name or a mapping { kind: KIND, name: NAME }, got a list");
+	refused("queue-null", ":3:7: queue: expected a queue name or a mapping");
+}
 
 static const struct idem_seed_job *
 job(const struct idem_seed *s, const char *id)
@@ -87,5 +167,7 @@ main(void)
 	CHECK(idem_seed_load(&s, "tests/fixtures/seeds/absent.yaml", &err) < 0 &&
 	    strstr(err.text, "absent.yaml: No such file") != NULL, "missing file named");
 	idem_seed_free(&s);
+
+	queue();
 	return unit_done("seed");
 }
