@@ -22,7 +22,7 @@ sandbox_down() {
 
 # An empty queue and delivery log, so each test counts its own messages.
 queue_reset() {
-	psql -X -q -v ON_ERROR_STOP=1 -c 'TRUNCATE idem.delivery, idem.message RESTART IDENTITY'
+	psql -X -q -v ON_ERROR_STOP=1 -c 'TRUNCATE idem.delivery, idem.message, idem.published RESTART IDENTITY'
 }
 
 # A new git repository in $1, made the current directory, with an engineer

@@ -1,0 +1,193 @@
+#!/usr/bin/env bats
+# Teams' workers on pg-boss and graphile-worker, written as those
+# libraries' documentation shows and with no idem code, rehearsed on the
+# real sandbox through the queue adapters (idem-sandbox(1), QUEUE
+# ADAPTERS): published into the library's own tables, killed at the
+# database's kill points, raced, counted; the library's own tables are the
+# referee.
+
+load helper
+
+setup_file() {
+	sandbox_up
+}
+
+teardown_file() {
+	sandbox_down
+}
+
+setup() {
+	cd "$BATS_TEST_DIRNAME/.."
+	queue_reset
+	out="$BATS_TEST_TMPDIR/out"
+	err="$BATS_TEST_TMPDIR/err"
+}
+
+# pipeline LIBRARY GUARD: the worker's own setup (its library's migration
+# and the effect table), then the seed through the pipeline, the worker
+# under kill-at; the stream in $out, the status in $status.
+pipeline() {
+	local worker=tests/fixtures/workers/$1-worker.js seed=tests/fixtures/seeds/$1-invoice-line.yaml
+	local queue
+	queue=$(awk '$1 == "queue:" { gsub(/[{},]/, ""); print $5 }' "$seed")
+	node "$worker" --setup "$2" "$queue"
+	status=0
+	seed-gen "$seed" | count-effects --before | dup-publish |
+		kill-at -D 120s -- node "$worker" "$2" | count-effects >"$out" 2>"$err" || status=$?
+}
+
+total() {
+	awk -F '\t' -v n="$1" '$1 == "count" && $2 == "after" && $3 == "total" && $4 == n { print $6 }' "$out"
+}
+
+# "step:job:attempt:action:observed," of the step rows, sorted.
+steps() {
+	awk -F '\t' '$1 == "step" { printf "%s:%s:%s:%s:%s\n", $5, $6, $7, $8, $9 }' "$out" | sort | tr '\n' ,
+}
+
+# "job:attempt:rows_written:branch," of the attempt rows, sorted.
+attempts() {
+	awk -F '\t' '$1 == "attempt" { printf "%s:%s:%s:%s\n", $2, $4, $9, $10 }' "$out" | sort | tr '\n' ,
+}
+
+kills() {
+	awk -F '\t' '$1 == "kill" { printf "%s:%s:%s\n", $5, $3, $8 }' "$out" | sort | tr '\n' ,
+}
+
+digest() {
+	awk -F '\t' '$1 == "digest" && $2 == "after" { print $3 }' "$out"
+}
+
+# The attempt that wrote the raced key's line, and the one released first.
+race_writer() {
+	awk -F '\t' '$1 == "attempt" && $2 == "job-0005" && $9 == 1 { print $5 }' "$out"
+}
+race_first() {
+	awk -F '\t' '$1 == "step" && $6 == "job-0005" && $8 == "release" { print $4; exit }' "$out"
+}
+
+# Every scenario, as the correct worker lives through it.
+check_every_scenario() {
+	cat "$err" >&2
+	[ "$status" -eq 0 ]
+	assert_equal "$(total effects)" 6
+	assert_equal "$(total duplicates)" 0
+	assert_equal "$(total pending)" 0
+	assert_equal "$(kills)" \
+		"after-commit:job-0002:database,before-commit:job-0003:database,before-write:job-0004:database,"
+	# rows written per attempt, from the ledger: the line killed after its
+	# commit stayed and its retry found it; the lines killed before their
+	# commit or write did not, and their retries wrote them; the duplicate
+	# copy and the race's second found the line there. The branches are
+	# the worker's own lines (it logs before it commits).
+	assert_equal "$(attempts)" \
+		"job-0001:1:0:conflict-noop,job-0001:1:1:inserted,job-0002:1:1:inserted,job-0002:2:0:conflict-noop,job-0003:1:0:inserted,job-0003:2:1:inserted,job-0004:1:0:\\N,job-0004:2:1:inserted,job-0005:1:0:conflict-noop,job-0005:1:1:inserted,job-0006:1:1:inserted,"
+	# the race: both held at before-write, the first released wrote
+	[[ "$(steps)" == *"before-write:job-0005:1:hold:database,before-write:job-0005:1:hold:database,before-write:job-0005:1:release:database,before-write:job-0005:1:release:database,"* ]]
+	assert_equal "$(race_writer)" "$(race_first)"
+	assert_equal "$(rows_of recover "$out")" 3
+}
+
+@test "pg-boss: a worker as its documentation shows lives through every scenario, seen in the database" {
+	pipeline pgboss unique
+	check_every_scenario
+	assert_equal "$(awk -F '\t' '$1 == "queue" { print $2 " " $3 " " $4 }' "$out")" "pg-boss invoice-line 24"
+	# pg-boss's own table: all 8 messages completed (6 jobs, the forced
+	# duplicate and the race's copy), the forced duplicate a
+	# second job with the same data, both completed
+	assert_equal "$(sql "SELECT count(*) FILTER (WHERE state = 'completed'), count(*) FROM pgboss.job WHERE name = 'invoice-line'")" "8|8"
+	assert_equal "$(sql "SELECT count(DISTINCT id) FROM pgboss.job WHERE name = 'invoice-line' AND state = 'completed' AND data->>'invoice_id' = 'inv-5001'")" 2
+	# the retried jobs were delivered twice by pg-boss: its retry_count
+	assert_equal "$(sql "SELECT string_agg(data->>'invoice_id' || ':' || retry_count, ',' ORDER BY data->>'invoice_id') FROM pgboss.job WHERE name = 'invoice-line' AND retry_count > 0")" \
+		"inv-5002:1,inv-5003:1,inv-5004:1"
+	# the publish rows name pg-boss's own ids
+	assert_equal "$(awk -F '\t' '$1 == "publish" { print $4 }' "$out" | sort | tr '\n' ' ')" \
+		"$(sql "SELECT string_agg(id::text, ' ' ORDER BY id::text) FROM pgboss.job WHERE name = 'invoice-line'") "
+}
+
+@test "pg-boss: a check-then-insert worker is caught by the race, the key named; a rerun gives the same digest" {
+	pipeline pgboss unique
+	[ "$status" -eq 0 ]
+	first=$(digest)
+	queue_reset
+	pipeline pgboss unique
+	[ "$status" -eq 0 ]
+	assert_equal "$(digest)" "$first"
+	assert_equal "$(awk -F '\t' '$1 == "publish" { print $4 }' "$out" | sort | md5sum)" \
+		"$(sql "SELECT id FROM pgboss.job WHERE name = 'invoice-line' ORDER BY id::text" | md5sum)"
+	queue_reset
+	pipeline pgboss check-then-insert
+	[ "$status" -eq 1 ]
+	assert_equal "$(total duplicates)" 1
+	assert_equal "$(awk -F '\t' '$1 == "count" && $2 == "after" && $3 == "key" && $6 > 1 { print $4 ":" $6 }' "$out")" \
+		'["inv-5005",1]:2'
+	[ "$(digest)" != "$first" ]
+}
+
+@test "graphile-worker: a worker as its documentation shows lives through every scenario, seen in the database" {
+	pipeline graphile unique
+	check_every_scenario
+	assert_equal "$(awk -F '\t' '$1 == "queue" { print $2 " " $3 " " $4 }' "$out")" \
+		"graphile-worker invoice_line 18"
+	# graphile-worker deleted every job it completed
+	assert_equal "$(sql 'SELECT count(*) FROM graphile_worker._private_jobs')" 0
+	# the forced duplicate: two jobs of graphile-worker's, each delivered
+	# and acked, and the worker's own lines name both of graphile's ids
+	ids=$(awk -F '\t' '$1 == "publish" && $2 == "job-0001" { print $4 }' "$out" | sort -n | tr '\n' ' ')
+	assert_equal "$(wc -w <<<"$ids")" 2
+	for id in $ids; do
+		grep -q "^log	.*branch=[a-z-]* job=$id attempt=1 msg_id=$id " "$out"
+		[ "$(awk -F '\t' -v id="$id" '$1 == "attempt" && $3 == id && $8 != "\\N"' "$out" | wc -l)" -eq 1 ]
+	done
+}
+
+@test "graphile-worker: a check-then-insert worker is caught by the race, the key named; a rerun gives the same digest" {
+	pipeline graphile unique
+	[ "$status" -eq 0 ]
+	first=$(digest)
+	queue_reset
+	pipeline graphile unique
+	[ "$status" -eq 0 ]
+	assert_equal "$(digest)" "$first"
+	queue_reset
+	pipeline graphile check-then-insert
+	[ "$status" -eq 1 ]
+	assert_equal "$(total duplicates)" 1
+	assert_equal "$(awk -F '\t' '$1 == "count" && $2 == "after" && $3 == "key" && $6 > 1 { print $4 ":" $6 }' "$out")" \
+		'["inv-5005",1]:2'
+}
+
+@test "a seed whose library is not installed: exit 3, one line naming it and how to install it, nothing published" {
+	node tests/fixtures/workers/pgboss-worker.js --setup unique invoice-line
+	seed-gen tests/fixtures/seeds/pgboss-invoice-line.yaml | dup-publish >"$BATS_TEST_TMPDIR/published"
+	queue_reset
+	psql -X -q -c 'SET client_min_messages = warning' -c 'DROP SCHEMA IF EXISTS pgboss CASCADE' \
+		-c 'DROP SCHEMA IF EXISTS graphile_worker CASCADE'
+	for lib in pgboss graphile; do
+		run --separate-stderr bash -c "seed-gen tests/fixtures/seeds/$lib-invoice-line.yaml | dup-publish"
+		[ "$status" -eq 3 ]
+		[ -z "$output" ]
+		assert_equal "$(wc -l <<<"$stderr")" 1
+		[[ "$stderr" == "dup-publish: queue invoice"[-_]"line is a "*", but "*"'s schema is not installed in this database: its own migration"*"setup command (rehearse -s)" ]]
+	done
+	assert_equal "$(sql 'SELECT count(*) FROM idem.published')" 0
+	# kill-at, given a stream published before the schema went, starts nothing
+	run --separate-stderr kill-at -- touch "$BATS_TEST_TMPDIR/started" <"$BATS_TEST_TMPDIR/published"
+	[ "$status" -eq 3 ]
+	[ -z "$output" ]
+	assert_equal "$stderr" "kill-at: queue invoice-line is a pg-boss queue, but pg-boss's schema is not installed in this database: its own migration, which new PgBoss(DATABASE_URL).start() runs; make it part of the worker's setup command (rehearse -s)"
+	[ ! -e "$BATS_TEST_TMPDIR/started" ]
+}
+
+@test "a message published again with another payload is bad input, and the queue keeps the first" {
+	node tests/fixtures/workers/pgboss-worker.js --setup unique invoice-line
+	seed-gen tests/fixtures/seeds/pgboss-invoice-line.yaml | dup-publish >/dev/null
+	sed 's/amount_cents: 1250/amount_cents: 1251/' tests/fixtures/seeds/pgboss-invoice-line.yaml \
+		>"$BATS_TEST_TMPDIR/changed.yaml"
+	run --separate-stderr bash -c "seed-gen $BATS_TEST_TMPDIR/changed.yaml | dup-publish"
+	[ "$status" -eq 2 ]
+	[ -z "$output" ]
+	[[ "$stderr" == *"Key (kind, queue, job_id, copy)=(pg-boss, invoice-line, job-0001, 0) already exists"* ]]
+	assert_equal "$(sql "SELECT data->>'amount_cents' FROM pgboss.job WHERE name = 'invoice-line' AND data->>'invoice_id' = 'inv-5001'")" "1250
+1250"
+}
