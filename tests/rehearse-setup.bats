@@ -77,3 +77,22 @@ rh() {
 	[[ "$stderr" == *"+ seed-gen seeds/duplicate-publish.yaml | count-effects --before"* ]]
 	[[ "$stderr" == *"rehearse: count-effects --before failed (exit 3)"* ]]
 }
+
+@test "a pg-boss worker, unmodified, with its own setup ends in a verified record that a rerun reproduces" {
+	cp "$root"/tests/fixtures/workers/pgboss-worker.js tests/fixtures/workers/
+	cp "$root/tests/fixtures/seeds/pgboss-invoice-line.yaml" seeds/
+	commit_signed "a pg-boss worker and its seed"
+	worker='node tests/fixtures/workers/pgboss-worker.js unique'
+	setup='node tests/fixtures/workers/pgboss-worker.js --setup unique invoice-line'
+	run --separate-stderr rh -k "$key" -f records/allowed_signers -c -w "$worker" -s "$setup" \
+		seeds/pgboss-invoice-line.yaml
+	echo "$stderr" >&2
+	[ "$status" -eq 0 ]
+	r=$output
+	[[ "$stderr" == *"$r: verified, signed by eng@example.org"* ]]
+	grep -q '^verdict: "pass"$' "$r"
+	grep -qF "reproduce: \"$setup && seed-gen seeds/pgboss-invoice-line.yaml" "$r"
+	run -0 verify-record --rerun "$r"
+	[[ "$output" == *"$r: rerun reproduces the counts"* ]]
+	assert_equal "$(ours)" ""
+}
