@@ -96,3 +96,28 @@ rh() {
 	[[ "$output" == *"$r: rerun reproduces the counts"* ]]
 	assert_equal "$(ours)" ""
 }
+
+# The block of idem(7) that follows the line $1 in its section A TEAM ON
+# PG-BOSS, as it is printed.
+man_block() {
+	awk -v after="$1" '
+		/^\.Sh / { in_section = ($0 == ".Sh A TEAM ON PG-BOSS") }
+		in_section && $0 == after { armed = 1; next }
+		armed && /^\.Bd / { copying = 1; next }
+		copying && /^\.Ed/ { exit }
+		copying { print }' "$root/man/idem.7"
+}
+
+@test "idem(7)'s walkthrough for a pg-boss team, as printed, ends in a verified record" {
+	man_block '.Pa worker.js ,' >worker.js
+	man_block '.Pa seeds/invoices.yaml' >seeds/invoices.yaml
+	grep -q "boss.work(queue" worker.js
+	grep -q '^queue: { kind: pg-boss, name: invoice-line }$' seeds/invoices.yaml
+	commit_signed "billing: worker and seed"
+	run --separate-stderr rh -k "$key" -f records/allowed_signers -c -w 'node worker.js' \
+		-s 'node worker.js --setup' seeds/invoices.yaml
+	echo "$stderr" >&2
+	[ "$status" -eq 0 ]
+	[[ "$stderr" == *"$output: verified, signed by eng@example.org"* ]]
+	grep -q '^verdict: "pass"$' "$output"
+}
