@@ -408,3 +408,29 @@ $base-2000.yaml.sig"
 	[[ "$output" == *"cycle.yaml: NOT verified"* ]]
 	[[ "$output" == *"junk.yaml: NOT verified"* ]]
 }
+
+@test "message ids that are not numbers (pg-boss's UUIDs) find their publish time, log lines and kills" {
+	# the same run, its ids written as UUIDs wherever the stream has them
+	python3 - "$RUN" >"$BATS_TEST_TMPDIR/uuids.tsv" <<-'PY'
+	import re, sys
+	uuid = lambda n: "00000000-0000-4000-8000-%012d" % int(n)
+	column = {"publish": 3, "attempt": 2, "recover": 2}
+	for line in open(sys.argv[1], encoding="utf-8"):
+	    f = line.rstrip("\n").split("\t")
+	    if f[0] in column:
+	        f[column[f[0]]] = uuid(f[column[f[0]]])
+	    elif f[0] == "log":
+	        f[4] = re.sub(r"msg_id=(\d+)", lambda m: "msg_id=" + uuid(m.group(1)), f[4])
+	    sys.stdout.write("\t".join(f) + "\n")
+	PY
+	grep -q '^attempt	[^	]*	00000000-0000-4000-8000-' "$BATS_TEST_TMPDIR/uuids.tsv"
+	a=$(mkrecord -o "$BATS_TEST_TMPDIR/a" <"$RUN")
+	b=$(mkrecord -o "$BATS_TEST_TMPDIR/b" <"$BATS_TEST_TMPDIR/uuids.tsv")
+	grep -q '^  msg_id: "00000000-0000-4000-8000-000000000002"$' "$b"
+	# read back as numbers, the two records are one, but for when they were made
+	sed -E 's/"00000000-0000-4000-8000-0*([0-9]+)"/\1/; s/msg_id=00000000-0000-4000-8000-0*([0-9]+)/msg_id=\1/g' "$b" |
+		grep -v '^created_at: ' >"$b.numbers"
+	grep -v '^created_at: ' "$a" | diff -u - "$b.numbers"
+	grep -q '^  outcome: "killed at after-commit"$' "$a"
+	! grep -q '^  published_at: null$' "$a"
+}
