@@ -41,6 +41,7 @@ struct log_entry {
 static struct {
 	json_t *seed, *expect, *scenarios, *published_at, *kills, *attempts, *recovers, *findings;
 	json_t *counts_before, *counts_after, *guards, *probe, *measures, *queries, *digests;
+	json_t *queue;		/* the queue row's kind, name and version, or NULL */
 	struct log_entry *logs;
 	size_t nlogs;
 	long long jobs, copies;
@@ -119,6 +120,10 @@ read_stream(FILE *in, const char *name)
 			s.seed = o;
 			break;
 		}
+		case IDEM_KIND_QUEUE:
+			s.queue = json_pack("{s:o,s:o,s:o}", "kind", text(f[QUEUE_KIND]),
+			    "name", text(f[QUEUE_NAME]), "version", text(f[QUEUE_VERSION]));
+			break;
 		case IDEM_KIND_EXPECT:
 			s.expect = json_pack("{s:o,s:o,s:o,s:o}", "effects", number_or_text(f[1]),
 			    "duplicates", number_or_text(f[2]), "missing", number_or_text(f[3]),
@@ -218,6 +223,17 @@ static const char *
 seed_field(const char *name)
 {
 	return json_string_value(json_object_get(s.seed, name));
+}
+
+/* The queue: the queue row's, else the seed row's, whose version is not
+ * known. */
+static json_t *
+queue(void)
+{
+	if (s.queue != NULL)
+		return json_incref(s.queue);
+	return json_pack("{s:s,s:o,s:n}", "kind", seed_field("queue_kind") ?
+	    seed_field("queue_kind") : "idem", "name", text(seed_field("queue")), "version");
 }
 
 static json_t *
@@ -420,7 +436,7 @@ build(const struct idem_git_revision *rev, const char *reproduce, const char *ne
 	idem_format_time(idem_now_us(), now);
 	totals = count_totals(s.counts_after);
 	pass = passes(totals);
-	json_object_set_new(r, "record", json_integer(1));
+	json_object_set_new(r, "record", json_integer(2));
 	json_object_set_new(r, "rehearsal", text(seed_field("rehearsal")));
 	json_object_set_new(r, "verdict", json_string(pass ? "pass" : "fail"));
 	json_object_set_new(r, "created_at", json_string(now));
@@ -430,7 +446,7 @@ build(const struct idem_git_revision *rev, const char *reproduce, const char *ne
 	    "dirty", rev->dirty));
 	json_object_set_new(r, "reproduce", json_string(reproduce));
 	json_object_set_new(r, "job_type", text(seed_field("job_type")));
-	json_object_set_new(r, "queue", text(seed_field("queue")));
+	json_object_set_new(r, "queue", queue());
 	json_object_set_new(r, "database", seed_field("database") ? text(seed_field("database")) :
 	    json_string("the PG* environment (idem-sandbox)"));
 	json_object_set_new(r, "worker", json_pack("{s:o,s:o,s:o}", "image",

@@ -336,8 +336,9 @@ verify_one(struct check *c)
 		return;
 	}
 	free(text);
-	if (!json_is_object(c->record) || num(c->record, "record") != 1) {
-		reason(c, "not an idem record of format 1");
+	if (!json_is_object(c->record) || (num(c->record, "record") != 1 &&
+	    num(c->record, "record") != 2)) {
+		reason(c, "not an idem record of format 1 or 2");
 		return;
 	}
 	check_seed(c);

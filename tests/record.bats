@@ -45,6 +45,18 @@ resign() {
 	ssh-keygen -q -Y sign -f "$key" -n idem-record "$1"
 }
 
+# The run's stream with the queue row that dup-publish writes replaced by
+# the row given, or taken out when it is empty.
+with_queue() {
+	awk -F '\t' -v row="$1" '$1 == "queue" { next }
+		$1 == "publish" && !done && row != "" { print row; done = 1 } { print }' "$RUN"
+}
+
+# The version of idem's queue schema in the sandbox.
+idem_schema_version() {
+	sql 'SELECT schema_version FROM idem.sandbox'
+}
+
 git_ssh() {
 	git -c gpg.format=ssh -c gpg.ssh.allowedSignersFile=records/allowed_signers "$@"
 }
@@ -433,4 +445,40 @@ $base-2000.yaml.sig"
 	grep -v '^created_at: ' "$a" | diff -u - "$b.numbers"
 	grep -q '^  outcome: "killed at after-commit"$' "$a"
 	! grep -q '^  published_at: null$' "$a"
+}
+
+@test "the record names its queue: kind, name and version from the queue row, else from the seed row" {
+	version=$(idem_schema_version)
+	with_queue "$(printf 'queue\tidem\trehearsal_invoice_line\t%s' "$version")" >"$BATS_TEST_TMPDIR/run.tsv"
+	r=$(mkrecord -k "$key" <"$BATS_TEST_TMPDIR/run.tsv")
+	grep -q '^record: 2$' "$r"
+	assert_equal "$(sed -n '/^queue:$/,/^database:/p' "$r")" "queue:
+  kind: \"idem\"
+  name: \"rehearsal_invoice_line\"
+  version: \"$version\"
+database: \"the PG* environment (idem-sandbox)\""
+	grep -q '^| queue | `rehearsal_invoice_line` |$' "${r%.yaml}.md"
+	grep -q "^| queue library | idem, schema version $version |$" "${r%.yaml}.md"
+	run -0 verify-record "$r"
+	# without a queue row, the seed row's queue, whose version is not known
+	r=$(with_queue "" | mkrecord -k "$key")
+	assert_equal "$(sed -n '/^queue:$/,/^database:/p' "$r")" 'queue:
+  kind: "idem"
+  name: "rehearsal_invoice_line"
+  version: null
+database: "the PG* environment (idem-sandbox)"'
+	grep -q '^| queue library | idem, version not recorded |$' "${r%.yaml}.md"
+	# and the seed row's kind
+	r=$(with_queue "" | awk -F '\t' -v OFS='\t' '$1 == "seed" { NF = 22; $22 = "pg-boss" } { print }' |
+		mkrecord -k "$key")
+	grep -q '^  kind: "pg-boss"$' "$r"
+	grep -q '^| queue library | pg-boss, version not recorded |$' "${r%.yaml}.md"
+}
+
+@test "a record of a format other than 1 or 2 is refused" {
+	r=$(mkrecord -k "$key" <"$RUN")
+	sed -i 's/^record: 2$/record: 3/' "$r"
+	resign "$r"
+	run -1 verify-record "$r"
+	[[ "$output" == *"$r: not an idem record of format 1 or 2"* ]]
 }
