@@ -27,7 +27,8 @@ PROGS = idem-sandbox seed-gen dup-publish idem-worker kill-at count-effects mkre
 LIBOBJ = $(BUILD)/lib/util.o $(BUILD)/lib/tsv.o $(BUILD)/lib/seed.o \
 	$(BUILD)/lib/template.o $(BUILD)/lib/pg.o $(BUILD)/lib/embed.o $(BUILD)/lib/step.o \
 	$(BUILD)/lib/sig.o $(BUILD)/lib/yamljson.o $(BUILD)/lib/git.o $(BUILD)/lib/peer.o \
-	$(BUILD)/lib/failpoint.o $(BUILD)/lib/map.o $(BUILD)/lib/evidence.o
+	$(BUILD)/lib/failpoint.o $(BUILD)/lib/map.o $(BUILD)/lib/evidence.o \
+	$(BUILD)/lib/queue_version.o
 UNIT = tsv util seed template sig yamljson pg map evidence
 FUZZ = tsv seed record sshsig signers key template
 FUZZ_SECONDS = 60
