@@ -41,6 +41,7 @@ struct log_entry {
 static struct {
 	json_t *seed, *expect, *scenarios, *published_at, *kills, *attempts, *recovers, *findings;
 	json_t *counts_before, *counts_after, *guards, *probe, *measures, *queries, *digests;
+	json_t *queue;		/* the queue row's kind, name and version, or NULL */
 	struct log_entry *logs;
 	size_t nlogs;
 	long long jobs, copies;
@@ -65,6 +66,21 @@ number_or_text(const char *v)
 	if (*v && *end == '\0' && errno == 0)
 		return json_integer(n);
 	return json_string(v);
+}
+
+/* A message id as the record shows it: an integer when the queue's ids
+ * are numbers written plainly (idem's, graphile-worker's), else its text
+ * (a pg-boss UUID). */
+static json_t *
+message_id(const char *v)
+{
+	long long n;
+
+	if (v == NULL || *v < '1' || *v > '9' || v[strspn(v, "0123456789")] != '\0')
+		return text(v);
+	errno = 0;
+	n = strtoll(v, NULL, 10);
+	return errno == 0 ? json_integer(n) : text(v);
 }
 
 static void
@@ -104,6 +120,10 @@ read_stream(FILE *in, const char *name)
 			s.seed = o;
 			break;
 		}
+		case IDEM_KIND_QUEUE:
+			s.queue = json_pack("{s:o,s:o,s:o}", "kind", text(f[QUEUE_KIND]),
+			    "name", text(f[QUEUE_NAME]), "version", text(f[QUEUE_VERSION]));
+			break;
 		case IDEM_KIND_EXPECT:
 			s.expect = json_pack("{s:o,s:o,s:o,s:o}", "effects", number_or_text(f[1]),
 			    "duplicates", number_or_text(f[2]), "missing", number_or_text(f[3]),
@@ -132,16 +152,18 @@ read_stream(FILE *in, const char *name)
 			    "observed", text(f[KILL_OBSERVED])));
 			break;
 		case IDEM_KIND_ATTEMPT:
-			json_array_append_new(s.attempts, json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
-			    "job", text(f[1]), "msg_id", number_or_text(f[2]), "attempt", number_or_text(f[3]),
+			json_array_append_new(s.attempts, json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+			    "job", text(f[1]), "msg_id", message_id(f[2]), "msg", text(f[2]),
+			    "attempt", number_or_text(f[3]),
 			    "pid", number_or_text(f[4]), "consumed_at", text(f[5]), "committed_at", text(f[6]),
 			    "acked_at", text(f[7]), "rows_written", number_or_text(f[8]), "branch", text(f[9]),
 			    "written_at", text(f[ATTEMPT_WRITTEN_AT]),
 			    "rows_updated", number_or_text(f[ATTEMPT_ROWS_UPDATED])));
 			break;
 		case IDEM_KIND_RECOVER:
-			json_array_append_new(s.recovers, json_pack("{s:o,s:o,s:o,s:o,s:o}",
-			    "job", text(f[1]), "msg_id", number_or_text(f[2]), "killed_at", text(f[3]),
+			json_array_append_new(s.recovers, json_pack("{s:o,s:o,s:o,s:o,s:o,s:o}",
+			    "job", text(f[1]), "msg_id", message_id(f[2]), "msg", text(f[2]),
+			    "killed_at", text(f[3]),
 			    "acked_at", text(f[4]), "recovery_ms", number_or_text(f[5])));
 			break;
 		case IDEM_KIND_LOG:
@@ -203,6 +225,17 @@ seed_field(const char *name)
 	return json_string_value(json_object_get(s.seed, name));
 }
 
+/* The queue: the queue row's, else the seed row's, whose version is not
+ * known. */
+static json_t *
+queue(void)
+{
+	if (s.queue != NULL)
+		return json_incref(s.queue);
+	return json_pack("{s:s,s:o,s:n}", "kind", seed_field("queue_kind") ?
+	    seed_field("queue_kind") : "idem", "name", text(seed_field("queue")), "version");
+}
+
 static json_t *
 seed_json_field(const char *name)
 {
@@ -214,18 +247,17 @@ seed_json_field(const char *name)
 
 /* The log lines of one attempt: those naming its job, attempt and message. */
 static json_t *
-log_of(const char *job, long long attempt, long long msg_id)
+log_of(const char *job, long long attempt, const char *msg)
 {
 	json_t *lines = json_array();
-	char a[32], m[32];
+	char a[32];
 	size_t i;
 
 	snprintf(a, sizeof(a), "%lld", attempt);
-	snprintf(m, sizeof(m), "%lld", msg_id);
 	for (i = 0; i < s.nlogs; i++)
 		if (s.logs[i].job && s.logs[i].attempt && strcmp(s.logs[i].job, job) == 0 &&
 		    strcmp(s.logs[i].attempt, a) == 0 &&
-		    (s.logs[i].msg_id == NULL || strcmp(s.logs[i].msg_id, m) == 0))
+		    (s.logs[i].msg_id == NULL || strcmp(s.logs[i].msg_id, msg) == 0))
 			json_array_append_new(lines, json_string(s.logs[i].line));
 	return lines;
 }
@@ -233,13 +265,13 @@ log_of(const char *job, long long attempt, long long msg_id)
 /* Whether the recover row of a kill names the message: the delivery
  * killed, as the database saw it. */
 static int
-recovered(long long msg_id, const json_t *killed_at)
+recovered(const char *msg, const json_t *killed_at)
 {
 	json_t *rec;
 	size_t i;
 
 	json_array_foreach(s.recovers, i, rec)
-		if (json_integer_value(json_object_get(rec, "msg_id")) == msg_id &&
+		if (strcmp(json_string_value(json_object_get(rec, "msg")), msg) == 0 &&
 		    json_equal(json_object_get(rec, "killed_at"), killed_at))
 			return 1;
 	return 0;
@@ -254,12 +286,11 @@ evidence(void)
 	json_array_foreach(s.attempts, i, a) {
 		const char *job = json_string_value(json_object_get(a, "job"));
 		long long attempt = json_integer_value(json_object_get(a, "attempt"));
-		long long msg_id = json_integer_value(json_object_get(a, "msg_id"));
+		const char *msg = json_string_value(json_object_get(a, "msg"));
 		long long pid = json_integer_value(json_object_get(a, "pid"));
-		char msg_key[32], outcome[128];
+		char outcome[128];
 		json_t *row, *kill, *published;
 
-		snprintf(msg_key, sizeof(msg_key), "%lld", msg_id);
 		if (!json_is_null(json_object_get(a, "acked_at")))
 			snprintf(outcome, sizeof(outcome), "acked");
 		else
@@ -268,14 +299,14 @@ evidence(void)
 			if (job && strcmp(json_string_value(json_object_get(kill, "job")), job) == 0 &&
 			    json_integer_value(json_object_get(kill, "attempt")) == attempt &&
 			    (json_integer_value(json_object_get(kill, "pid")) == pid ||
-			    recovered(msg_id, json_object_get(kill, "killed_at"))))
+			    recovered(msg, json_object_get(kill, "killed_at"))))
 				snprintf(outcome, sizeof(outcome), "killed at %s",
 				    json_string_value(json_object_get(kill, "step")));
 		row = json_object();
 		json_object_set(row, "job", json_object_get(a, "job"));
 		json_object_set(row, "msg_id", json_object_get(a, "msg_id"));
 		json_object_set(row, "attempt", json_object_get(a, "attempt"));
-		published = json_object_get(s.published_at, msg_key);
+		published = json_object_get(s.published_at, msg);
 		json_object_set_new(row, "published_at", published ? json_incref(published) : json_null());
 		json_object_set(row, "consumed_at", json_object_get(a, "consumed_at"));
 		json_object_set(row, "written_at", json_object_get(a, "written_at"));
@@ -285,7 +316,7 @@ evidence(void)
 		json_object_set(row, "rows_updated", json_object_get(a, "rows_updated"));
 		json_object_set_new(row, "outcome", json_string(outcome));
 		json_object_set(row, "branch", json_object_get(a, "branch"));
-		json_object_set_new(row, "log", log_of(job ? job : "", attempt, msg_id));
+		json_object_set_new(row, "log", log_of(job ? job : "", attempt, msg));
 		json_array_append_new(rows, row);
 	}
 	return rows;
@@ -349,6 +380,7 @@ not_exercised(void)
 {
 	static const char *const steps[] = { "before-commit", "after-commit", "external-call", NULL };
 	json_t *out = json_array(), *kill, *sc;
+	const char *kind;
 	size_t i, j;
 	int race = 0;
 
@@ -374,8 +406,13 @@ not_exercised(void)
 		json_array_append_new(out, json_string("two workers racing on one business key"));
 	if (s.copies == 0)
 		json_array_append_new(out, json_string("a duplicate publish"));
-	json_array_append_new(out, json_string("exhausting max_attempts: the sandbox queue "
-	    "redelivers without limit and has no dead-letter queue"));
+	kind = seed_field("queue_kind") ? seed_field("queue_kind") : "idem";
+	if (strcmp(kind, "idem") == 0)
+		json_array_append_new(out, json_string("exhausting max_attempts: the sandbox queue "
+		    "redelivers without limit and has no dead-letter queue"));
+	else
+		json_array_append_new(out, json_sprintf("exhausting max_attempts: %s's failed jobs "
+		    "and dead letters", kind));
 	json_array_append_new(out, json_string("a kill of the database or the network between "
 	    "worker and database"));
 	return out;
@@ -405,7 +442,7 @@ build(const struct idem_git_revision *rev, const char *reproduce, const char *ne
 	idem_format_time(idem_now_us(), now);
 	totals = count_totals(s.counts_after);
 	pass = passes(totals);
-	json_object_set_new(r, "record", json_integer(1));
+	json_object_set_new(r, "record", json_integer(2));
 	json_object_set_new(r, "rehearsal", text(seed_field("rehearsal")));
 	json_object_set_new(r, "verdict", json_string(pass ? "pass" : "fail"));
 	json_object_set_new(r, "created_at", json_string(now));
@@ -415,7 +452,7 @@ build(const struct idem_git_revision *rev, const char *reproduce, const char *ne
 	    "dirty", rev->dirty));
 	json_object_set_new(r, "reproduce", json_string(reproduce));
 	json_object_set_new(r, "job_type", text(seed_field("job_type")));
-	json_object_set_new(r, "queue", text(seed_field("queue")));
+	json_object_set_new(r, "queue", queue());
 	json_object_set_new(r, "database", seed_field("database") ? text(seed_field("database")) :
 	    json_string("the PG* environment (idem-sandbox)"));
 	json_object_set_new(r, "worker", json_pack("{s:o,s:o,s:o}", "image",

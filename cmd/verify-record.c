@@ -20,6 +20,7 @@
 
 #include "git.h"
 #include "pg.h"
+#include "queue.h"
 #include "seed.h"
 #include "sig.h"
 #include "tsv.h"
@@ -29,7 +30,8 @@
 static const char synopsis[] =
 	"usage: verify-record [-f allowed-signers] record ...\n"
 	"       verify-record [-f allowed-signers] --rerun [-d conninfo] record\n"
-	"       verify-record [-f allowed-signers] --history [-c] [-t | -g] [-s rev] [dir]\n";
+	"       verify-record [-f allowed-signers] --history [-c] [-t | -g] [-s rev]\n"
+	"                     [-d conninfo] [dir]\n";
 
 enum { OUT_TABLE, OUT_TSV, OUT_GITHUB };
 
@@ -49,6 +51,13 @@ static struct seed_hash {
 } *seed_cache;
 static size_t nseed_cache;
 static struct idem_signers *signers;
+
+/* The version of each kind of queue in the database of --history -d, read
+ * once: NULL where that kind is not installed. */
+static struct queue_in_use {
+	char *kind, *version;
+} *queues_in_use;
+static size_t nqueues_in_use;
 
 static void
 reason(struct check *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -336,8 +345,9 @@ verify_one(struct check *c)
 		return;
 	}
 	free(text);
-	if (!json_is_object(c->record) || num(c->record, "record") != 1) {
-		reason(c, "not an idem record of format 1");
+	if (!json_is_object(c->record) || (num(c->record, "record") != 1 &&
+	    num(c->record, "record") != 2)) {
+		reason(c, "not an idem record of format 1 or 2");
 		return;
 	}
 	check_seed(c);
@@ -598,22 +608,19 @@ emit(int format, const char *kind, const char *id, const char *status, const cha
 	}
 }
 
-/* Staleness: the review date passed, or the current seed no longer matches
- * what the newest record of its rehearsal rehearsed. */
+/* The seed no longer matches what the record rehearsed. */
 static void
-staleness(struct check *c, const char *now, int newest, char *out, size_t size)
+seed_staleness(struct check *c, char *out, size_t size)
 {
-	const char *next = str(c->record, "next_review"), *seed_path = str(c->record, "seed.path");
+	const char *seed_path = str(c->record, "seed.path");
+	const json_t *queue = json_object_get(c->record, "queue");
+	/* a record of format 1 names idem's queue by a text */
+	const char *queue_kind = str(queue, "kind") ? str(queue, "kind") : "idem";
 	struct idem_seed seed;
 	struct idem_error err;
 	char vt[32], attempts[32];
 
-	out[0] = '\0';
-	if (next && strcmp(next, now) < 0) {
-		snprintf(out, size, "next review date %s passed", next);
-		return;
-	}
-	if (!newest || seed_path == NULL || access(seed_path, F_OK) != 0)
+	if (seed_path == NULL || access(seed_path, F_OK) != 0)
 		return;
 	if (idem_seed_load(&seed, seed_path, &err) < 0) {
 		idem_seed_free(&seed);
@@ -632,11 +639,81 @@ staleness(struct check *c, const char *now, int newest, char *out, size_t size)
 	else if (str(c->record, "effect.key_scope") && strcmp(seed.key_scope, str(c->record, "effect.key_scope")) != 0)
 		snprintf(out, size, "the seed's key scope is %s, the record rehearsed %s", seed.key_scope,
 		    str(c->record, "effect.key_scope"));
+	else if (strcmp(seed.queue_kind, queue_kind) != 0)
+		snprintf(out, size, "the seed's queue kind is %s, the record rehearsed %s",
+		    seed.queue_kind, queue_kind);
 	idem_seed_free(&seed);
 }
 
+static const char *
+version_in_use(PGconn *db, const char *kind, int *known)
+{
+	struct idem_queue q;
+	struct idem_error err;
+	char *version;
+	size_t i;
+
+	*known = 1;
+	for (i = 0; i < nqueues_in_use; i++)
+		if (strcmp(queues_in_use[i].kind, kind) == 0)
+			return queues_in_use[i].version;
+	if (idem_queue_open(&q, kind, "", &err) < 0) {
+		idem_queue_close(&q);
+		*known = 0;
+		return NULL;
+	}
+	if (idem_queue_version(&q, db, &version, &err) < 0)
+		idem_die_error(&err);
+	idem_queue_close(&q);
+	queues_in_use = idem_ereallocarray(queues_in_use, nqueues_in_use + 1, sizeof(*queues_in_use));
+	queues_in_use[nqueues_in_use].kind = idem_estrdup(kind);
+	queues_in_use[nqueues_in_use++].version = version;
+	return version;
+}
+
+/* The queue library's schema in the database is at another version than
+ * the one the record rehearsed: the record describes an older system. A
+ * record that does not say its version (format 1, or a queue row without
+ * one), a kind this program does not know, and a library not installed in
+ * the database say nothing. */
+static void
+queue_staleness(struct check *c, PGconn *db, char *out, size_t size)
+{
+	const json_t *queue = json_object_get(c->record, "queue");
+	const char *kind = str(queue, "kind"), *rehearsed = str(queue, "version"), *in_use;
+	int known;
+
+	if (kind == NULL || rehearsed == NULL)
+		return;
+	in_use = version_in_use(db, kind, &known);
+	if (known && in_use != NULL && strcmp(in_use, rehearsed) != 0)
+		snprintf(out, size, "the %s queue's schema is version %s in the database, the record "
+		    "rehearsed version %s: not rehearsed since the queue's upgrade", kind, in_use,
+		    rehearsed);
+}
+
+/* Staleness: the review date passed; or, for the newest record of its
+ * rehearsal, the current seed no longer matches what it rehearsed, or the
+ * database of -d has another version of its queue. */
+static void
+staleness(struct check *c, const char *now, int newest, PGconn *db, char *out, size_t size)
+{
+	const char *next = str(c->record, "next_review");
+
+	out[0] = '\0';
+	if (next && strcmp(next, now) < 0) {
+		snprintf(out, size, "next review date %s passed", next);
+		return;
+	}
+	if (!newest)
+		return;
+	seed_staleness(c, out, size);
+	if (*out == '\0' && db != NULL)
+		queue_staleness(c, db, out, size);
+}
+
 static int
-history(const char *dir, const char *since, int format, int commits_only)
+history(const char *dir, const char *since, int format, int commits_only, const char *conninfo)
 {
 	struct idem_git_commit_check *commits;
 	struct idem_error err;
@@ -646,9 +723,23 @@ history(const char *dir, const char *since, int format, int commits_only)
 	struct check *checks;
 	size_t ncommits, nnames = 0, i, j;
 	struct dirent *e;
+	PGconn *db = NULL;
+	PGresult *res;
 	DIR *d;
 	int bad = 0;
 
+	/* the queue versions in use, before anything is reported: read, never
+	 * written, whatever the database */
+	if (conninfo != NULL && !commits_only) {
+		if ((db = idem_pg_connect(conninfo, &err)) == NULL)
+			idem_die_error(&err);
+		if ((res = idem_pg_exec(db, "SET default_transaction_read_only", &err,
+		    "SET default_transaction_read_only = on", 0, NULL)) == NULL)
+			idem_die_error(&err);
+		PQclear(res);
+	}
+	if (format == OUT_TSV)
+		idem_tsv_write_header(stdout);
 	if (idem_git_history(dir, since, signers, &commits, &ncommits, &err) < 0)
 		idem_die_error(&err);
 	for (i = 0; i < ncommits; i++) {
@@ -718,7 +809,7 @@ history(const char *dir, const char *since, int format, int commits_only)
 		for (j = 0; j < nlatest && str(c->record, "rehearsal"); j++)
 			if (strcmp(latest[j].rehearsal, str(c->record, "rehearsal")) == 0)
 				newest = strcmp(latest[j].created_at, str(c->record, "created_at")) <= 0;
-		staleness(c, now, newest, detail, sizeof(detail));
+		staleness(c, now, newest, db, detail, sizeof(detail));
 		if (*detail) {
 			emit(format, "record", c->path, "stale", detail);
 			bad = 1;
@@ -733,6 +824,12 @@ history(const char *dir, const char *since, int format, int commits_only)
 		free(paths[i]);
 		free(names[i]);
 	}
+	for (i = 0; i < nqueues_in_use; i++) {
+		free(queues_in_use[i].kind);
+		free(queues_in_use[i].version);
+	}
+	free(queues_in_use);
+	PQfinish(db);
 	free(latest);
 	free(checks);
 	free(paths);
@@ -792,9 +889,8 @@ main(int argc, char *argv[])
 	if (do_history) {
 		if (argc - optind > 1)
 			idem_usage(synopsis, IDEM_EXIT_USAGE);
-		if (format == OUT_TSV)
-			idem_tsv_write_header(stdout);
-		rc = history(optind < argc ? argv[optind] : "records", since, format, commits_only);
+		rc = history(optind < argc ? argv[optind] : "records", since, format, commits_only,
+		    conninfo);
 	} else {
 		if (optind == argc || (do_rerun && argc - optind != 1))
 			idem_usage(synopsis, IDEM_EXIT_USAGE);

@@ -180,7 +180,8 @@ idem_queue_exec(const struct idem_queue *q, PGconn *conn, const char *section, c
 }
 
 int
-idem_queue_check(const struct idem_queue *q, PGconn *conn, char **version, struct idem_error *err)
+idem_queue_version(const struct idem_queue *q, PGconn *conn, char **version,
+		   struct idem_error *err)
 {
 	PGresult *res;
 	char what[128];
@@ -193,16 +194,26 @@ idem_queue_check(const struct idem_queue *q, PGconn *conn, char **version, struc
 	installed = PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
 	PQclear(res);
 	if (!installed)
-		return idem_error_set(err, IDEM_EXIT_ENV, "queue %s is a %s queue, but %s's schema is "
-		    "not installed in this database: %s", q->name, q->kind, q->library,
-		    q->install ? q->install : "install it first");
+		return 0;
 	snprintf(what, sizeof(what), "reading %s's version", q->library);
 	if ((res = idem_queue_exec(q, conn, "version", what, 0, NULL, NULL, err)) == NULL)
 		return -1;
 	if (PQntuples(res) == 1 && !PQgetisnull(res, 0, 0))
 		*version = idem_estrdup(PQgetvalue(res, 0, 0));
 	PQclear(res);
-	return 0;
+	return 1;
+}
+
+int
+idem_queue_check(const struct idem_queue *q, PGconn *conn, char **version, struct idem_error *err)
+{
+	int rc = idem_queue_version(q, conn, version, err);
+
+	if (rc == 0)
+		return idem_error_set(err, IDEM_EXIT_ENV, "queue %s is a %s queue, but %s's schema is "
+		    "not installed in this database: %s", q->name, q->kind, q->library,
+		    q->install ? q->install : "install it first");
+	return rc < 0 ? -1 : 0;
 }
 
 char *

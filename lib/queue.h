@@ -55,6 +55,13 @@ PGresult *idem_queue_exec(const struct idem_queue *q, PGconn *conn, const char *
 int idem_queue_check(const struct idem_queue *q, PGconn *conn, char **version,
 		     struct idem_error *err);
 
+/* The version of the library's schema in the database, read through the
+ * adapter's installed and version sections, as text the caller frees: 0
+ * with *version NULL when the library is not installed there; -1 with err
+ * set when a query fails. It only reads. */
+int idem_queue_version(const struct idem_queue *q, PGconn *conn, char **version,
+		       struct idem_error *err);
+
 /* A PostgreSQL array literal of texts, each element quoted: "{\"a\",\"b\"}".
  * Caller frees. */
 char *idem_queue_text_array(char *const *items, size_t n);

@@ -45,6 +45,18 @@ resign() {
 	ssh-keygen -q -Y sign -f "$key" -n idem-record "$1"
 }
 
+# The run's stream with the queue row that dup-publish writes replaced by
+# the row given, or taken out when it is empty.
+with_queue() {
+	awk -F '\t' -v row="$1" '$1 == "queue" { next }
+		$1 == "publish" && !done && row != "" { print row; done = 1 } { print }' "$RUN"
+}
+
+# The version of idem's queue schema in the sandbox.
+idem_schema_version() {
+	sql 'SELECT schema_version FROM idem.sandbox'
+}
+
 git_ssh() {
 	git -c gpg.format=ssh -c gpg.ssh.allowedSignersFile=records/allowed_signers "$@"
 }
@@ -407,4 +419,179 @@ $base-2000.yaml.sig"
 	[ "$status" -eq 1 ]
 	[[ "$output" == *"cycle.yaml: NOT verified"* ]]
 	[[ "$output" == *"junk.yaml: NOT verified"* ]]
+}
+
+@test "message ids that are not numbers (pg-boss's UUIDs) find their publish time, log lines and kills" {
+	# the same run, its ids written as UUIDs wherever the stream has them
+	python3 - "$RUN" >"$BATS_TEST_TMPDIR/uuids.tsv" <<-'PY'
+	import re, sys
+	uuid = lambda n: "00000000-0000-4000-8000-%012d" % int(n)
+	column = {"publish": 3, "attempt": 2, "recover": 2}
+	for line in open(sys.argv[1], encoding="utf-8"):
+	    f = line.rstrip("\n").split("\t")
+	    if f[0] in column:
+	        f[column[f[0]]] = uuid(f[column[f[0]]])
+	    elif f[0] == "log":
+	        f[4] = re.sub(r"msg_id=(\d+)", lambda m: "msg_id=" + uuid(m.group(1)), f[4])
+	    sys.stdout.write("\t".join(f) + "\n")
+	PY
+	grep -q '^attempt	[^	]*	00000000-0000-4000-8000-' "$BATS_TEST_TMPDIR/uuids.tsv"
+	a=$(mkrecord -o "$BATS_TEST_TMPDIR/a" <"$RUN")
+	b=$(mkrecord -o "$BATS_TEST_TMPDIR/b" <"$BATS_TEST_TMPDIR/uuids.tsv")
+	grep -q '^  msg_id: "00000000-0000-4000-8000-000000000002"$' "$b"
+	# read back as numbers, the two records are one, but for when they were made
+	sed -E 's/"00000000-0000-4000-8000-0*([0-9]+)"/\1/; s/msg_id=00000000-0000-4000-8000-0*([0-9]+)/msg_id=\1/g' "$b" |
+		grep -v '^created_at: ' >"$b.numbers"
+	grep -v '^created_at: ' "$a" | diff -u - "$b.numbers"
+	grep -q '^  outcome: "killed at after-commit"$' "$a"
+	! grep -q '^  published_at: null$' "$a"
+}
+
+@test "the record names its queue: kind, name and version from the queue row, else from the seed row" {
+	version=$(idem_schema_version)
+	with_queue "$(printf 'queue\tidem\trehearsal_invoice_line\t%s' "$version")" >"$BATS_TEST_TMPDIR/run.tsv"
+	r=$(mkrecord -k "$key" <"$BATS_TEST_TMPDIR/run.tsv")
+	grep -q '^record: 2$' "$r"
+	assert_equal "$(sed -n '/^queue:$/,/^database:/p' "$r")" "queue:
+  kind: \"idem\"
+  name: \"rehearsal_invoice_line\"
+  version: \"$version\"
+database: \"the PG* environment (idem-sandbox)\""
+	grep -q '^| queue | `rehearsal_invoice_line` |$' "${r%.yaml}.md"
+	grep -q "^| queue library | idem, schema version $version |$" "${r%.yaml}.md"
+	run -0 verify-record "$r"
+	# without a queue row, the seed row's queue, whose version is not known
+	r=$(with_queue "" | mkrecord -k "$key")
+	assert_equal "$(sed -n '/^queue:$/,/^database:/p' "$r")" 'queue:
+  kind: "idem"
+  name: "rehearsal_invoice_line"
+  version: null
+database: "the PG* environment (idem-sandbox)"'
+	grep -q '^| queue library | idem, version not recorded |$' "${r%.yaml}.md"
+	# and the seed row's kind
+	r=$(with_queue "" | awk -F '\t' -v OFS='\t' '$1 == "seed" { NF = 22; $22 = "pg-boss" } { print }' |
+		mkrecord -k "$key")
+	grep -q '^  kind: "pg-boss"$' "$r"
+	grep -q '^| queue library | pg-boss, version not recorded |$' "${r%.yaml}.md"
+}
+
+@test "a record of a format other than 1 or 2 is refused" {
+	r=$(mkrecord -k "$key" <"$RUN")
+	sed -i 's/^record: 2$/record: 3/' "$r"
+	resign "$r"
+	run -1 verify-record "$r"
+	[[ "$output" == *"$r: not an idem record of format 1 or 2"* ]]
+}
+
+@test "verify-record --history -d: a record of another version of its queue's schema is stale" {
+	version=$(idem_schema_version)
+	with_queue "$(printf 'queue\tidem\trehearsal_invoice_line\t%s' "$version")" >"$BATS_TEST_TMPDIR/run.tsv"
+	r=$(mkrecord -k "$key" -c -r "$REPRODUCE" <"$BATS_TEST_TMPDIR/run.tsv")
+	db="host=$PGHOST port=$PGPORT dbname=idem user=idem"
+	run -0 verify-record --history -d "$db"
+	[[ "$output" == *"record  $r"*" ok     pass, signed by eng@example.org"* ]]
+	# the queue's schema upgraded: the record describes an older system
+	sql "UPDATE idem.sandbox SET schema_version = $version + 1" >/dev/null
+	run verify-record --history -d "$db"
+	run_d=$status out_d=$output
+	# -d '' is the database of IDEM_DATABASE, else of PG*
+	run verify-record --history -d ''
+	run_env=$status out_env=$output
+	# without a database, nothing is said of the queue's version
+	run verify-record --history
+	run_none=$status out_none=$output
+	# nor by a database, not a sandbox, where the queue is not installed
+	run verify-record --history -d "host=$PGHOST port=$PGPORT dbname=postgres user=idem"
+	run_other=$status out_other=$output
+	sql "UPDATE idem.sandbox SET schema_version = $version" >/dev/null
+	[ "$run_d" -eq 1 ]
+	[[ "$out_d" == *"record  $r"*" stale  the idem queue's schema is version $((version + 1)) in the database, the record rehearsed version $version: not rehearsed since the queue's upgrade"* ]]
+	[ "$run_env" -eq 1 ]
+	assert_equal "$out_env" "$out_d"
+	[ "$run_none" -eq 0 ]
+	[[ "$out_none" == *"record  $r"*" ok     pass, signed by eng@example.org"* ]]
+	[ "$run_other" -eq 0 ]
+	assert_equal "$out_other" "$out_none"
+	# and back at the version rehearsed, it is not stale
+	run -0 verify-record --history -d "$db"
+}
+
+@test "verify-record --history -d reads pg-boss's and graphile-worker's schema versions as their migrations leave them" {
+	# the seed row and the queue row of a run on each library, at version 1
+	for kind in pg-boss graphile-worker; do
+		with_queue "$(printf 'queue\t%s\tsend-confirmation\t1' "$kind")" |
+			awk -F '\t' -v OFS='\t' -v kind="$kind" '$1 == "seed" { NF = 22; $22 = kind } { print }' |
+			mkrecord -k "$key" -c -r "$REPRODUCE" >>"$BATS_TEST_TMPDIR/records"
+	done
+	pgboss=$(sed -n 1p "$BATS_TEST_TMPDIR/records") graphile=$(sed -n 2p "$BATS_TEST_TMPDIR/records")
+	grep -q '^  kind: "pg-boss"$' "$pgboss"
+	grep -q '^  kind: "graphile-worker"$' "$graphile"
+	db="host=$PGHOST port=$PGPORT dbname=idem user=idem"
+	# the seed, as it is now, names the newest record's queue
+	queue_in_seed() {
+		sed -i "s/^queue: .*/queue: { kind: $1, name: send-confirmation }/" seed.yaml
+	}
+	queue_in_seed graphile-worker
+	# neither library installed: nothing to compare with
+	run -0 verify-record --history -d "$db"
+	# their own migrations install them, as a worker's setup would
+	node -e 'process.stdout.write(require("pg-boss").getConstructionPlans())' | psql -X -q -v ON_ERROR_STOP=1 >/dev/null
+	node -e 'require("graphile-worker").runMigrations({ connectionString: process.env.DATABASE_URL })
+		.catch(e => { console.error(e); process.exit(1) })'
+	pgboss_version=$(sql 'SELECT version FROM pgboss.version')
+	graphile_version=$(sql 'SELECT max(id) FROM graphile_worker.migrations')
+	run verify-record --history -t -d "$db"
+	sql 'DROP SCHEMA pgboss CASCADE; DROP SCHEMA graphile_worker CASCADE; DROP SCHEMA IF EXISTS graphile_worker_private CASCADE' >/dev/null
+	[ "$status" -eq 1 ]
+	# the newest record of the rehearsal only: the graphile-worker one
+	grep -q "	record	$pgboss	ok	pass, signed by eng@example.org$" <<<"$output"
+	grep -q "	record	$graphile	stale	the graphile-worker queue's schema is version $graphile_version in the database, the record rehearsed version 1: " <<<"$output"
+	# the pg-boss record alone, newest of its own rehearsal
+	git rm -q "$graphile" "$graphile.sig" "${graphile%.yaml}.md"
+	git_ssh -c user.signingkey="$key" commit -q -S -m "records: one queue at a time"
+	queue_in_seed pg-boss
+	node -e 'process.stdout.write(require("pg-boss").getConstructionPlans())' | psql -X -q -v ON_ERROR_STOP=1 >/dev/null
+	run verify-record --history -t -d "$db"
+	sql 'DROP SCHEMA pgboss CASCADE' >/dev/null
+	[ "$status" -eq 1 ]
+	grep -q "	record	$pgboss	stale	the pg-boss queue's schema is version $pgboss_version in the database, the record rehearsed version 1: " <<<"$output"
+}
+
+@test "a record of format 1, whose queue is a text, still verifies, and says nothing of its queue's version" {
+	r=$(mkrecord -k "$key" <"$RUN")
+	# what mkrecord wrote before the queue had a kind and a version
+	awk '/^record: 2$/ { print "record: 1"; next }
+		/^queue:$/ { q = 1; next } q && /^  name: / { sub(/^  name: /, "queue: "); print; next }
+		q && /^  / { next } { q = 0; print }' "$r" >"$r.old"
+	mv "$r.old" "$r"
+	grep -q '^queue: "rehearsal_invoice_line"$' "$r"
+	! grep -q '^  kind: ' "$r"
+	resign "$r"
+	git add records
+	git_ssh -c user.signingkey="$key" commit -q -S -m "records: format 1"
+	run -0 verify-record "$r"
+	sql "UPDATE idem.sandbox SET schema_version = schema_version + 1" >/dev/null
+	run verify-record --history -d "host=$PGHOST port=$PGPORT dbname=idem user=idem"
+	sql "UPDATE idem.sandbox SET schema_version = schema_version - 1" >/dev/null
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"record  $r"*" ok     pass, signed by eng@example.org"* ]]
+}
+
+@test "the audit lists the newest record as stale once the seed names a queue of another kind" {
+	r=$(record)
+	run -0 verify-record --history
+	sed -i 's/^queue: rehearsal_invoice_line$/queue: { kind: pg-boss, name: rehearsal_invoice_line }/' seed.yaml
+	grep -q '^queue: { kind: pg-boss' seed.yaml
+	run -1 verify-record --history
+	[[ "$output" == *"record  $r"*" stale  the seed's queue kind is pg-boss, the record rehearsed idem"* ]]
+}
+
+@test "verify-record --history -d with a database it cannot reach fails with exit 3 before it reports" {
+	record >/dev/null
+	run --separate-stderr verify-record --history -t -d "host=$BATS_TEST_TMPDIR port=1"
+	[ "$status" -eq 3 ]
+	assert_equal "$output" ""
+	[[ "$stderr" == "verify-record: connecting to the database: "* ]]
+	# the commits alone need no database
+	run -0 verify-record --history -c -d "host=$BATS_TEST_TMPDIR port=1"
 }

@@ -92,6 +92,9 @@ rh() {
 	[[ "$stderr" == *"$r: verified, signed by eng@example.org"* ]]
 	grep -q '^verdict: "pass"$' "$r"
 	grep -qF "reproduce: \"$setup && seed-gen seeds/pgboss-invoice-line.yaml" "$r"
+	# the library and its schema version, as the database showed them
+	grep -A 3 '^queue:$' "$r" | tr -d '\n ' | grep -qx 'queue:kind:"pg-boss"name:"invoice-line"version:"24"'
+	grep -q '^| queue library | pg-boss, schema version 24 |$' "${r%.yaml}.md"
 	run -0 verify-record --rerun "$r"
 	[[ "$output" == *"$r: rerun reproduces the counts"* ]]
 	assert_equal "$(ours)" ""
