@@ -251,6 +251,26 @@ install_sql(PGconn *conn, const struct idem_queue *q, const char *table, const c
 	    "\tIF EXISTS (SELECT FROM idem.published WHERE kind = $1 AND msg_id = $2) THEN\n"
 	    "\t\tINSERT INTO idem_run.delivery (msg_id, attempt) VALUES ($2, $3);\n"
 	    "\tEND IF;\nEND");
+	/* the deliveries of the queues whose tables keep none, as the adapters'
+	 * deliveries and deliveries-of-key sections read them */
+	fputs("CREATE FUNCTION idem_run.ledger_deliveries(kind text, msg_ids text[])"
+	    " RETURNS TABLE (msg_id text, job_id text, business_key text, attempt integer,"
+	    " delivered_at bigint, backend_pid integer, acked_at bigint)"
+	    " LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$\n"
+	    "SELECT d.msg_id, p.job_id, p.business_key, d.attempt,"
+	    " (extract(epoch FROM d.delivered_at) * 1000000)::bigint, d.backend_pid,"
+	    " CASE WHEN d.attempt = max(d.attempt) OVER (PARTITION BY d.msg_id) THEN"
+	    "  (SELECT (extract(epoch FROM min(a.acked_at)) * 1000000)::bigint"
+	    "   FROM idem_run.ack a WHERE a.msg_id = d.msg_id) END"
+	    " FROM idem_run.delivery d JOIN idem.published p ON p.kind = $1 AND p.msg_id = d.msg_id"
+	    " WHERE d.msg_id = ANY ($2) ORDER BY d.delivered_at, d.msg_id\n$$;\n"
+	    "CREATE FUNCTION idem_run.ledger_deliveries_of_key(kind text, queue text, business_key text)"
+	    " RETURNS TABLE (msg_id text, job_id text, attempt integer, backend_pid integer)"
+	    " LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$\n"
+	    "SELECT d.msg_id, p.job_id, d.attempt, d.backend_pid"
+	    " FROM idem_run.delivery d JOIN idem.published p ON p.kind = $1 AND p.msg_id = d.msg_id"
+	    " WHERE p.queue = $2 AND p.business_key = $3"
+	    " ORDER BY d.delivered_at DESC, d.msg_id DESC\n$$;\n", t.f);
 	/* the adapter's triggers on the queue's tables */
 	observe = idem_queue_sql(q, conn, "observe");
 	if (observe != NULL)

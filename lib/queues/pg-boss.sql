@@ -98,19 +98,11 @@ WHERE name = :'queue' AND state = 'active' AND (started_on + expire_in) < now()
 RETURNING id::text
 
 -- @deliveries
-SELECT d.msg_id, p.job_id, p.business_key, d.attempt,
-       (extract(epoch FROM d.delivered_at) * 1000000)::bigint, d.backend_pid,
-       CASE WHEN d.attempt = max(d.attempt) OVER (PARTITION BY d.msg_id) THEN
-	    (SELECT (extract(epoch FROM min(a.acked_at)) * 1000000)::bigint
-	     FROM idem_run.ack a WHERE a.msg_id = d.msg_id) END
-FROM idem_run.delivery d JOIN idem.published p ON p.kind = 'pg-boss' AND p.msg_id = d.msg_id
-WHERE d.msg_id = ANY ($1::text[]) ORDER BY d.delivered_at, d.msg_id
+-- from the run's own rows, which the triggers of observe keep
+SELECT * FROM idem_run.ledger_deliveries('pg-boss', $1)
 
 -- @deliveries-of-key
-SELECT d.msg_id, p.job_id, d.attempt, d.backend_pid
-FROM idem_run.delivery d JOIN idem.published p ON p.kind = 'pg-boss' AND p.msg_id = d.msg_id
-WHERE p.business_key = $1 AND p.queue = :'queue'
-ORDER BY d.delivered_at DESC, d.msg_id DESC
+SELECT * FROM idem_run.ledger_deliveries_of_key('pg-boss', :'queue', $1)
 
 -- @unacked
 SELECT count(*) FROM pgboss.job
