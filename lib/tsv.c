@@ -46,6 +46,7 @@ struct field {
 #define N11(name, type) { name, type, 1, NULL, 1 }
 #define E11(name, values) { name, ENUM, 1, values, 1 }
 #define E12(name, values) { name, ENUM, 1, values, 1 }
+#define N13(name, type) { name, type, 1, NULL, 1 }
 
 static const struct {
 	const char *name;
@@ -62,9 +63,10 @@ static const struct {
 		F("payload_schema", JSON_OBJECT), F("cannot_reproduce", JSON_STRINGS),
 		E12("queue_kind", IDEM_QUEUE_KINDS) } },
 	[IDEM_KIND_EXPECT] = { "expect", { F("effects", COUNT), F("duplicates", COUNT),
-		F("missing", COUNT), F("pending", COUNT) } },
+		F("missing", COUNT), F("pending", COUNT), N13("external", COUNT) } },
 	[IDEM_KIND_SCENARIO] = { "scenario", { F("name", NAME),
-		E("fault", "duplicate-publish kill race same-key"), N("step", NAME),
+		E("fault", "duplicate-publish kill race same-key vendor-error vendor-timeout"),
+		N("step", NAME),
 		N("attempt", POSITIVE), F("duplicates", COUNT), F("within_ms", COUNT) } },
 	[IDEM_KIND_JOB] = { "job", { F("job_id", NAME), F("business_key", TEXT),
 		F("payload", JSON_OBJECT), F("payload_sha256", SHA256), N("scenario", NAME) } },
@@ -88,7 +90,8 @@ static const struct {
 	[IDEM_KIND_QUERY] = { "query", { E("phase", "before after"), F("name", NAME),
 		F("sql", TEXT) } },
 	[IDEM_KIND_COUNT_ROW] = { "count", { E("phase", "before after"),
-		E("scope", "key unexpected total"), F("key", TEXT), F("expected", COUNT),
+		E("scope", "key unexpected total external external-unknown"), F("key", TEXT),
+		F("expected", COUNT),
 		F("observed", COUNT) } },
 	[IDEM_KIND_GUARD] = { "guard", { E("kind", "constraint index none"), N("name", TEXT),
 		F("definition", TEXT), N("flags", TEXT) } },
@@ -101,6 +104,14 @@ static const struct {
 		F("rows", COUNT) } },
 	[IDEM_KIND_QUEUE] = { "queue", { E("kind", IDEM_QUEUE_KINDS), F("name", NAME),
 		N("version", TEXT) } },
+	[IDEM_KIND_EXTERNAL] = { "external", { F("name", NAME), F("key_fields", JSON_NAMES),
+		E("honours_idempotency_key", "true false"), N("pending_table", NAME),
+		N("pending_owner", NAME) } },
+	[IDEM_KIND_CALL] = { "call", { F("at", TIME), F("worker", INTEGER), F("pid", COUNT),
+		F("method", NAME), F("path", TEXT), N("idempotency_key", TEXT),
+		F("body_sha256", SHA256), N("business_key", TEXT), F("status", COUNT),
+		E("answer", "ok replayed error timeout killed"), E("effect", "yes no"),
+		N("response_id", TEXT) } },
 };
 
 #undef F
@@ -109,6 +120,7 @@ static const struct {
 #undef N11
 #undef E11
 #undef E12
+#undef N13
 
 const char *
 idem_kind_name(enum idem_kind kind)
@@ -800,8 +812,8 @@ decode_fields(struct idem_tsv_reader *r, struct idem_error *err)
 }
 
 /* The rules of the stream as a whole, for rows whose fields are good: one
- * seed row and at most one expect row and one queue row, of the seed's
- * kind; scenario names and job ids unique;
+ * seed row and at most one expect row, one external row and one queue
+ * row, of the seed's kind; scenario names and job ids unique;
  * a job's scenario named by a scenario row before it. */
 static int
 check_row(struct idem_tsv_reader *r, struct idem_error *err)
@@ -816,6 +828,11 @@ check_row(struct idem_tsv_reader *r, struct idem_error *err)
 			    r->name, r->line_no);
 		v = r->fields[SEED_QUEUE_KIND] ? r->fields[SEED_QUEUE_KIND] : "idem";
 		snprintf(r->queue_kind, sizeof(r->queue_kind), "%s", v);
+		break;
+	case IDEM_KIND_EXTERNAL:
+		if (r->external_seen++)
+			return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%ld: a second external row",
+			    r->name, r->line_no);
 		break;
 	case IDEM_KIND_QUEUE:
 		if (r->queue_seen++)

@@ -7,7 +7,7 @@
 
 #include "util.h"
 
-#define IDEM_TSV_MAGIC "#idem-tsv\t1.2"
+#define IDEM_TSV_MAGIC "#idem-tsv\t1.3"
 /* the kinds of queue a seed may name (idem-seed(5)); \\N in a stream is idem */
 #define IDEM_QUEUE_KINDS "idem pg-boss graphile-worker"
 
@@ -30,6 +30,8 @@ enum idem_kind {
 	IDEM_KIND_MEASURE,
 	IDEM_KIND_DIGEST,
 	IDEM_KIND_QUEUE,
+	IDEM_KIND_EXTERNAL,
+	IDEM_KIND_CALL,
 	IDEM_KIND_COUNT
 };
 
@@ -42,7 +44,7 @@ enum {
 	SEED_WORKER_IMAGE, SEED_WORKER_VERSION, SEED_WORKER_COMMAND,
 	SEED_PAYLOAD_SCHEMA, SEED_CANNOT_REPRODUCE, SEED_QUEUE_KIND
 };
-enum { EXPECT_EFFECTS = 1, EXPECT_DUPLICATES, EXPECT_MISSING, EXPECT_PENDING };
+enum { EXPECT_EFFECTS = 1, EXPECT_DUPLICATES, EXPECT_MISSING, EXPECT_PENDING, EXPECT_EXTERNAL };
 enum {
 	SCENARIO_NAME = 1, SCENARIO_FAULT, SCENARIO_STEP, SCENARIO_ATTEMPT,
 	SCENARIO_DUPLICATES, SCENARIO_WITHIN_MS
@@ -74,6 +76,15 @@ enum {
 };
 enum { DIGEST_PHASE = 1, DIGEST_SHA256, DIGEST_ROWS };
 enum { QUEUE_KIND = 1, QUEUE_NAME, QUEUE_VERSION };
+enum {
+	EXTERNAL_NAME = 1, EXTERNAL_KEY_FIELDS, EXTERNAL_HONOURS_IDEMPOTENCY_KEY,
+	EXTERNAL_PENDING_TABLE, EXTERNAL_PENDING_OWNER
+};
+enum {
+	CALL_AT = 1, CALL_WORKER, CALL_PID, CALL_METHOD, CALL_PATH, CALL_IDEMPOTENCY_KEY,
+	CALL_BODY_SHA256, CALL_BUSINESS_KEY, CALL_STATUS, CALL_ANSWER, CALL_EFFECT,
+	CALL_RESPONSE_ID
+};
 
 /* The kind's name and number of fields after the kind, or NULL. */
 const char *idem_kind_name(enum idem_kind kind);
@@ -105,7 +116,7 @@ struct idem_tsv_reader {
 	char *decoded;
 	size_t decoded_cap;
 	size_t fields_cap;
-	int seed_seen, expect_seen, queue_seen;
+	int seed_seen, expect_seen, queue_seen, external_seen;
 	char queue_kind[24];		/* the seed row's */
 	struct idem_tsv_names job_ids, scenario_names;
 };
