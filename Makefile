@@ -7,7 +7,7 @@ BINDIR = $(PREFIX)/bin
 DESTDIR =
 
 CC = cc
-PKGS = libpq yaml-0.1 libgit2 libsodium jansson
+PKGS = libpq yaml-0.1 libgit2 libsodium jansson libmicrohttpd
 SANITIZE =
 ifeq ($(SANITIZE),1)
 BUILD = build/sanitize
@@ -27,7 +27,8 @@ PROGS = idem-sandbox seed-gen dup-publish idem-worker kill-at count-effects mkre
 LIBOBJ = $(BUILD)/lib/util.o $(BUILD)/lib/tsv.o $(BUILD)/lib/seed.o \
 	$(BUILD)/lib/template.o $(BUILD)/lib/pg.o $(BUILD)/lib/embed.o $(BUILD)/lib/step.o \
 	$(BUILD)/lib/sig.o $(BUILD)/lib/yamljson.o $(BUILD)/lib/git.o $(BUILD)/lib/peer.o \
-	$(BUILD)/lib/failpoint.o $(BUILD)/lib/map.o $(BUILD)/lib/evidence.o $(BUILD)/lib/queue.o
+	$(BUILD)/lib/failpoint.o $(BUILD)/lib/map.o $(BUILD)/lib/evidence.o $(BUILD)/lib/queue.o \
+	$(BUILD)/lib/vendor.o
 UNIT = tsv util seed template sig yamljson pg map evidence queue
 FUZZ = tsv seed record sshsig signers key template
 FUZZ_SECONDS = 60
@@ -38,7 +39,7 @@ MAN5 = idem-tsv.5 idem-seed.5 idem-record.5
 MAN7 = idem-step.7 idem.7
 
 # Debian packages that building, the tests and the demo need.
-DEBS = make gcc libc6-dev pkg-config libpq-dev libyaml-dev libgit2-dev libsodium-dev \
+DEBS = make gcc libc6-dev pkg-config libpq-dev libyaml-dev libgit2-dev libsodium-dev libmicrohttpd-dev \
 	libjansson-dev postgresql postgresql-client bats python3 man-db groff-base \
 	openssh-client git
 # node and npm for the workers written with node-postgres (tests/node): any

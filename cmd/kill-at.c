@@ -30,6 +30,7 @@
 #include "step.h"
 #include "tsv.h"
 #include "util.h"
+#include "vendor.h"
 
 #define MAX_WORKERS 16
 #define MAX_RESTARTS 20
@@ -47,7 +48,7 @@ struct job {
 	long long copies;		/* messages published for it */
 };
 
-static const char DATABASE[] = "database", SOCKET[] = "socket";
+static const char DATABASE[] = "database", SOCKET[] = "socket", VENDOR[] = "vendor";
 
 /* A session held at a database kill point, and the delivery it works on. */
 struct hold {
@@ -129,8 +130,14 @@ static struct {
 	struct idem_map kill_index;	/* job id: its first kill point */
 	struct race *races;
 	size_t nraces;
+	struct { char *business_key; enum idem_vendor_fault fault; } *faults;
+	size_t nfaults;
+	/* the external effect, when the seed declares one */
+	char *external_name, *external_key_fields;
+	int honours_idempotency_key;
 	/* the run */
 	struct idem_queue q;		/* the queue's adapter */
+	struct idem_vendor *vendor;	/* the vendor double */
 	const char *conninfo;
 	PGconn *conn;
 	char *database_url;		/* where conn goes, for the workers */
@@ -221,6 +228,12 @@ read_stream(FILE *hold)
 				k.worker_command = idem_estrdup(r.fields[SEED_WORKER_COMMAND]);
 			k.visibility_timeout_ms = idem_tsv_number(&r, SEED_VISIBILITY_TIMEOUT_MS, 0);
 			k.max_attempts = idem_tsv_number(&r, SEED_MAX_ATTEMPTS, 0);
+			break;
+		case IDEM_KIND_EXTERNAL:
+			k.external_name = idem_estrdup(r.fields[EXTERNAL_NAME]);
+			k.external_key_fields = idem_estrdup(r.fields[EXTERNAL_KEY_FIELDS]);
+			k.honours_idempotency_key =
+			    strcmp(r.fields[EXTERNAL_HONOURS_IDEMPOTENCY_KEY], "true") == 0;
 			break;
 		case IDEM_KIND_SCENARIO:
 			k.scenario_names = idem_ereallocarray(k.scenario_names, k.nscenarios + 1, sizeof(char *));
@@ -347,6 +360,16 @@ plan(char **kill_options, size_t nkill_options, const char *race_step)
 		else if (strcmp(k.scenario_faults[s], "race") == 0)
 			add_race(k.jobs[i].business_key, race_step ? race_step : k.scenario_steps[s]);
 	}
+	for (i = 0; i < k.njobs; i++) {
+		long s = k.jobs[i].scenario;
+
+		if (s < 0 || strncmp(k.scenario_faults[s], "vendor-", 7) != 0)
+			continue;
+		k.faults = idem_ereallocarray(k.faults, k.nfaults + 1, sizeof(*k.faults));
+		k.faults[k.nfaults].business_key = idem_estrdup(k.jobs[i].business_key);
+		k.faults[k.nfaults++].fault = strcmp(k.scenario_faults[s], "vendor-error") == 0 ?
+		    IDEM_VENDOR_ERROR : IDEM_VENDOR_TIMEOUT;
+	}
 	/* -r with no race scenario: race every key that has two deliveries */
 	for (i = 0; race_step != NULL && k.nraces == 0 && i < k.njobs; i++)
 		if (k.jobs[i].copies > 1 || key_published_twice(k.jobs[i].business_key))
@@ -379,6 +402,21 @@ start_watchdog(void)
 
 	if ((k.watchdog_fd = idem_watchdog(MAX_WORKERS * (MAX_RESTARTS + 1), leftovers, &err)) < 0)
 		idem_die_error(&err);
+}
+
+/* The vendor double puts each call down to the worker whose process
+ * group made it. */
+static void
+tell_vendor(void)
+{
+	pid_t groups[MAX_WORKERS];
+	int i;
+
+	if (k.vendor == NULL)
+		return;
+	for (i = 0; i < k.nworkers; i++)
+		groups[i] = k.workers[i].pid;
+	idem_vendor_workers(k.vendor, groups, k.nworkers);
 }
 
 static void
@@ -416,6 +454,8 @@ spawn(int index)
 		snprintf(value, sizeof(value), "%lld", k.visibility_timeout_ms);
 		setenv("IDEM_VISIBILITY_TIMEOUT_MS", value, 1);
 		setenv("IDEM_RECONCILIATION_OWNER", k.owner, 1);
+		if (k.vendor != NULL)
+			setenv("IDEM_VENDOR_URL", idem_vendor_url(k.vendor), 1);
 		if (k.conninfo != NULL)
 			setenv("IDEM_DATABASE", k.conninfo, 1);
 		/* the database kill-at is connected to, for clients that read no conninfo */
@@ -435,6 +475,7 @@ spawn(int index)
 	wk->pid = pid;
 	wk->out = out[0];
 	wk->killed = 0;
+	tell_vendor();
 }
 
 static void
@@ -951,6 +992,102 @@ release_races(void)
 	}
 }
 
+/* The vendor double: a call of the business key of an external-call kill
+ * point is held there, the vendor having charged; the kill point of the
+ * delivery the calling worker works on kills that worker, whose reply is
+ * then never sent. */
+
+static void
+arm_vendor(const char *business_key)
+{
+	size_t i;
+
+	for (i = 0; i < k.nkills; i++)
+		if (!k.kills[i].fired && strcmp(k.kills[i].step, "external-call") == 0 &&
+		    strcmp(find_job(k.kills[i].job_id)->business_key, business_key) == 0) {
+			idem_vendor_arm(k.vendor, business_key);
+			return;
+		}
+}
+
+static void
+handle_vendor_call(const struct idem_vendor_held *h)
+{
+	struct idem_failpoint_delivery d;
+	struct kill_point *kp = NULL;
+	struct idem_error err;
+	size_t i, nsame = 0;
+	int *same = idem_ereallocarray(NULL, k.nsessions + 1, sizeof(*same));
+
+	for (i = 0; h->worker >= 0 && i < k.nsessions; i++)
+		if (k.sessions[i].worker == h->worker)
+			same[nsame++] = k.sessions[i].backend_pid;
+	if (idem_failpoint_delivery(k.fp, h->business_key, -1, same, nsame, &d, &err) < 0)
+		idem_die_error(&err);
+	free(same);
+	if (d.job_id != NULL)
+		kp = kill_for("external-call", d.job_id, d.attempt);
+	if (kp == NULL) {
+		record_step(h->worker, h->pid, "external-call", d.job_id ? d.job_id : "", d.attempt,
+		    "go", VENDOR);
+		idem_vendor_release(k.vendor, h->id, 0);
+	} else {
+		record_step(h->worker, h->pid, "external-call", d.job_id, d.attempt, "kill", VENDOR);
+		kp->fired = 1;
+		kp->pid = h->pid;
+		kp->worker = h->worker;
+		kp->killed_at = db_now();
+		kp->msg_id = d.msg_id ? idem_estrdup(d.msg_id) : NULL;
+		kp->observed = VENDOR;
+		if (h->worker >= 0) {
+			k.workers[h->worker].killed = 1;
+			kill_worker_group(h->worker, SIGKILL);
+		} else if (h->pid > 0) {
+			kill(h->pid, SIGKILL);
+		}
+		idem_vendor_release(k.vendor, h->id, 1);
+	}
+	arm_vendor(h->business_key);
+	free(d.job_id);
+	free(d.msg_id);
+}
+
+static void
+watch_vendor(void)
+{
+	struct idem_vendor_held held[MAX_WORKERS];
+	size_t n, i;
+
+	if (k.vendor == NULL)
+		return;
+	idem_vendor_drain(k.vendor);
+	n = idem_vendor_held(k.vendor, held, MAX_WORKERS);
+	if (n > 0)
+		watch_sessions();
+	for (i = 0; i < n; i++) {
+		handle_vendor_call(&held[i]);
+		free(held[i].business_key);
+	}
+}
+
+static void
+start_vendor(void)
+{
+	struct idem_error err;
+	size_t i;
+
+	if (k.external_name == NULL)
+		return;
+	if ((k.vendor = idem_vendor_start(k.external_name, k.external_key_fields,
+	    k.honours_idempotency_key, &err)) == NULL)
+		idem_die_error(&err);
+	for (i = 0; i < k.nfaults; i++)
+		idem_vendor_fault(k.vendor, k.faults[i].business_key, k.faults[i].fault);
+	for (i = 0; i < k.nkills; i++)
+		if (strcmp(k.kills[i].step, "external-call") == 0)
+			arm_vendor(find_job(k.kills[i].job_id)->business_key);
+}
+
 static void
 watch_database(void)
 {
@@ -996,6 +1133,7 @@ reap(void)
 			record_log(i, pid, note, strlen(note));
 		}
 		k.workers[i].pid = 0;
+		tell_vendor();
 		pid = -pid;
 		if (write(k.watchdog_fd, &pid, sizeof(pid)) != (ssize_t)sizeof(pid))
 			idem_warn("the watchdog is gone: workers may outlive a killed kill-at");
@@ -1081,7 +1219,7 @@ run(long long deadline_us)
 	long long next_check = 0, end = idem_now_us() + deadline_us, checks = 0;
 	struct pollfd *fds = NULL;
 	struct idem_error err;
-	size_t nfds, i;
+	size_t nfds, nclients, i;
 	int rc = -1;
 
 	if (idem_failpoint_watch_acks(k.fp, ids, &err) < 0)
@@ -1090,13 +1228,16 @@ run(long long deadline_us)
 		spawn((int)i);
 	while (rc < 0) {
 		nfds = 0;
-		fds = idem_ereallocarray(fds, 2 + MAX_WORKERS + k.nclients, sizeof(*fds));
+		fds = idem_ereallocarray(fds, 3 + MAX_WORKERS + k.nclients, sizeof(*fds));
 		fds[nfds++] = (struct pollfd){ .fd = k.server.fd, .events = POLLIN };
 		fds[nfds++] = (struct pollfd){ .fd = k.signal_fd, .events = POLLIN };
 		for (i = 0; i < (size_t)k.nworkers; i++)
 			fds[nfds++] = (struct pollfd){ .fd = k.workers[i].out, .events = POLLIN };
-		for (i = 0; i < k.nclients; i++)
+		nclients = k.nclients;
+		for (i = 0; i < nclients; i++)
 			fds[nfds++] = (struct pollfd){ .fd = k.clients[i].peer.fd, .events = POLLIN };
+		fds[nfds++] = (struct pollfd){ .fd = k.vendor ? idem_vendor_fd(k.vendor) : -1,
+		    .events = POLLIN };
 		if (poll(fds, nfds, CHECK_EVERY_US / 1000) < 0 && errno != EINTR)
 			idem_die(IDEM_EXIT_ENV, "poll:");
 		if (fds[0].revents & POLLIN)
@@ -1114,10 +1255,12 @@ run(long long deadline_us)
 		for (i = 0; i < (size_t)k.nworkers; i++)
 			if (fds[2 + i].fd >= 0 && (fds[2 + i].revents & (POLLIN | POLLHUP)))
 				read_worker_output((int)i, 0);
-		for (i = 0; i < k.nclients && 2 + (size_t)k.nworkers + i < nfds; i++)
+		for (i = 0; i < nclients; i++)
 			if (k.clients[i].peer.fd >= 0 &&
 			    (fds[2 + k.nworkers + i].revents & (POLLIN | POLLHUP | POLLERR)))
 				read_client(i);
+		if (fds[nfds - 1].revents & POLLIN)
+			watch_vendor();
 		if (rc >= 0)
 			break;
 		if (idem_now_us() >= next_check) {
@@ -1163,6 +1306,43 @@ run(long long deadline_us)
 	return rc;
 }
 
+/* The call rows: every request the vendor double took, once it stopped. */
+static void
+write_calls(void)
+{
+	struct idem_vendor_call *const *calls;
+	size_t n, i;
+
+	if (k.vendor == NULL)
+		return;
+	idem_vendor_stop(k.vendor, &calls, &n);
+	for (i = 0; i < n; i++) {
+		const struct idem_vendor_call *c = calls[i];
+		char at[32], worker[16], pid[16], status[16];
+		const char *row[12];
+
+		idem_format_time(c->at_us + k.skew_us, at);
+		snprintf(worker, sizeof(worker), "%d", c->worker);
+		snprintf(pid, sizeof(pid), "%d", (int)c->pid);
+		snprintf(status, sizeof(status), "%d", c->status);
+		row[0] = at;
+		row[1] = worker;
+		row[2] = pid;
+		row[3] = c->method;
+		row[4] = c->path;
+		row[5] = c->idempotency_key;
+		row[6] = c->body_sha256;
+		row[7] = c->business_key;
+		row[8] = status;
+		/* a request cut short before it was answered took no effect */
+		row[9] = *c->answer ? c->answer : "error";
+		row[10] = c->effect ? "yes" : "no";
+		row[11] = c->response_id;
+		if (idem_tsv_write_row(stdout, "call", row, 12) < 0)
+			idem_die(IDEM_EXIT_ENV, "write error on standard output:");
+	}
+}
+
 /*
  * The step, kill and log rows, then the attempt rows, one per delivery,
  * with the rows each wrote from the effect ledger, and the recover rows,
@@ -1202,6 +1382,7 @@ write_evidence(void)
 	}
 	if (idem_evidence_write(ev, stdout) < 0)
 		idem_die(IDEM_EXIT_ENV, "write error on standard output:");
+	write_calls();
 }
 
 static void
@@ -1222,6 +1403,12 @@ free_all(void)
 	free(k.queue);
 	free(k.queue_kind);
 	idem_queue_close(&k.q);
+	idem_vendor_free(k.vendor);
+	free(k.external_name);
+	free(k.external_key_fields);
+	for (i = 0; i < k.nfaults; i++)
+		free(k.faults[i].business_key);
+	free(k.faults);
 	free(k.owner);
 	free(k.effect_table);
 	free(k.key_columns);
@@ -1415,6 +1602,7 @@ main(int argc, char *argv[])
 	free(version);
 	setup_signals();
 	install_failpoints();
+	start_vendor();
 	setup_socket();
 	start_watchdog();
 	rc = run(deadline_ms * 1000);
