@@ -366,8 +366,8 @@ main(void)
 	CHECK_STR(refusal(HEAD "kill\tk\ta\t1\tafter-commit\t42\n", &err),
 	    "t:3: kill row has 5 fields, expected 6 to 7", "a kind with fields of 1.1 says both counts");
 	CHECK_STR(refusal(HEAD "kill\tk\ta\t1\tafter-commit\t42\t2026-11-29T13:48:32.247642Z\tdisk\n", &err),
-	    "t:3: kill row, field observed: expected one of database, socket; got \"disk\"",
-	    "observed is database or socket");
+	    "t:3: kill row, field observed: expected one of database, socket, vendor; got \"disk\"",
+	    "observed is database, socket or vendor");
 	{
 		static const char nul[] = "#idem-tsv\t1\nexpect\t1\0\t0\t0\t0\n";
 		FILE *f = fmemopen((void *)nul, sizeof(nul) - 1, "r");
