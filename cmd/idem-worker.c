@@ -1,8 +1,9 @@
 /* idem-worker: the reference worker. It takes invoice-line jobs from the
- * sandbox queue, writes one line per job, makes one call to a stand-in
- * vendor, and acks; its guard against doing that twice is chosen by option,
- * good or bad, so the toolchain can be seen catching real bugs. It speaks
- * the step protocol of idem-step(7) at every standard step. */
+ * sandbox queue, writes one line per job, makes one charge at a vendor (the
+ * vendor double of IDEM_VENDOR_URL over HTTP, else a stand-in table), and
+ * acks; its guards against doing either twice are chosen by option, good
+ * or bad, so the toolchain can be seen catching real bugs. It speaks the
+ * step protocol of idem-step(7) at every standard step. */
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -12,17 +13,19 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <curl/curl.h>
 #include <jansson.h>
 #include <libpq-fe.h>
 
 #include "pg.h"
+#include "seed.h"
 #include "step.h"
 #include "util.h"
 
 static const char synopsis[] =
-	"usage: idem-worker [-d conninfo] [-g guard] [-k key-scope] [-q queue]\n"
-	"                   [-t visibility-timeout] [-p poll-interval] [-o owner] [--once]\n"
-	"                   [--no-step]\n"
+	"usage: idem-worker [-d conninfo] [-g guard] [-k key-scope] [-x external-guard]\n"
+	"                   [-q queue] [-t visibility-timeout] [-p poll-interval] [-o owner]\n"
+	"                   [--once] [--no-step]\n"
 	"       idem-worker [-d conninfo] [-g guard] [-k key-scope] --setup\n";
 
 enum guard { GUARD_NONE, GUARD_CHECK_THEN_INSERT, GUARD_MEMORY, GUARD_UNIQUE, GUARD_OUTBOX };
@@ -31,8 +34,19 @@ static const char *const guard_names[] = {
 	"none", "check-then-insert", "memory", "unique", "outbox", NULL
 };
 
+enum external { EXTERNAL_NONE, EXTERNAL_IDEMPOTENCY_KEY, EXTERNAL_PENDING_ROW };
+
+static const char *const external_names[] = { "none", "idempotency-key", "pending-row", NULL };
+
+/* What became of one request to the vendor. */
+enum answer { ANSWER_OK, ANSWER_ERROR, ANSWER_TIMEOUT };
+
+#define VENDOR_TIMEOUT_MS 2000L
+#define VENDOR_ANSWER_MAX (1024 * 1024)
+
 static struct {
 	enum guard guard;
+	enum external external;
 	int job_scope;			/* the guard's key: job id, else business key */
 	const char *queue;
 	const char *owner;
@@ -42,6 +56,8 @@ static struct {
 	int no_step;			/* never speak to IDEM_STEP_SOCK */
 	PGconn *conn;			/* the worker's own transactions */
 	PGconn *vendor;			/* the stand-in vendor, outside them */
+	const char *vendor_url;		/* IDEM_VENDOR_URL: the vendor over HTTP */
+	CURL *http;
 	char **seen;			/* memory guard: job ids done, this process only */
 	size_t nseen;
 } w;
@@ -146,7 +162,7 @@ setup(void)
 		run(w.conn, "setup", "ALTER TABLE demo.pending_calls ADD PRIMARY KEY (key)", 0, NULL);
 	run(w.conn, "setup",
 	    "CREATE TABLE demo.provider_calls (call_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
-	    " key text NOT NULL, job_id text NOT NULL,"
+	    " key text NOT NULL, job_id text NOT NULL, idempotency_key text UNIQUE,"
 	    " called_at timestamptz NOT NULL DEFAULT clock_timestamp())", 0, NULL);
 	run(w.conn, "setup", "GRANT USAGE ON SCHEMA demo TO idem_reviewer", 0, NULL);
 	run(w.conn, "setup", "GRANT SELECT ON ALL TABLES IN SCHEMA demo TO idem_reviewer", 0, NULL);
@@ -170,20 +186,200 @@ remember(const char *job_id)
 	w.seen[w.nseen++] = idem_estrdup(job_id);
 }
 
-/* The vendor call: a row in demo.provider_calls, committed on its own. */
-static void
-call_vendor(const char *key, const char *job_id)
-{
-	const char *params[2] = { key, job_id };
+struct answer_body {
+	char *text;
+	size_t len;
+};
 
-	run(w.vendor, "calling the vendor",
-	    "INSERT INTO demo.provider_calls (key, job_id) VALUES ($1, $2)", 2, params);
+static size_t
+collect(char *data, size_t size, size_t n, void *arg)
+{
+	struct answer_body *b = arg;
+	size_t len = size * n;
+
+	if (len > VENDOR_ANSWER_MAX - b->len)
+		return 0;
+	b->text = idem_erealloc(b->text, b->len + len + 1);
+	memcpy(b->text + b->len, data, len);
+	b->len += len;
+	b->text[b->len] = '\0';
+	return len;
 }
 
 /*
- * The effect: one invoice line. Returns 1 when this attempt wrote it.
- * The transaction also records the vendor call as pending, naming who
- * reconciles it, so a retry never calls blind.
+ * One request to the vendor double: a POST of body, with the idempotency
+ * key when there is one, or a GET when body is NULL. An answer other than
+ * 2xx is an error, and one that does not come within VENDOR_TIMEOUT_MS
+ * is a timeout: either way it is said on standard error. *out gets the
+ * JSON of a 2xx answer, or NULL when it is not JSON.
+ */
+static enum answer
+http_request(const char *url, const char *body, const char *idempotency_key, json_t **out)
+{
+	struct answer_body answer = { NULL, 0 };
+	struct curl_slist *headers = NULL;
+	char *header = NULL, curl_error[CURL_ERROR_SIZE] = "";
+	const char *method = body ? "POST" : "GET";
+	const char *why;
+	enum answer result = ANSWER_ERROR;
+	long status = 0;
+	json_t *json;
+	CURLcode rc;
+
+	*out = NULL;
+	curl_easy_reset(w.http);
+	curl_easy_setopt(w.http, CURLOPT_URL, url);
+	curl_easy_setopt(w.http, CURLOPT_PROXY, "");
+	curl_easy_setopt(w.http, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(w.http, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(w.http, CURLOPT_TIMEOUT_MS, VENDOR_TIMEOUT_MS);
+	curl_easy_setopt(w.http, CURLOPT_ERRORBUFFER, curl_error);
+	curl_easy_setopt(w.http, CURLOPT_WRITEFUNCTION, collect);
+	curl_easy_setopt(w.http, CURLOPT_WRITEDATA, &answer);
+	headers = curl_slist_append(headers, "Accept: application/json");
+	if (body) {
+		headers = curl_slist_append(headers, "Content-Type: application/json");
+		if (idempotency_key) {
+			if (strpbrk(idempotency_key, "\r\n")) {
+				idem_warn("%s %s: the idempotency key holds a line break", method, url);
+				goto out;
+			}
+			if (asprintf(&header, "Idempotency-Key: %s", idempotency_key) < 0)
+				idem_die(IDEM_EXIT_ENV, "asprintf:");
+			headers = curl_slist_append(headers, header);
+		}
+		curl_easy_setopt(w.http, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(w.http, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+	}
+	curl_easy_setopt(w.http, CURLOPT_HTTPHEADER, headers);
+	rc = curl_easy_perform(w.http);
+	if (rc == CURLE_OPERATION_TIMEDOUT) {
+		idem_warn("%s %s: no answer within %ld ms", method, url, VENDOR_TIMEOUT_MS);
+		result = ANSWER_TIMEOUT;
+		goto out;
+	}
+	if (rc != CURLE_OK) {
+		idem_warn("%s %s: %s", method, url, *curl_error ? curl_error : curl_easy_strerror(rc));
+		goto out;
+	}
+	curl_easy_getinfo(w.http, CURLINFO_RESPONSE_CODE, &status);
+	json = answer.text ? json_loads(answer.text, 0, NULL) : NULL;
+	if (status < 200 || status > 299) {
+		why = json_string_value(json_object_get(json, "error"));
+		idem_warn("%s %s: HTTP %ld%s%s", method, url, status, why ? ": " : "", why ? why : "");
+		json_decref(json);
+		goto out;
+	}
+	*out = json;
+	result = ANSWER_OK;
+out:
+	curl_slist_free_all(headers);
+	free(header);
+	free(answer.text);
+	return result;
+}
+
+/* The charge for the invoice line: the body the vendor double reads its
+ * business key from, the same bytes at every attempt. */
+static char *
+charge_body(const json_t *payload)
+{
+	json_t *body = json_pack("{s:O,s:O,s:O,s:O}",
+	    "invoice_id", json_object_get(payload, "invoice_id"),
+	    "line_no", json_object_get(payload, "line_no"),
+	    "amount_cents", json_object_get(payload, "amount_cents"),
+	    "currency", json_object_get(payload, "currency"));
+	char *text = idem_json_canonical(body);
+
+	json_decref(body);
+	return text;
+}
+
+/* The vendor call: over HTTP, a POST to /v1/charges; with the stand-in, a
+ * row in demo.provider_calls committed on its own, none when the
+ * idempotency key has one already. */
+static enum answer
+call_vendor(const char *key, const char *job_id, const json_t *payload,
+	    const char *idempotency_key)
+{
+	const char *params[3] = { key, job_id, idempotency_key };
+	enum answer result;
+	json_t *answer;
+	char *body, *url;
+
+	if (w.vendor_url == NULL) {
+		run(w.vendor, "calling the vendor",
+		    "INSERT INTO demo.provider_calls (key, job_id, idempotency_key) VALUES ($1, $2, $3)"
+		    " ON CONFLICT DO NOTHING", 3, params);
+		return ANSWER_OK;
+	}
+	body = charge_body(payload);
+	if (asprintf(&url, "%s/v1/charges", w.vendor_url) < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	result = http_request(url, body, idempotency_key, &answer);
+	json_decref(answer);
+	free(url);
+	free(body);
+	return result;
+}
+
+/* Reconciliation: how many charges the vendor has for the invoice line.
+ * Over HTTP, a GET of /v1/charges?key= the line's business key as the
+ * double reads it from a charge's body, ["invoice_id",line_no]; with the
+ * stand-in, the rows of demo.provider_calls with the key. */
+static enum answer
+vendor_charges(const char *key, const json_t *payload, long long *count)
+{
+	const char *params[1] = { key };
+	enum answer result;
+	json_t *line, *answer, *data;
+	char *business_key, *escaped, *url;
+	PGresult *res;
+
+	if (w.vendor_url == NULL) {
+		res = sql(w.conn, "reconciling", "SELECT count(*) FROM demo.provider_calls WHERE key = $1",
+		    1, params);
+		*count = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+		PQclear(res);
+		return ANSWER_OK;
+	}
+	line = json_pack("[O,O]", json_object_get(payload, "invoice_id"),
+	    json_object_get(payload, "line_no"));
+	business_key = idem_json_canonical(line);
+	json_decref(line);
+	if ((escaped = curl_easy_escape(w.http, business_key, 0)) == NULL ||
+	    asprintf(&url, "%s/v1/charges?key=%s", w.vendor_url, escaped) < 0)
+		idem_die(IDEM_EXIT_ENV, "the reconciliation's URL: out of memory");
+	curl_free(escaped);
+	free(business_key);
+	result = http_request(url, NULL, NULL, &answer);
+	if (result == ANSWER_OK) {
+		if (!json_is_array(data = json_object_get(answer, "data"))) {
+			idem_warn("GET %s: the answer has no \"data\" array", url);
+			result = ANSWER_ERROR;
+		} else {
+			*count = (long long)json_array_size(data);
+		}
+	}
+	json_decref(answer);
+	free(url);
+	return result;
+}
+
+/* A failed call: nothing recorded as done, no ack; the message comes back
+ * when its visibility timeout ends. */
+static int
+call_failed(enum answer result, const char *job_id, long long attempt, const char *msg_id)
+{
+	branch(result == ANSWER_TIMEOUT ? "vendor-timeout" : "vendor-error", job_id, attempt, msg_id);
+	return -1;
+}
+
+/*
+ * The effect: one invoice line. With the pending-row external guard, the
+ * transaction also records the vendor call as pending, naming who
+ * reconciles it, so a retry never calls blind. Returns 1 when this attempt
+ * wrote the key's pending row.
  */
 static int
 write_effect(const char *job_id, const char *key, long long attempt, const char *msg_id,
@@ -193,7 +389,7 @@ write_effect(const char *job_id, const char *key, long long attempt, const char 
 	const char *params[5], *outbox[2];
 	const char *name;
 	PGresult *res;
-	int inserted = 0;
+	int inserted = 0, pending_written = 0;
 
 	snprintf(line_no, sizeof(line_no), "%lld",
 	    (long long)json_integer_value(json_object_get(payload, "line_no")));
@@ -253,43 +449,51 @@ write_effect(const char *job_id, const char *key, long long attempt, const char 
 		name = "inserted";
 		break;
 	}
-	if (inserted) {
+	if (inserted && w.external == EXTERNAL_PENDING_ROW) {
 		const char *pending[3] = { key, job_id, w.owner };
 
-		run(w.conn, "writing", w.guard == GUARD_UNIQUE || w.guard == GUARD_OUTBOX ?
-		    "INSERT INTO demo.pending_calls (key, job_id, owner, status) VALUES ($1, $2, $3, 'pending')"
-		    " ON CONFLICT DO NOTHING" :
-		    "INSERT INTO demo.pending_calls (key, job_id, owner, status) VALUES ($1, $2, $3, 'pending')",
-		    3, pending);
+		res = sql(w.conn, "writing",
+		    "INSERT INTO demo.pending_calls (key, job_id, owner, status)"
+		    " SELECT $1::text, $2::text, $3::text, 'pending'"
+		    " WHERE NOT EXISTS (SELECT 1 FROM demo.pending_calls WHERE key = $1::text)"
+		    " ON CONFLICT DO NOTHING RETURNING 1", 3, pending);
+		pending_written = PQntuples(res) == 1;
+		PQclear(res);
 	}
 	branch(name, job_id, attempt, msg_id);
 	step("before-commit", job_id, attempt);
 	run(w.conn, "writing", "COMMIT", 0, NULL);
 	step("after-commit", job_id, attempt);
-	return inserted;
+	return pending_written;
 }
 
 /*
- * The vendor call, outside the effect's transaction. The none and memory
- * guards call every time. The others look at the pending row under a lock:
- * done means called already; pending from an earlier attempt means a call
- * may or may not have reached the vendor, so ask the vendor (reconcile)
- * instead of calling again.
+ * The vendor call, outside the effect's transaction. Without the
+ * pending-row external guard, it calls every time, with the idempotency
+ * key or without. With it, it looks at the pending row under a lock: done
+ * means called already; pending from an earlier attempt means a call may
+ * or may not have reached the vendor, so ask the vendor (reconcile)
+ * instead of calling again. Returns -1 when the vendor failed: then
+ * nothing is recorded as done and the message must not be acked.
  */
-static void
+static int
 external_call(const char *job_id, const char *key, long long attempt, const char *msg_id,
-	      int fresh)
+	      const json_t *payload, int fresh)
 {
 	const char *params[1] = { key };
+	enum answer result;
 	PGresult *res;
 	char status[16] = "";
-	long long calls;
+	long long calls = 0;
 
-	if (w.guard == GUARD_NONE || w.guard == GUARD_MEMORY) {
-		call_vendor(key, job_id);
+	if (w.external != EXTERNAL_PENDING_ROW) {
+		result = call_vendor(key, job_id, payload,
+		    w.external == EXTERNAL_IDEMPOTENCY_KEY ? key : NULL);
+		if (result != ANSWER_OK)
+			return call_failed(result, job_id, attempt, msg_id);
 		branch("called", job_id, attempt, msg_id);
 		step("external-call", job_id, attempt);
-		return;
+		return 0;
 	}
 	run(w.conn, "calling", "BEGIN", 0, NULL);
 	res = sql(w.conn, "calling", "SELECT status FROM demo.pending_calls WHERE key = $1 "
@@ -300,28 +504,33 @@ external_call(const char *job_id, const char *key, long long attempt, const char
 	if (strcmp(status, "done") == 0 || strcmp(status, "reconciled") == 0) {
 		run(w.conn, "calling", "COMMIT", 0, NULL);
 		branch("already-called", job_id, attempt, msg_id);
-		return;
+		return 0;
 	}
 	if (strcmp(status, "pending") == 0 && !fresh) {
-		res = sql(w.conn, "reconciling", "SELECT count(*) FROM demo.provider_calls WHERE key = $1",
-		    1, params);
-		calls = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-		PQclear(res);
-		if (calls == 0)
-			call_vendor(key, job_id);
+		result = vendor_charges(key, payload, &calls);
+		if (result == ANSWER_OK && calls == 0)
+			result = call_vendor(key, job_id, payload, NULL);
+		if (result != ANSWER_OK) {
+			run(w.conn, "reconciling", "ROLLBACK", 0, NULL);
+			return call_failed(result, job_id, attempt, msg_id);
+		}
 		branch(calls == 0 ? "pending-reconciled-called" : "pending-reconciled", job_id,
 		    attempt, msg_id);
 		run(w.conn, "reconciling", "UPDATE demo.pending_calls SET status = 'reconciled', "
 		    "updated_at = clock_timestamp() WHERE key = $1", 1, params);
 		run(w.conn, "reconciling", "COMMIT", 0, NULL);
-		return;
+		return 0;
 	}
-	call_vendor(key, job_id);
+	if ((result = call_vendor(key, job_id, payload, NULL)) != ANSWER_OK) {
+		run(w.conn, "calling", "ROLLBACK", 0, NULL);
+		return call_failed(result, job_id, attempt, msg_id);
+	}
 	branch("called", job_id, attempt, msg_id);
 	step("external-call", job_id, attempt);
 	run(w.conn, "calling", "UPDATE demo.pending_calls SET status = 'done', "
 	    "updated_at = clock_timestamp() WHERE key = $1", 1, params);
 	run(w.conn, "calling", "COMMIT", 0, NULL);
+	return 0;
 }
 
 static int
@@ -342,7 +551,7 @@ work_one(void)
 	long long attempt;
 	json_t *payload;
 	PGresult *res;
-	int fresh = 0;
+	int fresh, failed = 0;
 
 	res = sql(w.conn, "reading the queue",
 	    "SELECT msg_id, job_id, business_key, payload, read_ct FROM idem.read($1, $2::interval)",
@@ -365,15 +574,17 @@ work_one(void)
 		const char *key = w.job_scope ? job_id : business_key;
 
 		fresh = write_effect(job_id, key, attempt, msg_id, payload);
-		external_call(job_id, key, attempt, msg_id, fresh);
-		if (w.guard == GUARD_MEMORY)
+		failed = external_call(job_id, key, attempt, msg_id, payload, fresh) < 0;
+		if (w.guard == GUARD_MEMORY && !failed)
 			remember(job_id);
 	}
 	json_decref(payload);
-	step("before-ack", job_id, attempt);
-	ack[0] = msg_id;
-	PQclear(sql(w.conn, "acking", "SELECT idem.ack($1::bigint)", 1, ack));
-	step("acked", job_id, attempt);
+	if (!failed) {
+		step("before-ack", job_id, attempt);
+		ack[0] = msg_id;
+		PQclear(sql(w.conn, "acking", "SELECT idem.ack($1::bigint)", 1, ack));
+		step("acked", job_id, attempt);
+	}
 	PQclear(res);
 	return 1;
 }
@@ -393,6 +604,7 @@ main(int argc, char *argv[])
 		{ "dbname", required_argument, NULL, 'd' },
 		{ "guard", required_argument, NULL, 'g' },
 		{ "key-scope", required_argument, NULL, 'k' },
+		{ "external-guard", required_argument, NULL, 'x' },
 		{ "queue", required_argument, NULL, 'q' },
 		{ "visibility-timeout", required_argument, NULL, 't' },
 		{ "poll-interval", required_argument, NULL, 'p' },
@@ -408,8 +620,9 @@ main(int argc, char *argv[])
 	struct idem_error err;
 	struct sigaction sa;
 	long long vt_ms = 30000;
-	int c, do_setup = 0, i;
-	size_t k;
+	int c, do_setup = 0, external = -1, i;
+	size_t k, n;
+	char *url = NULL;
 
 	argv0 = "idem-worker";
 	argv[0] = (char *)argv0;
@@ -425,7 +638,7 @@ main(int argc, char *argv[])
 			idem_die(IDEM_EXIT_USAGE, "IDEM_VISIBILITY_TIMEOUT_MS=%s: expected milliseconds, "
 			    "at least 1", vt);
 	}
-	while ((c = getopt_long(argc, argv, "d:g:k:q:t:p:o:hV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "d:g:k:x:q:t:p:o:hV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'd': conninfo = optarg; break;
 		case 'g':
@@ -440,6 +653,14 @@ main(int argc, char *argv[])
 			if (strcmp(optarg, "job") != 0 && strcmp(optarg, "business") != 0)
 				idem_die(IDEM_EXIT_USAGE, "-k %s: expected business or job", optarg);
 			w.job_scope = strcmp(optarg, "job") == 0;
+			break;
+		case 'x':
+			for (i = 0; external_names[i] && strcmp(external_names[i], optarg) != 0; i++)
+				;
+			if (external_names[i] == NULL)
+				idem_die(IDEM_EXIT_USAGE, "-x %s: expected none, idempotency-key or pending-row",
+				    optarg);
+			external = i;
 			break;
 		case 'q': w.queue = optarg; break;
 		case 't':
@@ -466,6 +687,22 @@ main(int argc, char *argv[])
 		idem_die(IDEM_EXIT_USAGE, "no queue: give -q queue or set IDEM_QUEUE");
 	if (w.owner == NULL || *w.owner == '\0')
 		w.owner = "unassigned";
+	if (external >= 0)
+		w.external = (enum external)external;
+	else
+		w.external = w.guard == GUARD_NONE || w.guard == GUARD_MEMORY ?
+		    EXTERNAL_NONE : EXTERNAL_PENDING_ROW;
+	if ((w.vendor_url = getenv("IDEM_VENDOR_URL")) != NULL && *w.vendor_url == '\0')
+		w.vendor_url = NULL;
+	if (!do_setup && w.vendor_url) {
+		if (strncmp(w.vendor_url, "http://", 7) != 0 && strncmp(w.vendor_url, "https://", 8) != 0)
+			idem_die(IDEM_EXIT_USAGE, "IDEM_VENDOR_URL=%s: expected an http:// or https:// URL",
+			    w.vendor_url);
+		url = idem_estrdup(w.vendor_url);
+		for (n = strlen(url); n > 0 && url[n - 1] == '/'; n--)
+			url[n - 1] = '\0';
+		w.vendor_url = url;
+	}
 	snprintf(w.vt, sizeof(w.vt), "%lld milliseconds", vt_ms);
 
 	if ((w.conn = idem_pg_connect(conninfo, &err)) == NULL ||
@@ -476,8 +713,12 @@ main(int argc, char *argv[])
 		PQfinish(w.conn);
 		return 0;
 	}
-	if ((w.vendor = idem_pg_connect(conninfo, &err)) == NULL)
+	if (w.vendor_url) {
+		if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK || (w.http = curl_easy_init()) == NULL)
+			idem_die(IDEM_EXIT_ENV, "libcurl: cannot start");
+	} else if ((w.vendor = idem_pg_connect(conninfo, &err)) == NULL) {
 		idem_die_error(&err);
+	}
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_term;
 	sigaction(SIGTERM, &sa, NULL);
@@ -490,6 +731,11 @@ main(int argc, char *argv[])
 		sleep_ms(w.poll_ms);
 	}
 	idem_step_close();
+	if (w.http) {
+		curl_easy_cleanup(w.http);
+		curl_global_cleanup();
+	}
+	free(url);
 	PQfinish(w.vendor);
 	PQfinish(w.conn);
 	for (k = 0; k < w.nseen; k++)

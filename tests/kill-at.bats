@@ -48,14 +48,16 @@ seed_for() {
 	echo 'expect: { effects: 1 }'
 }
 
-# Runs one cell of the matrix; sets effects and calls.
+# Runs one cell of the matrix, with the external guard $external if set;
+# sets effects and calls.
 cell() {
 	local guard=$1 scope=$2 scenario=$3
 	queue_reset
 	seed_for "$scenario" >"$BATS_TEST_TMPDIR/seed.yaml"
 	idem-worker --setup -g "$guard" -k "$scope"
 	seed-gen "$BATS_TEST_TMPDIR/seed.yaml" | dup-publish >"$BATS_TEST_TMPDIR/published"
-	kill-at -D 20s -- idem-worker -g "$guard" -k "$scope" <"$BATS_TEST_TMPDIR/published" >"$out" 2>"$err" || {
+	kill-at -D 20s -- idem-worker -g "$guard" -k "$scope" ${external:+-x "$external"} \
+		<"$BATS_TEST_TMPDIR/published" >"$out" 2>"$err" || {
 		cat "$err" >&2
 		return 1
 	}
@@ -67,10 +69,17 @@ cell() {
 check() {
 	cell "$1" "$2" "$3"
 	if [ "$effects" != "$4" ] || { [ -n "${5:-}" ] && [ "$calls" != "$5" ]; }; then
-		echo "guard $1, key scope $2, $3: $effects effect rows and $calls vendor calls; expected $4 ${5:+and $5 calls}" >&2
+		echo "guard $1${external:+ -x $external}, key scope $2, $3: $effects effect rows and $calls vendor calls; expected $4 ${5:+and $5 calls}" >&2
 		grep -E '^(kill|attempt|log)' "$out" >&2
 		return 1
 	fi
+}
+
+# xcheck EXTERNAL-GUARD GUARD SCOPE SCENARIO EFFECTS CALLS
+xcheck() {
+	local external=$1
+	shift
+	check "$@"
 }
 
 @test "matrix: no guard duplicates under every fault but a kill before commit" {
@@ -128,6 +137,26 @@ check() {
 	check outbox business external-call 1 1
 	check outbox business race 1
 	check outbox business same-key 1
+}
+
+@test "matrix: the external guard decides the charges, whatever guards the line" {
+	xcheck idempotency-key none business external-call 2 1
+	assert_equal "$(sql "SELECT DISTINCT idempotency_key FROM demo.provider_calls")" '["inv-1",1]'
+	assert_equal "$(sql "SELECT count(*) FROM demo.pending_calls")" 0
+	xcheck pending-row none business external-call 2 1
+	grep -q 'branch=pending-reconciled job=a attempt=2 ' "$out"
+	assert_equal "$(sql "SELECT status, owner FROM demo.pending_calls")" 'reconciled|billing-oncall'
+	xcheck none unique business external-call 1 2
+	assert_equal "$(sql "SELECT count(*) FROM demo.pending_calls")" 0
+	xcheck none unique business duplicate-publish 1 2
+	xcheck idempotency-key unique business external-call 1 1
+	xcheck idempotency-key unique business same-key 1 1
+	xcheck idempotency-key unique job same-key 2 2
+	# without -x, none and memory call with no guard, the others with a pending row
+	check none business external-call 2 2
+	assert_equal "$(sql "SELECT count(*) FROM demo.pending_calls")" 0
+	check unique business external-call 1 1
+	assert_equal "$(sql "SELECT count(*) FROM demo.pending_calls")" 1
 }
 
 @test "a kill lands exactly at its step; the retry comes after the visibility timeout and is acked" {
@@ -288,6 +317,72 @@ check() {
 	run -0 env IDEM_STEP_SOCK="$BATS_TEST_TMPDIR/nobody.sock" idem-worker --no-step -q rehearsal_matrix --once
 	[[ "${lines[0]}" == "branch=inserted job=a attempt=1 "* ]]
 	assert_equal "$(sql "SELECT count(*) FROM demo.invoice_lines")" 1
+}
+
+@test "idem-worker refuses an unknown external guard and a vendor URL that is not HTTP" {
+	run --separate-stderr idem-worker -x retry-harder -q q --once
+	[ "$status" -eq 2 ]
+	assert_equal "$stderr" "idem-worker: -x retry-harder: expected none, idempotency-key or pending-row"
+	run --separate-stderr env IDEM_VENDOR_URL=ftp://127.0.0.1:21 idem-worker -q q --once
+	[ "$status" -eq 2 ]
+	assert_equal "$stderr" "idem-worker: IDEM_VENDOR_URL=ftp://127.0.0.1:21: expected an http:// or https:// URL"
+	# --setup makes no call: it does not look at the vendor
+	IDEM_VENDOR_URL=ftp://127.0.0.1:21 idem-worker --setup
+}
+
+@test "a vendor that cannot be reached fails the attempt: no ack, the pending row pending; the retry reconciles" {
+	seed_for none >"$BATS_TEST_TMPDIR/seed.yaml"
+	idem-worker --setup -g unique
+	seed-gen "$BATS_TEST_TMPDIR/seed.yaml" | dup-publish -s 0 >/dev/null
+	port=$(free_port)
+	IDEM_VENDOR_URL="http://127.0.0.1:$port/" idem-worker -q rehearsal_matrix -t 1h --once 2>"$err"
+	grep -q "^idem-worker: POST http://127.0.0.1:$port/v1/charges: " "$err"
+	assert_equal "$(grep -o 'branch=[a-z-]*' "$err" | tr '\n' ' ')" "branch=inserted branch=vendor-error "
+	assert_equal "$(sql "SELECT count(*) FROM demo.invoice_lines")" 1
+	assert_equal "$(sql "SELECT status FROM demo.pending_calls")" pending
+	assert_equal "$(sql "SELECT count(*) FROM idem.message WHERE acked_at IS NULL")" 1
+	# its visibility timeout ends; the retry, at a vendor that answers (the
+	# stand-in), finds the pending row and asks before it calls
+	sql "UPDATE idem.message SET visible_at = clock_timestamp()" >/dev/null
+	idem-worker -q rehearsal_matrix --once 2>"$err"
+	assert_equal "$(grep -o 'branch=[a-z-]*' "$err" | tr '\n' ' ')" "branch=conflict-noop branch=pending-reconciled-called "
+	assert_equal "$(sql "SELECT count(*) FROM demo.provider_calls")" 1
+	assert_equal "$(sql "SELECT count(*) FROM idem.message WHERE acked_at IS NULL")" 0
+}
+
+@test "with -g memory, a job whose charge failed is not remembered: its retry charges again" {
+	seed_for none >"$BATS_TEST_TMPDIR/seed.yaml"
+	idem-worker --setup -g memory
+	seed-gen "$BATS_TEST_TMPDIR/seed.yaml" | dup-publish -s 0 >/dev/null
+	port=$(free_port)
+	IDEM_VENDOR_URL="http://127.0.0.1:$port" idem-worker -g memory -q rehearsal_matrix -t 100ms 2>"$err" &
+	worker=$!
+	for i in $(seq 200); do
+		grep -q 'job=a attempt=2 ' "$err" && break
+		sleep 0.05
+	done
+	kill -TERM "$worker"
+	wait "$worker"
+	grep -q '^branch=inserted job=a attempt=2 ' "$err"
+	grep -q '^branch=vendor-error job=a attempt=2 ' "$err"
+	! grep -q 'branch=memory-skip' "$err"
+}
+
+@test "a vendor that never answers times out: the attempt fails, the worker goes on" {
+	seed_for same-key >"$BATS_TEST_TMPDIR/seed.yaml"
+	idem-worker --setup -g none
+	seed-gen "$BATS_TEST_TMPDIR/seed.yaml" | dup-publish -s 0 >/dev/null
+	silent_socket
+	port=$silent_port
+	rc=0
+	IDEM_VENDOR_URL="http://127.0.0.1:$port" idem-worker -g none -q rehearsal_matrix -t 1h --once 2>"$err" || rc=$?
+	kill "$silent"
+	assert_equal "$rc" 0
+	grep -q "^idem-worker: POST http://127.0.0.1:$port/v1/charges: no answer within 2000 ms$" "$err"
+	# both jobs tried, neither acked
+	assert_equal "$(grep -o '^branch=[a-z-]* job=[a-z]*' "$err" | tr '\n' ' ')" \
+		"branch=inserted job=a branch=vendor-timeout job=a branch=inserted job=b branch=vendor-timeout job=b "
+	assert_equal "$(sql "SELECT count(*) FROM idem.message WHERE acked_at IS NULL")" 2
 }
 
 @test "under kill-at, idem-worker --no-step sends no step: the run has no step row and the right counts" {

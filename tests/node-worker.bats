@@ -103,3 +103,54 @@ lines_acked_in_their_transaction() {
 	run -2 node tests/fixtures/workers/pg-worker.js none
 	[[ "${lines[0]}" == "usage: node pg-worker.js unique | check-then-insert" ]]
 }
+
+@test "vendor-worker.js refuses a bad guard, and a run without a vendor" {
+	run -2 env IDEM_VENDOR_URL=http://127.0.0.1:9 node tests/fixtures/workers/vendor-worker.js --idempotency-key none
+	[[ "${lines[0]}" == "usage: node vendor-worker.js [--idempotency-key] unique | check-then-insert" ]]
+	run -2 env -u IDEM_VENDOR_URL node tests/fixtures/workers/vendor-worker.js unique
+	assert_equal "$output" "vendor-worker: no vendor: set IDEM_VENDOR_URL"
+	# the setup makes no call
+	env -u IDEM_VENDOR_URL node tests/fixtures/workers/vendor-worker.js --setup unique
+}
+
+# vendor_worker PORT SEEN [ARGUMENT ...]: vendor-worker.js on idem's queue,
+# with the vendor at 127.0.0.1:PORT and a visibility timeout of an hour,
+# until it has logged SEEN branch lines; its standard error in $err.
+vendor_worker() {
+	local port=$1 seen=$2 worker
+	shift 2
+	IDEM_QUEUE=rehearsal_duplicate_publish IDEM_VISIBILITY_TIMEOUT_MS=3600000 \
+		IDEM_VENDOR_URL="http://127.0.0.1:$port" node tests/fixtures/workers/vendor-worker.js "$@" 2>"$err" &
+	worker=$!
+	for i in $(seq 400); do
+		[ "$(grep -c '^branch=' "$err")" -ge "$seen" ] && break
+		sleep 0.05
+	done
+	kill -TERM "$worker"
+	wait "$worker"
+}
+
+@test "vendor-worker.js: a vendor that cannot be reached rolls the line back; nothing is acked" {
+	node tests/fixtures/workers/vendor-worker.js --setup unique
+	seed-gen "$seed" | dup-publish -s 0 >/dev/null
+	vendor_worker "$(free_port)" 8 unique
+	# every message, the copy too: the line inserted, then the charge failed
+	assert_equal "$(grep -c '^branch=inserted .* guard=unique worker=node$' "$err")" 4
+	assert_equal "$(grep -c '^branch=vendor-error .* guard=unique worker=node$' "$err")" 4
+	grep -q '^vendor-worker: POST http://127.0.0.1:[0-9]*/v1/charges: connect ECONNREFUSED ' "$err"
+	assert_equal "$(sql 'SELECT count(*) FROM demo.invoice_lines')" 0
+	assert_equal "$(sql 'SELECT count(*) FROM idem.message WHERE acked_at IS NULL')" 4
+}
+
+@test "vendor-worker.js: a vendor that never answers times out; the line rolled back, the message not acked" {
+	node tests/fixtures/workers/vendor-worker.js --setup unique
+	seed-gen "$seed" | dup-publish -s 0 >/dev/null
+	silent_socket
+	vendor_worker "$silent_port" 2 --idempotency-key unique
+	kill "$silent"
+	grep -q '^branch=inserted job=job-0001 attempt=1 ' "$err"
+	grep -q '^branch=vendor-timeout job=job-0001 attempt=1 ' "$err"
+	grep -q "^vendor-worker: POST http://127.0.0.1:$silent_port/v1/charges: no answer within 2000 ms$" "$err"
+	assert_equal "$(sql 'SELECT count(*) FROM demo.invoice_lines')" 0
+	assert_equal "$(sql 'SELECT count(*) FROM idem.message WHERE acked_at IS NULL')" 4
+}
