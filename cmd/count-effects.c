@@ -419,6 +419,22 @@ query_row(const char *name, const char *sql)
 	write_row("query", row, 3);
 }
 
+/* Prints a query in its query row, then runs it; a failure is fatal, named
+ * by what the query does and to which table. */
+static PGresult *
+printed_query(const char *name, const char *sql, const char *doing, const char *table)
+{
+	PGresult *res;
+	char msg[768];
+
+	query_row(name, sql);
+	res = PQexec(c.conn, sql);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		idem_die(IDEM_EXIT_ENV, "%s %s: %s", doing, table,
+		    idem_pg_message(c.conn, res, msg, sizeof(msg)));
+	return res;
+}
+
 static void
 count_row(const char *scope, const char *key, long long expected, long long observed)
 {
@@ -741,15 +757,10 @@ guards(void)
 	char *literal = quote_literal(c.table_sql), *sql, **names = NULL;
 	size_t nnames = 0, i;
 	PGresult *res;
-	char msg[768];
 
 	if (asprintf(&sql, guard_sql_template, literal, literal) < 0)
 		idem_die(IDEM_EXIT_ENV, "asprintf:");
-	query_row("guard", sql);
-	res = PQexec(c.conn, sql);
-	if (PQresultStatus(res) != PGRES_TUPLES_OK)
-		idem_die(IDEM_EXIT_ENV, "reading the guards of %s: %s", c.effect_table,
-		    idem_pg_message(c.conn, res, msg, sizeof(msg)));
+	res = printed_query("guard", sql, "reading the guards of", c.effect_table);
 	for (i = 0; i < (size_t)PQntuples(res); i++) {
 		char flags[64] = "";
 		const char *row[4];
@@ -855,7 +866,7 @@ static void
 pending_calls(void)
 {
 	char *table = quote_table(c.pending_table), *owner = quote_ident(c.pending_owner), *sql;
-	char value[32], unit[1024], msg[768];
+	char value[32], unit[1024];
 	long long total = 0, n;
 	PGresult *res;
 	int i;
@@ -863,11 +874,7 @@ pending_calls(void)
 	if (asprintf(&sql, "SELECT %s::text AS owner, count(*) AS calls FROM %s GROUP BY 1 ORDER BY 1",
 	    owner, table) < 0)
 		idem_die(IDEM_EXIT_ENV, "asprintf:");
-	query_row("pending_external", sql);
-	res = PQexec(c.conn, sql);
-	if (PQresultStatus(res) != PGRES_TUPLES_OK)
-		idem_die(IDEM_EXIT_ENV, "counting the pending calls in %s: %s", c.pending_table,
-		    idem_pg_message(c.conn, res, msg, sizeof(msg)));
+	res = printed_query("pending_external", sql, "counting the pending calls in", c.pending_table);
 	for (i = 0; i < PQntuples(res); i++)
 		total += strtoll(PQgetvalue(res, i, 1), NULL, 10);
 	for (i = 0; i < PQntuples(res); i++) {
@@ -1020,23 +1027,13 @@ main(int argc, char *argv[])
 		free(c.keys[i].first_hash);
 	}
 	free(c.keys);
-	for (i = 0; i < c.njobs; i++) {
-		free(c.job_ids[i]);
-		free(c.job_keys[i]);
-	}
-	free(c.job_ids);
-	free(c.job_keys);
-	for (i = 0; i < c.nmsgs; i++)
-		free(c.msg_ids[i]);
-	free(c.msg_ids);
+	idem_free_list(c.job_ids, c.njobs);
+	idem_free_list(c.job_keys, c.njobs);
+	idem_free_list(c.msg_ids, c.nmsgs);
 	idem_queue_close(&c.q);
-	for (i = 0; i < c.nrecover; i++)
-		free(c.recover_keys[i]);
-	free(c.recover_keys);
+	idem_free_list(c.recover_keys, c.nrecover);
 	free(c.recovery_ms);
-	for (i = 0; i < c.ncolumns; i++)
-		free(c.column_sql[i]);
-	free(c.column_sql);
+	idem_free_list(c.column_sql, c.ncolumns);
 	free(c.table_sql);
 	free(c.effect_table);
 	free(c.key_columns);
@@ -1047,9 +1044,7 @@ main(int argc, char *argv[])
 		free(c.calls[i].key);
 	free(c.calls);
 	idem_map_free(&c.call_index);
-	for (i = 0; i < c.nexternal_fields; i++)
-		free(c.external_fields[i]);
-	free(c.external_fields);
+	idem_free_list(c.external_fields, c.nexternal_fields);
 	free(c.pending_table);
 	free(c.pending_owner);
 	idem_close_stdout();

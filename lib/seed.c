@@ -1410,16 +1410,6 @@ idem_seed_load(struct idem_seed *seed, const char *path, struct idem_error *err)
 	return rc;
 }
 
-static void
-free_list(char **list, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		free(list[i]);
-	free(list);
-}
-
 void
 idem_seed_free(struct idem_seed *s)
 {
@@ -1439,10 +1429,10 @@ idem_seed_free(struct idem_seed *s)
 	free(s->key_scope);
 	free(s->duplicate_acceptor);
 	free(s->reconciliation_owner);
-	free_list(s->key, s->nkey);
-	free_list(s->cannot_reproduce, s->ncannot_reproduce);
+	idem_free_list(s->key, s->nkey);
+	idem_free_list(s->cannot_reproduce, s->ncannot_reproduce);
 	free(s->external.name);
-	free_list(s->external.key, s->external.nkey);
+	idem_free_list(s->external.key, s->external.nkey);
 	free(s->external.pending_table);
 	free(s->external.pending_owner);
 	for (i = 0; i < s->nschema; i++)
