@@ -1,7 +1,8 @@
 /* count-effects: count the effect rows per business key with one printed
- * query, beside what the seed expects; find the guard the database itself
- * enforces and probe it with a copy of a row that is always rolled back;
- * append query, count, guard, probe, measure and digest rows. */
+ * query, beside what the seed expects, and the external calls that took
+ * effect per business key from the stream's call rows; find the guard the
+ * database itself enforces and probe it with a copy of a row that is always
+ * rolled back; append query, count, guard, probe, measure and digest rows. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include <libpq-fe.h>
 #include <sodium.h>
 
+#include "map.h"
 #include "pg.h"
 #include "queue.h"
 #include "seed.h"
@@ -56,6 +58,17 @@ static struct {
 	size_t ncolumns;
 	/* totals */
 	long long effects, duplicates, missing, unexpected, conflicts, pending;
+	/* the external call, when the stream has an external row: the calls
+	 * that took effect per business key of the call, and those whose
+	 * body held no key */
+	int have_external, calls_seen;
+	char **external_fields, *pending_table, *pending_owner;
+	size_t nexternal_fields;
+	long long expect_external;	/* -1: \N */
+	struct key_count *calls;
+	size_t ncalls;
+	struct idem_map call_index;
+	long long external, external_unknown, external_duplicates;
 	/* evidence for the digest */
 	FILE *digest;
 	char *digest_buf;
@@ -102,6 +115,78 @@ connect_and_count(void)
 	start_count();
 }
 
+/* The entry of a call's business key, made with nothing expected. */
+static struct key_count *
+call_key(const char *key)
+{
+	size_t i = idem_map_get(&c.call_index, key);
+
+	if (i != IDEM_MAP_NONE)
+		return &c.calls[i];
+	c.calls = idem_ereallocarray(c.calls, c.ncalls + 1, sizeof(*c.calls));
+	memset(&c.calls[c.ncalls], 0, sizeof(*c.calls));
+	c.calls[c.ncalls].key = idem_estrdup(key);
+	idem_map_put(&c.call_index, key, c.ncalls);
+	return &c.calls[c.ncalls++];
+}
+
+/* The external row: the fields of a call's business key. Each job row
+ * after it is expected to call once with its payload's values. */
+static void
+read_external(const struct idem_tsv_reader *r)
+{
+	json_t *fields = json_loads(r->fields[EXTERNAL_KEY_FIELDS], 0, NULL), *f;
+	size_t i;
+
+	if (c.njobs > 0 || c.calls_seen)
+		idem_die(IDEM_EXIT_USAGE, "%s:%ld: an external row after job or call rows: "
+		    "count-effects reads each job's call from its payload as its row goes by; "
+		    "write it right after the seed row, as seed-gen does", r->name, r->line_no);
+	/* the reader checked it is an array of one or more strings */
+	c.nexternal_fields = json_array_size(fields);
+	c.external_fields = idem_ereallocarray(NULL, c.nexternal_fields, sizeof(char *));
+	json_array_foreach(fields, i, f)
+		c.external_fields[i] = idem_estrdup(json_string_value(f));
+	json_decref(fields);
+	if (r->fields[EXTERNAL_PENDING_TABLE] && r->fields[EXTERNAL_PENDING_OWNER]) {
+		c.pending_table = idem_estrdup(r->fields[EXTERNAL_PENDING_TABLE]);
+		c.pending_owner = idem_estrdup(r->fields[EXTERNAL_PENDING_OWNER]);
+	}
+	c.have_external = 1;
+}
+
+/* A job's call, by the business key its payload gives the call: once per
+ * key, or once per job when the key scope is the job, as its effect rows. */
+static void
+expect_call(const struct idem_tsv_reader *r)
+{
+	json_t *payload = json_loads(r->fields[JOB_PAYLOAD], 0, NULL);
+	char *key = idem_business_key(payload, c.external_fields, c.nexternal_fields);
+	struct key_count *k;
+
+	json_decref(payload);
+	if (key == NULL)
+		idem_die(IDEM_EXIT_USAGE, "%s:%ld: job row, field payload: no string, integer or "
+		    "boolean value for every field of the external row's key_fields", r->name,
+		    r->line_no);
+	k = call_key(key);
+	if (strcmp(c.key_scope, "job") == 0 || !k->seeded)
+		k->expected++;
+	k->seeded = 1;
+	free(key);
+}
+
+/* A call that took effect: counted under its business key, or apart when
+ * its body held none. */
+static void
+took_effect(const char *key)
+{
+	if (key == NULL)
+		c.external_unknown++;
+	else
+		call_key(key)->observed++;
+}
+
 /* Keeps what counting needs, and holds the stream: it is passed on only
  * once all of it was read and found good. */
 static void
@@ -132,9 +217,20 @@ read_stream(FILE *in, const char *name, FILE *hold)
 		case IDEM_KIND_EXPECT:
 			for (i = 0; i < 4; i++)
 				c.expect[i] = idem_tsv_number(&r, EXPECT_EFFECTS + i, 0);
+			c.expect_external = idem_tsv_number(&r, EXPECT_EXTERNAL, -1);
 			c.have_expect = 1;
 			break;
+		case IDEM_KIND_EXTERNAL:
+			read_external(&r);
+			break;
+		case IDEM_KIND_CALL:
+			c.calls_seen = 1;
+			if (c.have_external && strcmp(r.fields[CALL_EFFECT], "yes") == 0)
+				took_effect(r.fields[CALL_BUSINESS_KEY]);
+			break;
 		case IDEM_KIND_JOB:
+			if (c.have_external)
+				expect_call(&r);
 			c.keys = idem_ereallocarray(c.keys, c.nkeys + 1, sizeof(*c.keys));
 			c.keys[c.nkeys].key = idem_estrdup(r.fields[JOB_BUSINESS_KEY]);
 			c.keys[c.nkeys].first_hash = idem_estrdup(r.fields[JOB_PAYLOAD_SHA256]);
@@ -254,12 +350,11 @@ quote_literal(const char *text)
 	return out;
 }
 
-static void
-prepare_identifiers(void)
+/* A table named NAME or SCHEMA.NAME, quoted. */
+static char *
+quote_table(const char *name)
 {
-	char *copy = idem_estrdup(c.effect_table), *dot = strchr(copy, '.');
-	json_t *cols = json_loads(c.key_columns, 0, NULL), *col;
-	size_t i;
+	char *copy = idem_estrdup(name), *dot = strchr(copy, '.'), *out;
 
 	if (dot) {
 		char *schema, *table;
@@ -267,14 +362,24 @@ prepare_identifiers(void)
 		*dot = '\0';
 		schema = quote_ident(copy);
 		table = quote_ident(dot + 1);
-		if (asprintf(&c.table_sql, "%s.%s", schema, table) < 0)
+		if (asprintf(&out, "%s.%s", schema, table) < 0)
 			idem_die(IDEM_EXIT_ENV, "asprintf:");
 		free(schema);
 		free(table);
 	} else {
-		c.table_sql = quote_ident(copy);
+		out = quote_ident(copy);
 	}
 	free(copy);
+	return out;
+}
+
+static void
+prepare_identifiers(void)
+{
+	json_t *cols = json_loads(c.key_columns, 0, NULL), *col;
+	size_t i;
+
+	c.table_sql = quote_table(c.effect_table);
 	/* the reader checked it is an array of one or more strings */
 	c.ncolumns = json_array_size(cols);
 	c.column_sql = idem_ereallocarray(NULL, c.ncolumns + 1, sizeof(char *));
@@ -312,6 +417,22 @@ query_row(const char *name, const char *sql)
 	const char *row[3] = { c.phase, name, sql };
 
 	write_row("query", row, 3);
+}
+
+/* Prints a query in its query row, then runs it; a failure is fatal, named
+ * by what the query does and to which table. */
+static PGresult *
+printed_query(const char *name, const char *sql, const char *doing, const char *table)
+{
+	PGresult *res;
+	char msg[768];
+
+	query_row(name, sql);
+	res = PQexec(c.conn, sql);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		idem_die(IDEM_EXIT_ENV, "%s %s: %s", doing, table,
+		    idem_pg_message(c.conn, res, msg, sizeof(msg)));
+	return res;
 }
 
 static void
@@ -409,6 +530,45 @@ count(void)
 	free(c.count_sql);
 }
 
+/* The calls that took effect per business key, in the order of the key
+ * rows; a key no job seeded is expected none. Those whose body held no key
+ * are counted apart, never dropped. */
+static void
+count_external(void)
+{
+	size_t i;
+
+	if (c.ncalls > 1)
+		qsort(c.calls, c.ncalls, sizeof(*c.calls), by_key);
+	for (i = 0; i < c.ncalls; i++) {
+		struct key_count *k = &c.calls[i];
+
+		c.external += k->observed;
+		if (k->observed > k->expected)
+			c.external_duplicates += k->observed - k->expected;
+		count_row("external", k->key, k->expected, k->observed);
+	}
+	if (c.external_unknown > 0) {
+		c.external += c.external_unknown;
+		count_row("external-unknown", "", 0, c.external_unknown);
+	}
+}
+
+/* The calls expected to take effect: the seed's expect, else one per
+ * seeded key as counted. */
+static long long
+expected_external(void)
+{
+	long long n = 0;
+	size_t i;
+
+	if (c.have_expect && c.expect_external >= 0)
+		return c.expect_external;
+	for (i = 0; i < c.ncalls; i++)
+		n += c.calls[i].expected;
+	return n;
+}
+
 /* The messages not acked, as the queue's adapter counts them (its unacked
  * section). */
 static void
@@ -447,6 +607,10 @@ totals(void)
 	count_row("total", "conflicts", 0, c.conflicts);
 	if (strcmp(c.phase, "after") == 0)
 		count_row("total", "pending", c.have_expect ? c.expect[3] : 0, c.pending);
+	if (strcmp(c.phase, "after") == 0 && c.have_external) {
+		count_row("total", "external", expected_external(), c.external);
+		count_row("total", "external_duplicates", 0, c.external_duplicates);
+	}
 }
 
 /* The key columns of a unique constraint or index, from the catalog. */
@@ -593,15 +757,10 @@ guards(void)
 	char *literal = quote_literal(c.table_sql), *sql, **names = NULL;
 	size_t nnames = 0, i;
 	PGresult *res;
-	char msg[768];
 
 	if (asprintf(&sql, guard_sql_template, literal, literal) < 0)
 		idem_die(IDEM_EXIT_ENV, "asprintf:");
-	query_row("guard", sql);
-	res = PQexec(c.conn, sql);
-	if (PQresultStatus(res) != PGRES_TUPLES_OK)
-		idem_die(IDEM_EXIT_ENV, "reading the guards of %s: %s", c.effect_table,
-		    idem_pg_message(c.conn, res, msg, sizeof(msg)));
+	res = printed_query("guard", sql, "reading the guards of", c.effect_table);
 	for (i = 0; i < (size_t)PQntuples(res); i++) {
 		char flags[64] = "";
 		const char *row[4];
@@ -699,6 +858,46 @@ measures(void)
 	free(ms);
 }
 
+/* The rows of the worker's table of pending calls, per owner: the table
+ * and its owner column as the external row names them, quoted. The rows
+ * are counted whatever state the worker keeps in them: the stream names
+ * no column for it. */
+static void
+pending_calls(void)
+{
+	char *table = quote_table(c.pending_table), *owner = quote_ident(c.pending_owner), *sql;
+	char value[32], unit[1024];
+	long long total = 0, n;
+	PGresult *res;
+	int i;
+
+	if (asprintf(&sql, "SELECT %s::text AS owner, count(*) AS calls FROM %s GROUP BY 1 ORDER BY 1",
+	    owner, table) < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	res = printed_query("pending_external", sql, "counting the pending calls in", c.pending_table);
+	for (i = 0; i < PQntuples(res); i++)
+		total += strtoll(PQgetvalue(res, i, 1), NULL, 10);
+	for (i = 0; i < PQntuples(res); i++) {
+		n = strtoll(PQgetvalue(res, i, 1), NULL, 10);
+		snprintf(value, sizeof(value), "%lld", n);
+		if (PQgetisnull(res, i, 0))
+			snprintf(unit, sizeof(unit), "rows of %s without %s", c.pending_table,
+			    c.pending_owner);
+		else
+			snprintf(unit, sizeof(unit), "rows of %s whose %s is %s", c.pending_table,
+			    c.pending_owner, PQgetvalue(res, i, 0));
+		measure_row("pending_external_calls", value, n, total, unit, 1);
+	}
+	if (PQntuples(res) == 0) {
+		snprintf(unit, sizeof(unit), "rows of %s", c.pending_table);
+		measure_row("pending_external_calls", "0", 0, 0, unit, 1);
+	}
+	PQclear(res);
+	free(sql);
+	free(owner);
+	free(table);
+}
+
 static void
 digest(void)
 {
@@ -740,6 +939,27 @@ verdict(void)
 			    c.keys[i].key, c.keys[i].observed, c.keys[i].expected);
 			shown++;
 		}
+	if (!c.have_external)
+		return rc;
+	if (c.external != expected_external()) {
+		idem_warn("external: expected %lld, observed %lld", expected_external(), c.external);
+		rc = IDEM_EXIT_FINDING;
+	}
+	for (i = 0, shown = 0; i < c.ncalls; i++) {
+		const struct key_count *k = &c.calls[i];
+
+		if (k->observed <= k->expected)
+			continue;
+		rc = IDEM_EXIT_FINDING;
+		if (shown++ >= 10)
+			continue;
+		if (k->seeded)
+			idem_warn("external: duplicate effect for business key %s: %lld calls took "
+			    "effect, expected %lld", k->key, k->observed, k->expected);
+		else
+			idem_warn("external: unexpected effect for business key %s: %lld calls took "
+			    "effect, and no job has that key", k->key, k->observed);
+	}
 	return rc;
 }
 
@@ -788,10 +1008,14 @@ main(int argc, char *argv[])
 	merge_seeded();
 	count();
 	if (strcmp(c.phase, "after") == 0) {
+		if (c.have_external)
+			count_external();
 		count_pending();
 		totals();
 		guards();
 		measures();
+		if (c.pending_table != NULL)
+			pending_calls();
 		rc = verdict();
 	} else {
 		totals();
@@ -803,29 +1027,26 @@ main(int argc, char *argv[])
 		free(c.keys[i].first_hash);
 	}
 	free(c.keys);
-	for (i = 0; i < c.njobs; i++) {
-		free(c.job_ids[i]);
-		free(c.job_keys[i]);
-	}
-	free(c.job_ids);
-	free(c.job_keys);
-	for (i = 0; i < c.nmsgs; i++)
-		free(c.msg_ids[i]);
-	free(c.msg_ids);
+	idem_free_list(c.job_ids, c.njobs);
+	idem_free_list(c.job_keys, c.njobs);
+	idem_free_list(c.msg_ids, c.nmsgs);
 	idem_queue_close(&c.q);
-	for (i = 0; i < c.nrecover; i++)
-		free(c.recover_keys[i]);
-	free(c.recover_keys);
+	idem_free_list(c.recover_keys, c.nrecover);
 	free(c.recovery_ms);
-	for (i = 0; i < c.ncolumns; i++)
-		free(c.column_sql[i]);
-	free(c.column_sql);
+	idem_free_list(c.column_sql, c.ncolumns);
 	free(c.table_sql);
 	free(c.effect_table);
 	free(c.key_columns);
 	free(c.key_scope);
 	free(c.first_publish);
 	free(c.last_ack);
+	for (i = 0; i < c.ncalls; i++)
+		free(c.calls[i].key);
+	free(c.calls);
+	idem_map_free(&c.call_index);
+	idem_free_list(c.external_fields, c.nexternal_fields);
+	free(c.pending_table);
+	free(c.pending_owner);
 	idem_close_stdout();
 	return rc;
 }

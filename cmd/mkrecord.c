@@ -42,6 +42,8 @@ static struct {
 	json_t *seed, *expect, *scenarios, *published_at, *kills, *attempts, *recovers, *findings;
 	json_t *counts_before, *counts_after, *guards, *probe, *measures, *queries, *digests;
 	json_t *queue;		/* the queue row's kind, name and version, or NULL */
+	json_t *external;	/* the external row, or NULL */
+	json_t *calls;		/* the call rows, in order */
 	struct log_entry *logs;
 	size_t nlogs;
 	long long jobs, copies;
@@ -102,6 +104,7 @@ read_stream(FILE *in, const char *name)
 	s.measures = json_array();
 	s.queries = json_object();
 	s.digests = json_object();
+	s.calls = json_array();
 	idem_tsv_reader_init(&r, in, name);
 	while ((rc = idem_tsv_next(&r, &err)) != IDEM_TSV_EOF) {
 		char **f = r.fields;
@@ -125,9 +128,30 @@ read_stream(FILE *in, const char *name)
 			    "name", text(f[QUEUE_NAME]), "version", text(f[QUEUE_VERSION]));
 			break;
 		case IDEM_KIND_EXPECT:
-			s.expect = json_pack("{s:o,s:o,s:o,s:o}", "effects", number_or_text(f[1]),
+			s.expect = json_pack("{s:o,s:o,s:o,s:o,s:o}", "effects", number_or_text(f[1]),
 			    "duplicates", number_or_text(f[2]), "missing", number_or_text(f[3]),
-			    "pending", number_or_text(f[4]));
+			    "pending", number_or_text(f[4]), "external", number_or_text(f[EXPECT_EXTERNAL]));
+			break;
+		case IDEM_KIND_EXTERNAL: {
+			json_t *key = json_loads(f[EXTERNAL_KEY_FIELDS], 0, NULL);
+
+			/* the reader checked it is an array of one or more strings */
+			s.external = json_pack("{s:o,s:o,s:b,s:o,s:o}", "name", text(f[EXTERNAL_NAME]),
+			    "key", key, "honours_idempotency_key",
+			    strcmp(f[EXTERNAL_HONOURS_IDEMPOTENCY_KEY], "true") == 0,
+			    "pending_table", text(f[EXTERNAL_PENDING_TABLE]),
+			    "pending_owner", text(f[EXTERNAL_PENDING_OWNER]));
+			break;
+		}
+		case IDEM_KIND_CALL:
+			json_array_append_new(s.calls, json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+			    "at", text(f[CALL_AT]), "worker", number_or_text(f[CALL_WORKER]),
+			    "pid", number_or_text(f[CALL_PID]), "method", text(f[CALL_METHOD]),
+			    "path", text(f[CALL_PATH]), "idempotency_key", text(f[CALL_IDEMPOTENCY_KEY]),
+			    "body_sha256", text(f[CALL_BODY_SHA256]),
+			    "business_key", text(f[CALL_BUSINESS_KEY]), "status", number_or_text(f[CALL_STATUS]),
+			    "answer", text(f[CALL_ANSWER]), "effect", text(f[CALL_EFFECT]),
+			    "response_id", text(f[CALL_RESPONSE_ID])));
 			break;
 		case IDEM_KIND_SCENARIO:
 			json_array_append_new(s.scenarios, json_pack("{s:o,s:o,s:o,s:o,s:o,s:o}",
@@ -277,10 +301,106 @@ recovered(const char *msg, const json_t *killed_at)
 	return 0;
 }
 
+/* A delivery as the calls are matched to it: its worker's process and
+ * when it was consumed. */
+struct delivery {
+	long long pid;
+	const char *consumed_at;
+	size_t attempt;
+};
+
+static int
+by_process_and_time(const void *a, const void *b)
+{
+	const struct delivery *x = a, *y = b;
+
+	if (x->pid != y->pid)
+		return (x->pid > y->pid) - (x->pid < y->pid);
+	return strcmp(x->consumed_at, y->consumed_at);
+}
+
+/*
+ * The attempt each call belongs to: the one whose process made it, from
+ * when it consumed its message to when that process consumed the next
+ * one; none for a call of no attempt's process, or made before its first
+ * delivery. Sets job and attempt in each call (null for none), and
+ * returns, per attempt, its calls.
+ */
+static json_t *
+calls_of_attempts(void)
+{
+	size_t n = json_array_size(s.attempts), nd = 0, i, lo, hi;
+	struct delivery *d = idem_ereallocarray(NULL, n + 1, sizeof(*d));
+	json_t *per_attempt = json_array(), *a, *call;
+
+	json_array_foreach(s.attempts, i, a) {
+		json_array_append_new(per_attempt, json_array());
+		if (!json_is_integer(json_object_get(a, "pid")))
+			continue;
+		d[nd].pid = json_integer_value(json_object_get(a, "pid"));
+		d[nd].consumed_at = json_string_value(json_object_get(a, "consumed_at"));
+		d[nd++].attempt = i;
+	}
+	qsort(d, nd, sizeof(*d), by_process_and_time);
+	json_array_foreach(s.calls, i, call) {
+		long long pid = json_integer_value(json_object_get(call, "pid"));
+		const char *at = json_string_value(json_object_get(call, "at"));
+		json_t *attempt = NULL;
+
+		/* the last delivery of the process consumed at or before the call */
+		for (lo = 0, hi = nd; lo < hi;) {
+			size_t mid = lo + (hi - lo) / 2;
+
+			if (d[mid].pid < pid || (d[mid].pid == pid && strcmp(d[mid].consumed_at, at) <= 0))
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (pid > 0 && lo > 0 && d[lo - 1].pid == pid)
+			attempt = json_array_get(s.attempts, d[lo - 1].attempt);
+		json_object_set_new(call, "job", attempt ? json_incref(json_object_get(attempt, "job")) :
+		    json_null());
+		json_object_set_new(call, "attempt", attempt ?
+		    json_incref(json_object_get(attempt, "attempt")) : json_null());
+		if (attempt != NULL)
+			json_array_append_new(json_array_get(per_attempt, d[lo - 1].attempt),
+			    json_pack("{s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:O}",
+			    "at", json_object_get(call, "at"), "method", json_object_get(call, "method"),
+			    "path", json_object_get(call, "path"),
+			    "idempotency_key", json_object_get(call, "idempotency_key"),
+			    "business_key", json_object_get(call, "business_key"),
+			    "status", json_object_get(call, "status"),
+			    "answer", json_object_get(call, "answer"),
+			    "effect", json_object_get(call, "effect"),
+			    "response_id", json_object_get(call, "response_id")));
+	}
+	free(d);
+	return per_attempt;
+}
+
+/* The calls as the record lists them, keys in the order of idem-record(5). */
+static json_t *
+calls(void)
+{
+	static const char *const keys[] = { "at", "worker", "pid", "job", "attempt", "method", "path",
+		"idempotency_key", "body_sha256", "business_key", "status", "answer", "effect",
+		"response_id", NULL };
+	json_t *out = json_array(), *call, *row;
+	size_t i, k;
+
+	json_array_foreach(s.calls, i, call) {
+		row = json_object();
+		for (k = 0; keys[k]; k++)
+			json_object_set(row, keys[k], json_object_get(call, keys[k]));
+		json_array_append_new(out, row);
+	}
+	return out;
+}
+
 static json_t *
 evidence(void)
 {
-	json_t *rows = json_array(), *a;
+	json_t *rows = json_array(), *a, *per_attempt = calls_of_attempts();
 	size_t i, k;
 
 	json_array_foreach(s.attempts, i, a) {
@@ -317,8 +437,10 @@ evidence(void)
 		json_object_set_new(row, "outcome", json_string(outcome));
 		json_object_set(row, "branch", json_object_get(a, "branch"));
 		json_object_set_new(row, "log", log_of(job ? job : "", attempt, msg));
+		json_object_set(row, "calls", json_array_get(per_attempt, i));
 		json_array_append_new(rows, row);
 	}
+	json_decref(per_attempt);
 	return rows;
 }
 
@@ -360,15 +482,21 @@ count_totals(json_t *rows)
 	return o;
 }
 
+/* Every total of the verdict is there and as expected: the external
+ * call's too when the stream has an external row. */
 static int
 passes(json_t *totals)
 {
-	static const char *const names[] = { "effects", "duplicates", "missing", "pending", NULL };
+	static const char *const names[] = { "effects", "duplicates", "missing", "pending",
+		"external", "external_duplicates", NULL };
+	int external = s.external != NULL || json_object_get(totals, "external") != NULL;
 	size_t i;
 
 	for (i = 0; names[i]; i++) {
 		json_t *t = json_object_get(totals, names[i]);
 
+		if (i >= 4 && !external)
+			continue;
 		if (t == NULL || !json_equal(json_object_get(t, "expected"), json_object_get(t, "observed")))
 			return 0;
 	}
@@ -406,6 +534,21 @@ not_exercised(void)
 		json_array_append_new(out, json_string("two workers racing on one business key"));
 	if (s.copies == 0)
 		json_array_append_new(out, json_string("a duplicate publish"));
+	if (s.external != NULL) {
+		static const char *const faults[][2] = {
+			{ "vendor-error", "a vendor error on a first call" },
+			{ "vendor-timeout", "a vendor timeout on a first call" },
+		};
+
+		for (i = 0; i < 2; i++) {
+			int seen = 0;
+
+			json_array_foreach(s.scenarios, j, sc)
+				seen |= strcmp(json_string_value(json_object_get(sc, "fault")), faults[i][0]) == 0;
+			if (!seen)
+				json_array_append_new(out, json_string(faults[i][1]));
+		}
+	}
 	kind = seed_field("queue_kind") ? seed_field("queue_kind") : "idem";
 	if (strcmp(kind, "idem") == 0)
 		json_array_append_new(out, json_string("exhausting max_attempts: the sandbox queue "
@@ -434,6 +577,7 @@ build(const struct idem_git_revision *rev, const char *reproduce, const char *ne
       json_t *waiting)
 {
 	json_t *r = json_object(), *totals, *total_rows = json_array(), *dups = json_array(), *row;
+	json_t *dup_calls = json_array();
 	const char *name;
 	char now[32];
 	size_t i;
@@ -442,7 +586,7 @@ build(const struct idem_git_revision *rev, const char *reproduce, const char *ne
 	idem_format_time(idem_now_us(), now);
 	totals = count_totals(s.counts_after);
 	pass = passes(totals);
-	json_object_set_new(r, "record", json_integer(2));
+	json_object_set_new(r, "record", json_integer(3));
 	json_object_set_new(r, "rehearsal", text(seed_field("rehearsal")));
 	json_object_set_new(r, "verdict", json_string(pass ? "pass" : "fail"));
 	json_object_set_new(r, "created_at", json_string(now));
@@ -466,20 +610,28 @@ build(const struct idem_git_revision *rev, const char *reproduce, const char *ne
 	    text(seed_field("effect_name")), "table", text(seed_field("effect_table")),
 	    "key", seed_json_field("key_columns"), "key_scope", text(seed_field("key_scope")),
 	    "duplicate_acceptor", text(seed_field("duplicate_acceptor"))));
+	json_object_set_new(r, "external", s.external ? json_incref(s.external) : json_null());
 	json_object_set_new(r, "jobs", json_integer(s.jobs));
 	json_object_set_new(r, "scenarios", json_incref(s.scenarios));
 	json_object_set_new(r, "guards", json_incref(s.guards));
 	json_object_set_new(r, "probe", s.probe ? json_incref(s.probe) : json_null());
 	json_object_set_new(r, "kill_points", kill_points());
 	json_object_set_new(r, "evidence", evidence());
+	json_object_set_new(r, "calls", calls());
 	json_object_foreach(totals, name, row)
 		json_array_append_new(total_rows, json_pack("{s:s,s:O,s:O}", "name", name,
 		    "expected", json_object_get(row, "expected"), "observed", json_object_get(row, "observed")));
-	json_array_foreach(s.counts_after, i, row)
-		if (strcmp(json_string_value(json_object_get(row, "scope")), "key") == 0 &&
-		    json_integer_value(json_object_get(row, "observed")) >
+	json_array_foreach(s.counts_after, i, row) {
+		const char *scope = json_string_value(json_object_get(row, "scope"));
+
+		if (json_integer_value(json_object_get(row, "observed")) <=
 		    json_integer_value(json_object_get(row, "expected")))
+			continue;
+		if (strcmp(scope, "key") == 0)
 			json_array_append(dups, row);
+		else if (strcmp(scope, "external") == 0)
+			json_array_append(dup_calls, row);
+	}
 	json_object_set_new(r, "counts", json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
 	    "query", text(json_string_value(json_object_get(s.queries, "count"))),
 	    "expected", s.expect ? json_incref(s.expect) : json_null(),
@@ -487,6 +639,7 @@ build(const struct idem_git_revision *rev, const char *reproduce, const char *ne
 	    "before", json_incref(s.counts_before), "after", json_incref(s.counts_after),
 	    "total_rows", total_rows));
 	json_object_set_new(r, "duplicate_keys", dups);
+	json_object_set_new(r, "duplicate_calls", dup_calls);
 	json_object_set_new(r, "measures", json_incref(s.measures));
 	json_object_set_new(r, "waiting", waiting);
 	json_object_set_new(r, "reconciliation_owner", text(seed_field("reconciliation_owner")));
@@ -737,6 +890,7 @@ main(int argc, char *argv[])
 	stored = json_deep_copy(r);
 	json_object_del(stored, "failed");
 	json_object_del(stored, "duplicate_keys");
+	json_object_del(stored, "duplicate_calls");
 	json_object_del(json_object_get(stored, "counts"), "total_rows");
 	if ((yaml = idem_yaml_from_json(stored, &err)) == NULL)
 		idem_die_error(&err);
@@ -773,14 +927,21 @@ main(int argc, char *argv[])
 	if (do_commit) {
 		const char *files[3] = { record, sig_path, md_path };
 
+		json_t *external;
+		char calls[96] = "";
+
 		totals = json_object_get(json_object_get(r, "counts"), "totals");
+		if ((external = json_object_get(totals, "external")) != NULL)
+			snprintf(calls, sizeof(calls), ", external calls %lld of %lld",
+			    (long long)json_integer_value(json_object_get(external, "observed")),
+			    (long long)json_integer_value(json_object_get(external, "expected")));
 		if (asprintf(&message, "record: %s %s (effects %lld of %lld expected, "
-		    "duplicates %lld)\n\nRecord %s, signed.\n", seed_field("rehearsal"),
+		    "duplicates %lld%s)\n\nRecord %s, signed.\n", seed_field("rehearsal"),
 		    json_string_value(json_object_get(r, "verdict")),
 		    (long long)json_integer_value(json_object_get(json_object_get(totals, "effects"), "observed")),
 		    (long long)json_integer_value(json_object_get(json_object_get(totals, "effects"), "expected")),
 		    (long long)json_integer_value(json_object_get(json_object_get(totals, "duplicates"), "observed")),
-		    record) < 0)
+		    calls, record) < 0)
 			idem_die(IDEM_EXIT_ENV, "asprintf:");
 		if (idem_git_commit(files, 3, message, &key, commit, &err) < 0) {
 			unmake(out, 3, 0);

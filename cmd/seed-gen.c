@@ -1,5 +1,5 @@
-/* seed-gen: read a seed file, check it, and write the seed, expect,
- * scenario and job rows that begin an idem-tsv stream; or write a new seed
+/* seed-gen: read a seed file, check it, and write the seed, external,
+ * expect, scenario and job rows that begin an idem-tsv stream; or write a new seed
  * skeleton (--init) or the rehearsal ticket (--ticket). */
 #include <getopt.h>
 #include <stdio.h>
@@ -58,8 +58,8 @@ schema_json(const struct idem_seed *s)
 static void
 write_stream(const struct idem_seed *s)
 {
-	char *owned[8];
-	const char *seed_row[21], *expect_row[4], *row[6];
+	char *owned[12];
+	const char *seed_row[21], *expect_row[5], *external_row[5], *row[6];
 	struct idem_seed_job buf = { 0 };
 	size_t i, nowned = 0;
 	long long n, njobs = idem_seed_njobs(s);
@@ -87,12 +87,20 @@ write_stream(const struct idem_seed *s)
 	seed_row[19] = owned[nowned++] = json_text_list(s->cannot_reproduce, s->ncannot_reproduce);
 	seed_row[20] = s->queue_kind;
 	idem_tsv_write_row(stdout, "seed", seed_row, 21);
+	if (s->external.name != NULL) {
+		external_row[0] = s->external.name;
+		external_row[1] = owned[nowned++] = json_text_list(s->external.key, s->external.nkey);
+		external_row[2] = s->external.honours_idempotency_key ? "true" : "false";
+		external_row[3] = s->external.pending_table;
+		external_row[4] = s->external.pending_owner;
+		idem_tsv_write_row(stdout, "external", external_row, 5);
+	}
 	expect_row[0] = owned[nowned++] = number(s->expect_effects);
 	expect_row[1] = owned[nowned++] = number(s->expect_duplicates);
 	expect_row[2] = owned[nowned++] = number(s->expect_missing);
-	expect_row[3] = number(s->expect_pending);
-	idem_tsv_write_row(stdout, "expect", expect_row, 4);
-	free((char *)expect_row[3]);
+	expect_row[3] = owned[nowned++] = number(s->expect_pending);
+	expect_row[4] = s->expect_external >= 0 ? (owned[nowned++] = number(s->expect_external)) : NULL;
+	idem_tsv_write_row(stdout, "expect", expect_row, 5);
 	for (i = 0; i < nowned; i++)
 		free(owned[i]);
 	for (i = 0; i < s->nscenarios; i++) {

@@ -465,24 +465,27 @@ schema_field(const struct idem_seed *s, const char *name)
 	return i ? &s->schema[json_integer_value(i)] : NULL;
 }
 
-/* The business key: one column as its plain value, several as a canonical
- * JSON array of the values in key order. */
-static char *
-business_key(const struct idem_seed *s, const json_t *payload)
+char *
+idem_business_key(const json_t *object, char *const *fields, size_t nfields)
 {
 	json_t *v, *array;
 	char *out;
 	size_t i;
 
-	if (s->nkey == 1) {
-		v = json_object_get(payload, s->key[0]);
+	for (i = 0; i < nfields; i++) {
+		v = json_object_get(object, fields[i]);
+		if (!json_is_string(v) && !json_is_integer(v) && !json_is_boolean(v))
+			return NULL;
+	}
+	if (nfields == 1) {
+		v = json_object_get(object, fields[0]);
 		if (json_is_string(v))
 			return idem_estrdup(json_string_value(v));
 		return idem_json_canonical(v);
 	}
 	array = json_array();
-	for (i = 0; i < s->nkey; i++)
-		json_array_append(array, json_object_get(payload, s->key[i]));
+	for (i = 0; i < nfields; i++)
+		json_array_append(array, json_object_get(object, fields[i]));
 	out = idem_json_canonical(array);
 	json_decref(array);
 	return out;
@@ -493,7 +496,7 @@ finish_job(const struct idem_seed *s, struct idem_seed_job *job)
 {
 	job->payload_json = idem_json_canonical(job->payload);
 	idem_sha256_hex(job->payload_json, strlen(job->payload_json), job->payload_sha256);
-	job->business_key = business_key(s, job->payload);
+	job->business_key = idem_business_key(job->payload, s->key, s->nkey);
 	job->scenario = -1;
 }
 
@@ -743,11 +746,36 @@ name_job(struct loader *l, const yaml_node_t *n, const char *field)
 	    "most one scenario", id, s->scenarios[other].name);
 }
 
+/* vendor: error | timeout, the vendor double's answer to the first call
+ * for each of the scenario's jobs. */
+static int
+load_vendor_fault(struct loader *l, const yaml_node_t *n, const char *field,
+		  struct idem_seed_scenario *sc)
+{
+	const yaml_node_t *v = lookup(l, n, "vendor");
+	const char *word = resolve_plain(v) == PLAIN_NULL ? NULL : scalar(v);
+
+	if (word != NULL && strcmp(word, "error") == 0)
+		sc->fault = "vendor-error";
+	else if (word != NULL && strcmp(word, "timeout") == 0)
+		sc->fault = "vendor-timeout";
+	else if (word != NULL)
+		return fail_at(l, v, field, "vendor: expected error or timeout, got \"%s\"", word);
+	else
+		return fail_at(l, v, field, "vendor: expected error or timeout, got a %s",
+		    node_kind_name(v));
+	if (l->seed->external.name == NULL)
+		return fail_at(l, v, field, "vendor: a vendor fault needs the external call it "
+		    "faults: declare it with external: { name: ..., key: [...], "
+		    "honours_idempotency_key: ... }");
+	return 0;
+}
+
 static int
 load_scenarios(struct loader *l, const yaml_node_t *root)
 {
 	static const char *const keys[] = { "name", "jobs", "every", "duplicates", "within",
-		"kill", "attempt", "race", "conflicting_payloads", NULL };
+		"kill", "attempt", "race", "conflicting_payloads", "vendor", NULL };
 	struct idem_seed *s = l->seed;
 	yaml_node_t *list = lookup(l, root, "scenarios");
 	yaml_node_item_t *item, *ji;
@@ -792,8 +820,8 @@ load_scenarios(struct loader *l, const yaml_node_t *root)
 			goto out;
 		}
 		json_object_set_new_nocheck(names, sc->name, json_true());
-		if (lookup(l, n, "kill") && lookup(l, n, "race")) {
-			fail_at(l, n, field, "declare kill or race, not both");
+		if (!!lookup(l, n, "kill") + !!lookup(l, n, "race") + !!lookup(l, n, "vendor") > 1) {
+			fail_at(l, n, field, "declare one of kill, race and vendor, not two");
 			goto out;
 		}
 		if (lookup(l, n, "kill")) {
@@ -801,6 +829,15 @@ load_scenarios(struct loader *l, const yaml_node_t *root)
 				goto out;
 			sc->fault = "kill";
 			sc->attempt = attempt;
+			if (strcmp(sc->step, "external-call") == 0 && s->external.name == NULL) {
+				fail_at(l, lookup(l, n, "kill"), field, "kill: external-call is the call "
+				    "to an external system: declare it with external: { name: ..., "
+				    "key: [...], honours_idempotency_key: ... }");
+				goto out;
+			}
+		} else if (lookup(l, n, "vendor")) {
+			if (load_vendor_fault(l, n, field, sc) < 0)
+				goto out;
 		} else if (lookup(l, n, "race")) {
 			if (get_text(l, n, field, "race", 1, &sc->step) < 0)
 				goto out;
@@ -816,7 +853,7 @@ load_scenarios(struct loader *l, const yaml_node_t *root)
 		} else if (sc->conflicting_payloads) {
 			sc->fault = "same-key";
 		} else {
-			fail_at(l, n, field, "declares no fault (duplicates, kill, race or "
+			fail_at(l, n, field, "declares no fault (duplicates, kill, race, vendor or "
 			    "conflicting_payloads)");
 			goto out;
 		}
@@ -1090,6 +1127,56 @@ out:
 	return rc;
 }
 
+/* A field of a business key: a string, integer or boolean field of
+ * payload_schema. */
+static int
+check_key_field(struct loader *l, const yaml_node_t *n, const char *field, const char *name)
+{
+	const struct idem_seed_field *f = schema_field(l->seed, name);
+
+	if (f == NULL || f->type == IDEM_TYPE_OBJECT || f->type == IDEM_TYPE_ARRAY)
+		return fail_at(l, n, field,
+		    "\"%s\" must be a string, integer or boolean field of payload_schema", name);
+	return 0;
+}
+
+/* external: { name, key, honours_idempotency_key, pending: { table, owner } } */
+static int
+load_external(struct loader *l, const yaml_node_t *root)
+{
+	static const char *const external_keys[] = { "name", "key", "honours_idempotency_key",
+		"pending", NULL };
+	static const char *const pending_keys[] = { "table", "owner", NULL };
+	struct idem_seed_external *e = &l->seed->external;
+	yaml_node_t *n = lookup(l, root, "external"), *p;
+	size_t i;
+
+	if (n == NULL)
+		return 0;
+	if (check_mapping(l, n, "external", external_keys) < 0 ||
+	    get_text(l, n, "external", "name", 1, &e->name) < 0 ||
+	    get_text_list(l, n, "external", "key", &e->key, &e->nkey) < 0)
+		return -1;
+	if (e->nkey == 0)
+		return fail_at(l, lookup(l, n, "key") ? lookup(l, n, "key") : n, "external.key",
+		    "required: a list of the payload fields that form a call's business key, "
+		    "read from the call's JSON body");
+	for (i = 0; i < e->nkey; i++)
+		if (check_key_field(l, lookup(l, n, "key"), "external.key", e->key[i]) < 0)
+			return -1;
+	if (lookup(l, n, "honours_idempotency_key") == NULL)
+		return fail_at(l, n, "external.honours_idempotency_key", "required: true when the "
+		    "vendor answers a repeated Idempotency-Key with its first response, else false");
+	if (get_bool(l, n, "external", "honours_idempotency_key", &e->honours_idempotency_key) < 0)
+		return -1;
+	if ((p = lookup(l, n, "pending")) != NULL &&
+	    (check_mapping(l, p, "external.pending", pending_keys) < 0 ||
+	     get_text(l, p, "external.pending", "table", 1, &e->pending_table) < 0 ||
+	     get_text(l, p, "external.pending", "owner", 1, &e->pending_owner) < 0))
+		return -1;
+	return 0;
+}
+
 /* queue: a name, idem's own queue, or { kind: KIND, name: NAME }. */
 static int
 load_queue(struct loader *l, const yaml_node_t *root)
@@ -1159,19 +1246,19 @@ load_root(struct loader *l, const yaml_node_t *root)
 	static const char *const top[] = { "rehearsal", "job_type", "queue", "database",
 		"worker", "retry", "sandbox_account", "effect", "reconciliation_owner",
 		"payload_schema", "jobs", "generate", "scenarios", "expect",
-		"cannot_reproduce", NULL };
+		"cannot_reproduce", "external", NULL };
 	static const char *const worker_keys[] = { "image", "version", "command", NULL };
 	static const char *const retry_keys[] = { "visibility_timeout", "max_attempts", NULL };
 	static const char *const effect_keys[] = { "name", "table", "key", "key_scope",
 		"duplicate_acceptor", NULL };
 	static const char *const expect_keys[] = { "effects", "duplicates", "missing",
-		"pending", NULL };
+		"pending", "external", NULL };
 	static const char *const generate_keys[] = { "count", NULL };
 	struct idem_seed *s = l->seed;
 	yaml_node_t *n;
 	long long count;
 	size_t i;
-	int rc = -1;
+	int rc = -1, has_external;
 
 	if (root->type != YAML_MAPPING_NODE)
 		return fail_at(l, root, "(top level)", "expected a mapping of keys, got a %s",
@@ -1236,16 +1323,12 @@ load_root(struct loader *l, const yaml_node_t *root)
 	if (load_schema(l, root) < 0)
 		goto out;
 	for (i = 0; i < s->nkey; i++) {
-		struct idem_seed_field *f = schema_field(s, s->key[i]);
-
-		if (f == NULL || f->type == IDEM_TYPE_OBJECT || f->type == IDEM_TYPE_ARRAY) {
-			fail_at(l, lookup(l, n, "key"), "effect.key",
-			    "\"%s\" must be a string, integer or boolean field of payload_schema",
-			    s->key[i]);
+		if (check_key_field(l, lookup(l, n, "key"), "effect.key", s->key[i]) < 0)
 			goto out;
-		}
-		f->in_key = 1;
+		schema_field(s, s->key[i])->in_key = 1;
 	}
+	if (load_external(l, root) < 0)
+		goto out;
 	if ((n = lookup(l, root, "expect")) == NULL) {
 		fail_at(l, root, "expect", "required: write the expected counts before the run "
 		    "(expect: { effects: N, duplicates: 0, missing: 0, pending: 0 })");
@@ -1260,8 +1343,20 @@ load_root(struct loader *l, const yaml_node_t *root)
 	if (get_int(l, n, "expect", "effects", 0, 0, &s->expect_effects, NULL) < 0 ||
 	    get_int(l, n, "expect", "duplicates", 0, 0, &s->expect_duplicates, NULL) < 0 ||
 	    get_int(l, n, "expect", "missing", 0, 0, &s->expect_missing, NULL) < 0 ||
-	    get_int(l, n, "expect", "pending", 0, 0, &s->expect_pending, NULL) < 0)
+	    get_int(l, n, "expect", "pending", 0, 0, &s->expect_pending, NULL) < 0 ||
+	    get_int(l, n, "expect", "external", 0, -1, &s->expect_external, &has_external) < 0)
 		goto out;
+	if (s->external.name != NULL && !has_external) {
+		fail_at(l, n, "expect.external", "required when external is declared: the number "
+		    "of calls to %s expected to take effect", s->external.name);
+		goto out;
+	}
+	if (s->external.name == NULL && has_external) {
+		fail_at(l, lookup(l, n, "external"), "expect.external",
+		    "no external effect is declared: declare it with external: { name: ..., "
+		    "key: [...], honours_idempotency_key: ... }, or leave this out");
+		goto out;
+	}
 	if ((n = lookup(l, root, "generate")) != NULL &&
 	    (check_mapping(l, n, "generate", generate_keys) < 0 ||
 	     get_int(l, n, "generate", "count", 0, 0, &s->generate_count, NULL) < 0))
@@ -1315,16 +1410,6 @@ idem_seed_load(struct idem_seed *seed, const char *path, struct idem_error *err)
 	return rc;
 }
 
-static void
-free_list(char **list, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		free(list[i]);
-	free(list);
-}
-
 void
 idem_seed_free(struct idem_seed *s)
 {
@@ -1344,8 +1429,12 @@ idem_seed_free(struct idem_seed *s)
 	free(s->key_scope);
 	free(s->duplicate_acceptor);
 	free(s->reconciliation_owner);
-	free_list(s->key, s->nkey);
-	free_list(s->cannot_reproduce, s->ncannot_reproduce);
+	idem_free_list(s->key, s->nkey);
+	idem_free_list(s->cannot_reproduce, s->ncannot_reproduce);
+	free(s->external.name);
+	idem_free_list(s->external.key, s->external.nkey);
+	free(s->external.pending_table);
+	free(s->external.pending_owner);
 	for (i = 0; i < s->nschema; i++)
 		free(s->schema[i].name);
 	free(s->schema);
@@ -1435,9 +1524,22 @@ idem_seed_to_json(const struct idem_seed *s)
 		json_array_append_new(a, v);
 	}
 	json_object_set_new(o, "scenarios", a);
-	json_object_set_new(o, "expect", json_pack("{s:I,s:I,s:I,s:I}",
+	json_object_set_new(o, "expect", json_pack("{s:I,s:I,s:I,s:I,s:o}",
 	    "effects", (json_int_t)s->expect_effects, "duplicates", (json_int_t)s->expect_duplicates,
-	    "missing", (json_int_t)s->expect_missing, "pending", (json_int_t)s->expect_pending));
+	    "missing", (json_int_t)s->expect_missing, "pending", (json_int_t)s->expect_pending,
+	    "external", s->expect_external >= 0 ? json_integer(s->expect_external) : json_null()));
+	if (s->external.name != NULL) {
+		a = json_array();
+		for (i = 0; i < s->external.nkey; i++)
+			json_array_append_new(a, json_string(s->external.key[i]));
+		json_object_set_new(o, "external", json_pack("{s:s,s:o,s:b,s:o,s:o}",
+		    "name", s->external.name, "key", a,
+		    "honours_idempotency_key", s->external.honours_idempotency_key,
+		    "pending_table", text_or_null(s->external.pending_table),
+		    "pending_owner", text_or_null(s->external.pending_owner)));
+	} else {
+		json_object_set_new(o, "external", json_null());
+	}
 	json_object_set_new(o, "generate_count", json_integer(s->generate_count));
 	return o;
 }

@@ -30,13 +30,24 @@ struct idem_seed_job {
 
 struct idem_seed_scenario {
 	char *name;
-	const char *fault;	/* duplicate-publish, kill, race, same-key */
+	const char *fault;	/* duplicate-publish, kill, race, same-key, vendor-error,
+				 * vendor-timeout */
 	char *step;		/* kill or race step, or NULL */
 	long long attempt;	/* kill attempt, or 0 */
 	long long duplicates;	/* extra copies published */
 	long long within_ms;
 	long long every;	/* selects one job in every, or 0 */
 	int conflicting_payloads;
+};
+
+/* The call to an external system (external:), served in a rehearsal by
+ * the vendor double; name is NULL when the seed declares none. */
+struct idem_seed_external {
+	char *name;
+	char **key;		/* fields of a call's JSON body, in key order */
+	size_t nkey;
+	int honours_idempotency_key;
+	char *pending_table, *pending_owner;	/* or NULL */
 };
 
 struct idem_seed_index;
@@ -63,6 +74,8 @@ struct idem_seed {
 	long long generate_count;	/* jobs made on demand after them */
 	struct idem_seed_index *index;	/* lookups of the loader's own */
 	long long expect_effects, expect_duplicates, expect_missing, expect_pending;
+	struct idem_seed_external external;
+	long long expect_external;	/* -1 when no external effect is declared */
 };
 
 /* The limits of a seed file: see LIMITS in idem-seed(5). */
@@ -83,6 +96,11 @@ const struct idem_seed_job *idem_seed_job(const struct idem_seed *seed, long lon
 void idem_seed_job_clear(struct idem_seed_job *job);
 
 const char *idem_payload_type_name(enum idem_payload_type type);
+/* A business key as idem-seed(5) writes it, from the fields of an object in
+ * key order: one field as its plain value, several as a canonical JSON
+ * array; NULL when a field is missing or is not a string, integer or
+ * boolean. Caller frees. */
+char *idem_business_key(const json_t *object, char *const *fields, size_t nfields);
 /* Canonical JSON of a value (sorted keys, compact, UTF-8); caller frees. */
 char *idem_json_canonical(const json_t *value);
 /* A job as a JSON object: id, business_key, payload (canonical JSON),

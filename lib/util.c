@@ -122,6 +122,16 @@ idem_estrndup(const char *s, size_t n)
 }
 
 void
+idem_free_list(char **list, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		free(list[i]);
+	free(list);
+}
+
+void
 idem_close_stdout(void)
 {
 	if (fflush(stdout) != 0 || ferror(stdout))

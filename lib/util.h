@@ -33,6 +33,8 @@ void *idem_erealloc(void *p, size_t size);
 void *idem_ereallocarray(void *p, size_t n, size_t size);
 char *idem_estrdup(const char *s);
 char *idem_estrndup(const char *s, size_t n);
+/* Frees the n strings of a list, then the list. */
+void idem_free_list(char **list, size_t n);
 
 /* Flush and close stdout; exit IDEM_EXIT_ENV when any write failed. */
 void idem_close_stdout(void);

@@ -190,3 +190,146 @@ count_of() {
 	grep -q '^guard	index	effects_with_note	CREATE UNIQUE INDEX effects_with_note ON fx."Effects" USING btree (order_id, line_no) INCLUDE (note)	' "$out"
 	grep -q "^probe	enforced	23505	" "$out"
 }
+
+# A call row of the vendor double: call KEY ANSWER EFFECT [PID], KEY \N
+# for a body without the key's fields.
+call() {
+	local status=200
+	case $2 in error) status=500 ;; timeout | killed) status=0 ;; esac
+	printf 'call\t2026-12-01T10:00:00.000000Z\t0\t%s\tPOST\t/v1/charges\tkey-%s\t%s\t%s\t%s\t%s\t%s\tch_1\n' \
+		"${4:-4242}" "$RANDOM" "$(printf '%s' "$1" | sha256sum | cut -d ' ' -f 1)" "$1" "$status" "$2" "$3"
+}
+
+# The fixture's seed with an external call, charged once per business key.
+external_seed() {
+	sed 's/^expect: { effects: 4, duplicates: 0, missing: 0, pending: 0 }$/expect: { effects: 4, duplicates: 0, missing: 0, pending: 0, external: 4 }/' \
+		"$BATS_TEST_TMPDIR/seed.yaml"
+	echo 'external: { name: payment charge, key: [order_id, line_no], honours_idempotency_key: false }'
+}
+
+# The calls of the fixture's run: o-1 charged once; o-2 twice (its first
+# answer held while the worker was killed); o-3 after a vendor error; o-4
+# once and once replayed; one body without the key; o-9, which no job has.
+calls() {
+	call '["o-1",1]' ok yes
+	call '["o-2",1]' killed yes
+	call '["o-2",1]' ok yes
+	call '["o-3",1]' error no
+	call '["o-3",1]' ok yes
+	call '["o-4",1]' ok yes
+	call '["o-4",1]' replayed no
+	call '\N' ok yes
+	call '["o-9",1]' ok yes
+}
+
+@test "external: the calls that took effect per business key, beside the expected; unknown keys kept apart" {
+	external_seed >"$BATS_TEST_TMPDIR/external.yaml"
+	{ seed-gen "$BATS_TEST_TMPDIR/external.yaml"; calls; } >"$BATS_TEST_TMPDIR/stream"
+	run --separate-stderr count-effects "$BATS_TEST_TMPDIR/stream"
+	[ "$status" -eq 1 ]
+	printf '%s\n' "$output" >"$out"
+	# after the key rows, in their order, and before the totals
+	assert_equal "$(awk -F '\t' '$1 == "count" && $3 != "key" && $3 != "unexpected" { print $3, $4, $5, $6 }' "$out")" \
+		'external ["o-1",1] 1 1
+external ["o-2",1] 1 2
+external ["o-3",1] 1 1
+external ["o-4",1] 1 1
+external ["o-9",1] 0 1
+external-unknown  0 1
+total effects 4 4
+total duplicates 0 2
+total missing 0 2
+total unexpected 0 2
+total conflicts 0 1
+total pending 0 0
+total external 4 7
+total external_duplicates 0 2'
+	[[ "$stderr" == *'count-effects: external: expected 4, observed 7'* ]]
+	[[ "$stderr" == *'count-effects: external: duplicate effect for business key ["o-2",1]: 2 calls took effect, expected 1'* ]]
+	[[ "$stderr" == *'count-effects: external: unexpected effect for business key ["o-9",1]: 1 calls took effect, and no job has that key'* ]]
+	# the stream passes through, calls and all
+	assert_equal "$(rows_of call "$out")" 9
+}
+
+@test "external: one charge per key passes; a second charge fails, naming its key, and changes the digest" {
+	sql "DELETE FROM fx.effects WHERE note IN ('c', 'd', 'e', 'f')" >/dev/null
+	sql "INSERT INTO fx.effects (order_id, line_no, note) VALUES ('o-3', 1, 'g'), ('o-4', 1, 'h')" >/dev/null
+	external_seed >"$BATS_TEST_TMPDIR/external.yaml"
+	seed-gen "$BATS_TEST_TMPDIR/external.yaml" >"$BATS_TEST_TMPDIR/seeded"
+	once() {
+		call '["o-1",1]' ok yes
+		call '["o-2",1]' error no
+		call '["o-2",1]' ok yes
+		call '["o-3",1]' ok yes
+		call '["o-4",1]' ok yes
+		call '["o-4",1]' replayed no
+	}
+	{ cat "$BATS_TEST_TMPDIR/seeded"; once; } | count-effects >"$out.1" 2>"$err"
+	{ cat "$BATS_TEST_TMPDIR/seeded"; once; } | count-effects >"$out.2" 2>"$err"
+	assert_equal "$(awk -F '\t' '$1 == "count" && $3 == "total" && $4 ~ /^external/ { print $4, $5, $6 }' "$out.1")" \
+		'external 4 4
+external_duplicates 0 0'
+	digest() { awk -F '\t' '$1 == "digest" { print $3 }' "$1"; }
+	assert_equal "$(digest "$out.2")" "$(digest "$out.1")"
+	# the same run with o-3 charged twice
+	run --separate-stderr bash -c "{ cat '$BATS_TEST_TMPDIR/seeded'; $(declare -f call once); once; call '[\"o-3\",1]' ok yes; } | count-effects"
+	[ "$status" -eq 1 ]
+	printf '%s\n' "$output" >"$out.3"
+	assert_equal "$stderr" 'count-effects: probe: a copy of an effect row went in: fx.effects does not enforce one row per business key
+count-effects: external: expected 4, observed 5
+count-effects: external: duplicate effect for business key ["o-3",1]: 2 calls took effect, expected 1'
+	[ "$(digest "$out.3")" != "$(digest "$out.1")" ]
+	# the digest is of the count rows, the external ones among them
+	want=$(awk -F '\t' -v OFS='\t' '$1 == "count" && $2 == "after" { print "count", $3, $4, $5, $6 }' "$out.3" | sha256sum | cut -d ' ' -f 1)
+	assert_equal "$(digest "$out.3")" "$want"
+}
+
+@test "external: with the key scope of the job, each job of a key is expected to call" {
+	sed 's/effect: { table: fx.effects, key: \[order_id, line_no\] }/effect: { table: fx.effects, key: [order_id, line_no], key_scope: job }/' \
+		"$BATS_TEST_TMPDIR/seed.yaml" >"$BATS_TEST_TMPDIR/job-scope.yaml"
+	echo 'external: { name: payment charge, key: [order_id], honours_idempotency_key: true }' >>"$BATS_TEST_TMPDIR/job-scope.yaml"
+	sed -i 's/pending: 0 }$/pending: 0, external: 5 }/' "$BATS_TEST_TMPDIR/job-scope.yaml"
+	{ seed-gen "$BATS_TEST_TMPDIR/job-scope.yaml"; call o-1 ok yes; call o-4 ok yes; call o-4 ok yes; } |
+		count-effects >"$out" 2>"$err" || true
+	# a key of one field is its plain value; o-4 is the key of two jobs
+	assert_equal "$(awk -F '\t' '$1 == "count" && $3 == "external" { print $4, $5, $6 }' "$out")" \
+		'o-1 1 1
+o-2 1 0
+o-3 1 0
+o-4 2 2'
+	assert_equal "$(count_of total external)" 3
+	assert_equal "$(count_of total external_duplicates)" 0
+	grep -q '^count-effects: external: expected 5, observed 3$' "$err"
+}
+
+@test "external: the rows of the worker's table of pending calls, per owner, its names quoted" {
+	psql -X -q -v ON_ERROR_STOP=1 <<-SQL
+		CREATE TABLE fx."pending calls" (key text NOT NULL, "who ""owns""" text, status text NOT NULL);
+		INSERT INTO fx."pending calls" VALUES ('o-1', 'billing-oncall', 'done'),
+			('o-2', 'billing-oncall', 'pending'), ('o-3', NULL, 'pending');
+	SQL
+	external_seed | sed 's/honours_idempotency_key: false }$/honours_idempotency_key: false, pending: { table: "fx.pending calls", owner: "who \\"owns\\"" } }/' \
+		>"$BATS_TEST_TMPDIR/external.yaml"
+	grep -q 'pending: {' "$BATS_TEST_TMPDIR/external.yaml"
+	{ seed-gen "$BATS_TEST_TMPDIR/external.yaml"; calls; } | count-effects >"$out" 2>"$err" || true
+	assert_equal "$(awk -F '\t' '$1 == "query" && $3 == "pending_external" { print $4 }' "$out")" \
+		'SELECT "who ""owns"""::text AS owner, count(*) AS calls FROM "fx"."pending calls" GROUP BY 1 ORDER BY 1'
+	assert_equal "$(awk -F '\t' '$1 == "measure" && $2 == "pending_external_calls" { print $3, $4, $5, $6 }' "$out")" \
+		'2 2 3 rows of fx.pending calls whose who "owns" is billing-oncall
+1 1 3 rows of fx.pending calls without who "owns"'
+	# the printed query, fed to psql, gives the same numbers
+	psql -X -A -t -F ' ' -c "$(awk -F '\t' '$1 == "query" && $3 == "pending_external" { print $4 }' "$out")" >"$out.psql"
+	assert_equal "$(cat "$out.psql")" 'billing-oncall 2
+ 1'
+}
+
+@test "external: call rows without an external row are passed on, not counted; an external row after the jobs is refused" {
+	{ cat "$BATS_TEST_TMPDIR/stream"; calls; } | count-effects >"$out" 2>"$err" || true
+	assert_equal "$(rows_of call "$out")" 9
+	! grep -q '^count	after	external' "$out"
+	! grep -q '^count	after	total	external' "$out"
+	{ cat "$BATS_TEST_TMPDIR/stream"; printf 'external\tcharge\t["order_id"]\tfalse\t\\N\t\\N\n'; } >"$BATS_TEST_TMPDIR/late"
+	assert_refused /dev/stdin count-effects "$BATS_TEST_TMPDIR/late" <<-EOF
+		count-effects: $BATS_TEST_TMPDIR/late:$(wc -l <"$BATS_TEST_TMPDIR/late"): an external row after job or call rows: count-effects reads each job's call from its payload as its row goes by; write it right after the seed row, as seed-gen does
+	EOF
+}

@@ -45,7 +45,12 @@ seed_for() {
 		echo "scenarios: [ { name: kill, jobs: [a], kill: $scenario, attempt: 1 } ]" ;;
 	race) echo 'scenarios: [ { name: race, jobs: [a], race: before-write } ]' ;;
 	esac
-	echo 'expect: { effects: 1 }'
+	case $scenario in
+	external-call)
+		echo 'external: { name: payment charge, key: [invoice_id, line_no], honours_idempotency_key: false }'
+		echo 'expect: { effects: 1, external: 1 }' ;;
+	*) echo 'expect: { effects: 1 }' ;;
+	esac
 }
 
 # Runs one cell of the matrix, with the external guard $external if set;

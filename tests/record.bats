@@ -8,7 +8,7 @@ setup_file() {
 	sandbox_up
 	cd "$BATS_TEST_DIRNAME/.."
 	sed 's/visibility_timeout: 2s/visibility_timeout: 300ms/; s/within: 2s/within: 100ms/' \
-		seeds/invoice-line.yaml >"$IDEM_TEST_ROOT/seed.yaml"
+		seeds/invoice-line.yaml | without_external >"$IDEM_TEST_ROOT/seed.yaml"
 	queue_reset
 	idem-worker --setup -g unique
 	export RUN="$IDEM_TEST_ROOT/run.tsv"
@@ -55,6 +55,69 @@ with_queue() {
 # The version of idem's queue schema in the sandbox.
 idem_schema_version() {
 	sql 'SELECT schema_version FROM idem.sandbox'
+}
+
+# One row of a stream, its fields given as words.
+row() {
+	local IFS='	'
+	printf '%s\n' "$*"
+}
+
+# A call row of the vendor double: call AT WORKER PID IDEMPOTENCY-KEY
+# BUSINESS-KEY STATUS ANSWER EFFECT RESPONSE-ID.
+call() {
+	row call "2026-12-01T10:00:$1Z" "$2" "$3" POST /v1/charges "$4" \
+		"$(printf '%s' "$5" | sha256sum | cut -d ' ' -f 1)" "$5" "$6" "$7" "$8" "$9"
+}
+
+# A run of tests/fixtures/seeds/external.yaml, committed as charge.yaml, as
+# kill-at leaves it with the vendor double's call rows, counted: job-0001
+# killed during its charge (process 101) and retried by process 102, whose
+# call is replayed; job-0002 charged by process 102 after a vendor error;
+# job-0003 timed out in process 103, charged by its copy's delivery, and
+# replayed on its retry; and a request of no worker. The call rows given
+# as arguments are added.
+charge_run() {
+	{
+		seed-gen charge.yaml
+		row publish job-0001 0 9001 2026-12-01T10:00:00.000000Z published
+		row publish job-0002 0 9002 2026-12-01T10:00:00.000000Z published
+		row publish job-0003 0 9003 2026-12-01T10:00:00.000000Z published
+		row publish job-0003 1 9004 2026-12-01T10:00:00.050000Z published
+		row kill charge-killed job-0001 1 external-call 101 2026-12-01T10:00:01.200000Z '\N'
+		row recover job-0001 9001 2026-12-01T10:00:01.200000Z 2026-12-01T10:00:02.200000Z 1000
+		row attempt job-0001 9001 1 101 2026-12-01T10:00:01.000000Z 2026-12-01T10:00:01.050000Z '\N' 1 'inserted called' 2026-12-01T10:00:01.040000Z 0
+		row attempt job-0002 9002 1 102 2026-12-01T10:00:01.000000Z 2026-12-01T10:00:01.050000Z 2026-12-01T10:00:01.400000Z 1 'inserted called' 2026-12-01T10:00:01.040000Z 0
+		row attempt job-0003 9003 1 103 2026-12-01T10:00:01.000000Z 2026-12-01T10:00:01.050000Z '\N' 1 'inserted called' 2026-12-01T10:00:01.040000Z 0
+		row attempt job-0003 9004 1 103 2026-12-01T10:00:01.500000Z '\N' 2026-12-01T10:00:01.700000Z 0 'conflict-noop called' '\N' 0
+		row attempt job-0001 9001 2 102 2026-12-01T10:00:02.000000Z '\N' 2026-12-01T10:00:02.200000Z 0 'conflict-noop pending-reconciled' '\N' 0
+		row attempt job-0003 9003 2 103 2026-12-01T10:00:02.000000Z '\N' 2026-12-01T10:00:02.200000Z 0 'conflict-noop already-called' '\N' 0
+		call 01.050000 -1 0 '\N' '\N' 200 ok no '\N'
+		call 01.100000 0 101 job-0001 '["inv-1001",1]' 0 killed yes ch_1
+		call 01.100000 1 102 job-0002 '["inv-1002",1]' 500 error no '\N'
+		call 01.300000 1 102 job-0002 '["inv-1002",1]' 200 ok yes ch_2
+		call 01.100000 2 103 job-0003 '["inv-1003",1]' 0 timeout no '\N'
+		call 01.600000 2 103 job-0003 '["inv-1003",1]' 200 ok yes ch_3
+		call 02.100000 1 102 job-0001 '["inv-1001",1]' 200 replayed no ch_1
+		call 02.100000 2 103 job-0003 '["inv-1003",1]' 200 replayed no ch_3
+		[ -z "${1:-}" ] || printf '%s\n' "$1"
+	} | count-effects
+}
+
+# The seed of charge_run, committed.
+commit_charge_seed() {
+	cp "$BATS_TEST_DIRNAME/fixtures/seeds/external.yaml" charge.yaml
+	git add charge.yaml
+	git commit -q -m "the charge seed"
+}
+
+# A record as mkrecord wrote it in format 2, before the external call:
+# without external, calls, the calls of each attempt and the external
+# count expected.
+as_format_2() {
+	awk '/^record: 3$/ { print "record: 2"; next }
+		/^external: null$/ || /^calls: \[\]$/ || /^  calls: \[\]$/ || /^    external: null$/ { next }
+		{ print }' "$1"
 }
 
 git_ssh() {
@@ -154,7 +217,8 @@ git_ssh() {
 
 @test "a record whose seed hash does not match the seed at its revision is refused" {
 	r=$(record)
-	sed -i 's/^  sha256: "\([0-9a-f]\{63\}\)[0-9a-f]"$/  sha256: "\10"/' "$r"
+	# its last digit changed, whatever it was
+	sed -i -E 's/^(  sha256: "[0-9a-f]{63})0"$/\11"/; t; s/^(  sha256: "[0-9a-f]{63})[0-9a-f]"$/\10"/' "$r"
 	resign "$r"
 	run verify-record "$r"
 	[ "$status" -eq 1 ]
@@ -451,7 +515,7 @@ $base-2000.yaml.sig"
 	version=$(idem_schema_version)
 	with_queue "$(printf 'queue\tidem\trehearsal_invoice_line\t%s' "$version")" >"$BATS_TEST_TMPDIR/run.tsv"
 	r=$(mkrecord -k "$key" <"$BATS_TEST_TMPDIR/run.tsv")
-	grep -q '^record: 2$' "$r"
+	grep -q '^record: 3$' "$r"
 	assert_equal "$(sed -n '/^queue:$/,/^database:/p' "$r")" "queue:
   kind: \"idem\"
   name: \"rehearsal_invoice_line\"
@@ -475,12 +539,12 @@ database: "the PG* environment (idem-sandbox)"'
 	grep -q '^| queue library | pg-boss, version not recorded |$' "${r%.yaml}.md"
 }
 
-@test "a record of a format other than 1 or 2 is refused" {
+@test "a record of a format other than 1, 2 or 3 is refused" {
 	r=$(mkrecord -k "$key" <"$RUN")
-	sed -i 's/^record: 2$/record: 3/' "$r"
+	sed -i 's/^record: 3$/record: 4/' "$r"
 	resign "$r"
 	run -1 verify-record "$r"
-	[[ "$output" == *"$r: not an idem record of format 1 or 2"* ]]
+	[[ "$output" == *"$r: not an idem record of format 1, 2 or 3"* ]]
 }
 
 @test "verify-record --history -d: a record of another version of its queue's schema is stale" {
@@ -560,10 +624,11 @@ database: "the PG* environment (idem-sandbox)"'
 @test "a record of format 1, whose queue is a text, still verifies, and says nothing of its queue's version" {
 	r=$(mkrecord -k "$key" <"$RUN")
 	# what mkrecord wrote before the queue had a kind and a version
-	awk '/^record: 2$/ { print "record: 1"; next }
+	as_format_2 "$r" | awk '/^record: 2$/ { print "record: 1"; next }
 		/^queue:$/ { q = 1; next } q && /^  name: / { sub(/^  name: /, "queue: "); print; next }
-		q && /^  / { next } { q = 0; print }' "$r" >"$r.old"
+		q && /^  / { next } { q = 0; print }' >"$r.old"
 	mv "$r.old" "$r"
+	grep -q '^record: 1$' "$r"
 	grep -q '^queue: "rehearsal_invoice_line"$' "$r"
 	! grep -q '^  kind: ' "$r"
 	resign "$r"
@@ -575,6 +640,22 @@ database: "the PG* environment (idem-sandbox)"'
 	sql "UPDATE idem.sandbox SET schema_version = schema_version - 1" >/dev/null
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"record  $r"*" ok     pass, signed by eng@example.org"* ]]
+}
+
+@test "a record of format 2, made before the external call, still verifies and keeps its verdict" {
+	r=$(mkrecord -k "$key" <"$RUN")
+	as_format_2 "$r" >"$r.old"
+	mv "$r.old" "$r"
+	grep -q '^record: 2$' "$r"
+	! grep -q 'calls:' "$r"
+	! grep -q 'external' "$r"
+	resign "$r"
+	run -0 verify-record "$r"
+	# its verdict is still checked, on the four totals it has
+	sed -i 's/^verdict: "pass"$/verdict: "fail"/' "$r"
+	resign "$r"
+	run -1 verify-record "$r"
+	[[ "$output" == *"verdict: the record says fail, its counts say pass"* ]]
 }
 
 @test "the audit lists the newest record as stale once the seed names a queue of another kind" {
@@ -594,4 +675,95 @@ database: "the PG* environment (idem-sandbox)"'
 	[[ "$stderr" == "verify-record: connecting to the database: "* ]]
 	# the commits alone need no database
 	run -0 verify-record --history -c -d "host=$BATS_TEST_TMPDIR port=1"
+}
+
+@test "the record shows the external call, its counts, and each call beside the attempt that made it" {
+	commit_charge_seed
+	charge_run >"$BATS_TEST_TMPDIR/charge.tsv"
+	r=$(mkrecord -k "$key" -c <"$BATS_TEST_TMPDIR/charge.tsv")
+	run -0 verify-record "$r"
+	grep -q '^record: 3$' "$r"
+	grep -q '^verdict: "pass"$' "$r"
+	assert_equal "$(sed -n '/^external:$/,/^jobs:/p' "$r")" 'external:
+  name: "payment charge"
+  key:
+  - "invoice_id"
+  - "line_no"
+  honours_idempotency_key: true
+  pending_table: "demo.pending_calls"
+  pending_owner: "owner"
+jobs: 3'
+	sed -n '/^  expected:$/,/^  totals:$/p' "$r" | grep -q '^    external: 3$'
+	# each attempt with the calls its process made from its delivery to the next
+	assert_equal "$(awk '/^evidence:$/ { e = 1; next } /^[a-z]/ { e = 0 } !e { next }
+		/^- job: / { if (k) print k ":" v; k = $3; v = "" } /^  msg_id: |^  attempt: / { k = k " " $2 }
+		/^    answer: / { v = v " " $2 } END { print k ":" v }' "$r")" '"job-0001" 9001 1: "killed"
+"job-0002" 9002 1: "error" "ok"
+"job-0003" 9003 1: "timeout"
+"job-0003" 9004 1: "ok"
+"job-0001" 9001 2: "replayed"
+"job-0003" 9003 2: "replayed"'
+	# every call in the flat list, the one of no worker's process with no attempt
+	assert_equal "$(sed -n '/^calls:$/,/^counts:$/p' "$r" | grep -c '^- at: ')" 8
+	assert_equal "$(sed -n '/^calls:$/,/^counts:$/p' "$r" | sed -n '2,6p')" '- at: "2026-12-01T10:00:01.050000Z"
+  worker: -1
+  pid: 0
+  job: null
+  attempt: null'
+	# the rows of the table of pending calls, per owner
+	grep -q '^  unit: "rows of demo.pending_calls whose owner is billing-oncall"$' "$r"
+	# the handoff
+	md="${r%.yaml}.md"
+	grep -qF '| external call | payment charge, key `invoice_id` `line_no` (fields of the call'"'"'s JSON body); the vendor honours `Idempotency-Key` |' "$md"
+	grep -q '^| external | 3 | 3 |$' "$md"
+	grep -q '^| external_duplicates | 0 | 0 |$' "$md"
+	grep -q '^## External calls$' "$md"
+	grep -qF 'A call the worker left pending is a row of `demo.pending_calls`, whose `owner` names who reconciles it; the seed names billing-oncall.' "$md"
+	grep -qF '| 2026-12-01T10:00:01.100000Z | `job-0001` | 1 | 101 | POST `/v1/charges` | `job-0001` | `["inv-1001",1]` | 0 | killed | yes | ch_1 |' "$md"
+	grep -qF '| 2026-12-01T10:00:01.050000Z |  |  | 0 | POST `/v1/charges` |  | none in the body | 200 | ok | no |  |' "$md"
+	# both vendor faults and the kill during the call were exercised
+	! grep -q 'vendor\|external-call' <(sed -n '/^  not_exercised:$/,$p' "$r")
+	git log -1 --format=%s | grep -q '^record: charge pass (effects 3 of 3 expected, duplicates 0, external calls 3 of 3)$'
+}
+
+@test "a second charge fails the record and is named in the handoff; verify-record agrees" {
+	commit_charge_seed
+	run --separate-stderr charge_run "$(call 02.150000 1 102 job-0001 '["inv-1001",1]' 200 ok yes ch_4)"
+	[ "$status" -eq 1 ]
+	[[ "$stderr" == *'count-effects: external: duplicate effect for business key ["inv-1001",1]: 2 calls took effect, expected 1'* ]]
+	printf '%s\n' "$output" >"$BATS_TEST_TMPDIR/charged-twice.tsv"
+	r=$(mkrecord -k "$key" -c <"$BATS_TEST_TMPDIR/charged-twice.tsv")
+	grep -q '^verdict: "fail"$' "$r"
+	md="${r%.yaml}.md"
+	grep -q '^\*\*The counts differ from what the seed expected.\*\*$' "$md"
+	grep -q '^| external | 3 | 4 |$' "$md"
+	grep -qF -- '- `["inv-1001",1]`: 2 calls took effect, expected 1' "$md"
+	git log -1 --format=%s | grep -q '^record: charge fail (effects 3 of 3 expected, duplicates 0, external calls 4 of 3)$'
+	run -0 verify-record "$r"
+	# the external totals are the verdict's: a pass claimed over them is refused
+	sed -i 's/^verdict: "fail"$/verdict: "pass"/' "$r"
+	resign "$r"
+	run -1 verify-record "$r"
+	[[ "$output" == *"verdict: the record says pass, its counts say fail"* ]]
+}
+
+@test "verify-record adds up the external totals from the count rows and the calls" {
+	commit_charge_seed
+	charge_run >"$BATS_TEST_TMPDIR/charge.tsv"
+	r=$(mkrecord -k "$key" <"$BATS_TEST_TMPDIR/charge.tsv")
+	cp "$r" "$BATS_TEST_TMPDIR/good.yaml"
+	# a total row of the external calls that does not add up, summary and all
+	awk '/^    external:$/ { t = 1 } t && /observed: 3$/ { sub(/3$/, "4"); t = 0 }
+		/scope: "total"/ { s = 1 } s && /key: "external"$/ { e = 1 } e && /observed: 3$/ { sub(/3$/, "4"); e = 0; s = 0 }
+		{ print }' "$BATS_TEST_TMPDIR/good.yaml" >"$r"
+	resign "$r"
+	run -1 verify-record "$r"
+	[[ "$output" == *"counts: total external is 4, the count rows add up to 3"* ]]
+	[[ "$output" != *"totals summary"* ]]
+	# a call that took effect, said not to have
+	awk '/^calls:$/ { c = 1 } c && /^  effect: "yes"$/ { sub(/yes/, "no"); c = 0 } { print }' \
+		"$BATS_TEST_TMPDIR/good.yaml" >"$r"
+	resign "$r"
+	run -1 verify-record "$r"
+	[[ "$output" == *"calls: 2 took effect, the count rows say 3"* ]]
 }

@@ -15,7 +15,7 @@ setup() {
 	assert_equal "$(rows_of expect "$out")" 1
 	assert_equal "$(rows_of scenario "$out")" 5
 	assert_equal "$(rows_of job "$out")" 6
-	assert_equal "$(grep '^expect' "$out")" "$(printf 'expect\t6\t0\t0\t0')"
+	assert_equal "$(grep '^expect' "$out")" "$(printf 'expect\t6\t0\t0\t0\t6')"
 	# the seed row carries the seed file's own SHA-256
 	assert_equal "$(grep '^seed' "$out" | cut -f 3)" "$(sha256sum seeds/invoice-line.yaml | cut -d ' ' -f 1)"
 }
@@ -33,6 +33,27 @@ setup() {
 	seed-gen "$BATS_TEST_TMPDIR/mapping.yaml" | cut -f 2,3 --complement >"$out.mapping"
 	! cmp -s tests/fixtures/seeds/minimal.yaml "$BATS_TEST_TMPDIR/mapping.yaml"
 	cmp "$out.text" "$out.mapping"
+}
+
+@test "the external call's row comes right after the seed row; the expect row ends with its count" {
+	seed-gen seeds/invoice-line.yaml >"$out"
+	assert_equal "$(sed -n 3p "$out")" "$(printf 'external\tpayment charge\t["invoice_id","line_no"]\tfalse\tdemo.pending_calls\towner')"
+	assert_equal "$(rows_of external "$out")" 1
+	seed-gen tests/fixtures/seeds/external.yaml >"$out"
+	assert_equal "$(sed -n 3,4p "$out")" "$(printf 'external\tpayment charge\t["invoice_id","line_no"]\ttrue\tdemo.pending_calls\towner\nexpect\t3\t0\t0\t0\t3')"
+	# without pending calls, the table and its owner column are \N
+	sed '/^  pending: /d' tests/fixtures/seeds/external.yaml >"$BATS_TEST_TMPDIR/no-pending.yaml"
+	assert_equal "$(seed-gen "$BATS_TEST_TMPDIR/no-pending.yaml" | sed -n 3p)" \
+		"$(printf 'external\tpayment charge\t["invoice_id","line_no"]\ttrue\t\\N\t\\N')"
+	# a seed without one has no external row, and \N for its count
+	seed-gen tests/fixtures/seeds/minimal.yaml >"$out"
+	assert_equal "$(rows_of external "$out")" 0
+	assert_equal "$(grep '^expect' "$out")" "$(printf 'expect\t1\t0\t0\t0\t\\N')"
+}
+
+@test "a vendor fault is a scenario of fault vendor-error or vendor-timeout, without step or attempt" {
+	seed-gen tests/fixtures/seeds/external.yaml >"$out"
+	assert_equal "$(grep '^scenario' "$out")" "$(printf 'scenario\tcharge-killed\tkill\texternal-call\t1\t0\t0\nscenario\tvendor-error\tvendor-error\t\\N\t\\N\t0\t0\nscenario\tvendor-timeout\tvendor-timeout\t\\N\t\\N\t1\t100')"
 }
 
 @test "the payload hash is SHA-256 of the canonical payload bytes" {
@@ -167,6 +188,11 @@ PY
 	sed 's/^queue: /# /; s/^# queue: /queue: /' "$out" >"$out.pg-boss"
 	assert_equal "$(seed-gen "$out.pg-boss" | grep '^seed' | awk -F '\t' '{ print $6, $NF }')" \
 		"rehearsal_billing_email pg-boss"
+	# and the external call it suggests, with the expect line that goes with it
+	sed -e 's/^# external: .*/external:/' -e 's/^#   \([a-z_]*:.*\)/  \1/' -e '/^expect: /d' \
+		-e 's/^# expect: /expect: /' "$out" >"$out.external"
+	assert_equal "$(seed-gen "$out.external" | sed -n '3p;4p')" \
+		"$(printf 'external\tpayment charge\t["order_id"]\tfalse\tdemo.pending_calls\towner\nexpect\t3\t0\t0\t0\t3')"
 }
 
 @test "--init refuses a name that would not be a plain YAML value" {
@@ -182,8 +208,26 @@ PY
 	grep -q '^| retry policy | visibility timeout 2000 ms, at most 5 attempts |$' "$out"
 	grep -q '^| kill-after-commit | kill | `after-commit` | 1 | 0 | 0 ms |$' "$out"
 	grep -q '^| `job-0006` | `\["inv-1006",1\]` | `179ee7d4f28fcff38ce54cd10e3da9cf2a295d2a775a63ba2c67844d3a24bcea` | baseline |$' "$out"
-	grep -q '^| 6 | 0 | 0 | 0 |$' "$out"
+	grep -q '^| 6 | 0 | 0 | 0 | 6 |$' "$out"
 	grep -q "^- the vendor's real rate limits" "$out"
+}
+
+@test "--ticket shows the external call, the vendor's faults and the calls expected to take effect" {
+	seed-gen --ticket seeds/invoice-line.yaml >"$out"
+	grep -q '^| external call | payment charge, key `invoice_id` `line_no` (fields of the call'"'"'s JSON body) |$' "$out"
+	grep -q '^## External call$' "$out"
+	grep -q '^| vendor honours `Idempotency-Key` | no: a repeated call takes effect again |$' "$out"
+	grep -q '^| pending calls | `demo.pending_calls`, owner in column `owner`; reconciled by billing-oncall |$' "$out"
+	grep -q '^| calls expected to take effect | 6 |$' "$out"
+	grep -q '^| 6 | 0 | 0 | 0 | 6 |$' "$out"
+	seed-gen --ticket tests/fixtures/seeds/external.yaml >"$out"
+	grep -q '^| vendor-error | vendor-error |  |  | 0 | 0 ms |$' "$out"
+	grep -q '^| vendor honours `Idempotency-Key` | yes: a repeated key gets the first response and no second effect |$' "$out"
+	# a seed without one says so, and its expected counts have no column for it
+	seed-gen --ticket tests/fixtures/seeds/minimal.yaml >"$out"
+	grep -q '^| external call | none declared |$' "$out"
+	! grep -q '^## External call$' "$out"
+	grep -q '^| 1 | 0 | 0 | 0 |$' "$out"
 }
 
 @test "--ticket shows the queue's kind" {

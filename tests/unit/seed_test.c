@@ -83,6 +83,91 @@ queue(void)
 	refused("queue-null", ":3:7: queue: expected a queue name or a mapping");
 }
 
+/* The external call: its fields, its expected count, the vendor's faults,
+ * and what is refused. */
+static void
+external(void)
+{
+	char *one[] = { "invoice_id" }, *two[] = { "invoice_id", "line_no" }, *flag[] = { "urgent" };
+	char *missing[] = { "invoice_id", "absent" }, *nested[] = { "extra" };
+	struct idem_seed s;
+	struct idem_error err;
+	json_t *json, *body;
+	char *key;
+
+	CHECK(idem_seed_load(&s, "seeds/invoice-line.yaml", &err) == 0, "example seed loads");
+	CHECK_STR(s.external.name, "payment charge", "the external call's name");
+	CHECK(s.external.nkey == 2 && strcmp(s.external.key[0], "invoice_id") == 0 &&
+	    strcmp(s.external.key[1], "line_no") == 0, "its key, in order");
+	CHECK(!s.external.honours_idempotency_key, "a vendor that does not honour keys");
+	CHECK_STR(s.external.pending_table, "demo.pending_calls", "the pending table");
+	CHECK_STR(s.external.pending_owner, "owner", "its owner column");
+	CHECK(s.expect_external == 6, "one charge per job expected");
+	json = idem_seed_to_json(&s);
+	CHECK(json_integer_value(json_object_get(json_object_get(json, "expect"), "external")) == 6,
+	    "the templates see the expected calls");
+	CHECK(json_is_false(json_object_get(json_object_get(json, "external"),
+	    "honours_idempotency_key")), "and whether keys are honoured");
+	json_decref(json);
+	idem_seed_free(&s);
+
+	CHECK(idem_seed_load(&s, "tests/fixtures/seeds/external.yaml", &err) == 0,
+	    "a seed with the vendor's faults loads");
+	CHECK(s.nscenarios == 3 && strcmp(s.scenarios[1].fault, "vendor-error") == 0 &&
+	    strcmp(s.scenarios[2].fault, "vendor-timeout") == 0, "vendor: error and timeout");
+	CHECK(s.scenarios[1].step == NULL && s.scenarios[1].attempt == 0,
+	    "a vendor fault has no step and no attempt");
+	CHECK(s.scenarios[2].duplicates == 1, "and may ask for duplicates");
+	CHECK(s.external.honours_idempotency_key, "a vendor that honours keys");
+	idem_seed_free(&s);
+
+	CHECK(idem_seed_load(&s, "tests/fixtures/seeds/minimal.yaml", &err) == 0, "minimal seed loads");
+	CHECK(s.external.name == NULL && s.expect_external == -1, "no external call declared");
+	json = idem_seed_to_json(&s);
+	CHECK(json_is_null(json_object_get(json, "external")) &&
+	    json_is_null(json_object_get(json_object_get(json, "expect"), "external")),
+	    "the templates see none");
+	json_decref(json);
+	idem_seed_free(&s);
+
+	refused("external-name-missing", ":6:11: external.name: required key missing");
+	refused("external-key-missing", ":6:11: external.key: required: a list of the payload fields");
+	refused("external-key-unknown", ":6:40: external.key: \"order_no\" must be a string, integer "
+	    "or boolean field of payload_schema");
+	refused("external-key-object", ":6:40: external.key: \"note\" must be a string");
+	refused("external-honours-missing", ":6:11: external.honours_idempotency_key: required: true "
+	    "when the vendor answers a repeated Idempotency-Key");
+	refused("external-honours-text", ":6:77: external.honours_idempotency_key: expected true or "
+	    "false, got a string");
+	refused("external-unknown-key", ":6:84: external.url: unknown key (a typo?)");
+	refused("external-pending-owner", ":10:12: external.pending.owner: required key missing");
+	refused("external-not-mapping", ":6:11: external: expected a mapping, got a string");
+	refused("expect-external-missing", ":9:9: expect.external: required when external is declared");
+	refused("expect-external-undeclared", ":8:33: expect.external: no external effect is declared");
+	refused("external-call-undeclared", ":8:54: scenarios[0]: kill: external-call is the call to an "
+	    "external system: declare it with external:");
+	refused("vendor-undeclared", ":8:54: scenarios[0]: vendor: a vendor fault needs the external "
+	    "call it faults");
+	refused("vendor-unknown", ":9:54: scenarios[0]: vendor: expected error or timeout, got \"slow\"");
+	refused("vendor-and-kill", ":9:14: scenarios[0]: declare one of kill, race and vendor, not two");
+
+	/* a call's business key, read from its body as a job's from its payload */
+	body = json_loads("{\"invoice_id\":\"inv-1\",\"line_no\":1,\"urgent\":true,\"extra\":{}}",
+	    0, NULL);
+	key = idem_business_key(body, one, 1);
+	CHECK_STR(key, "inv-1", "one string field: its text");
+	free(key);
+	key = idem_business_key(body, two, 2);
+	CHECK_STR(key, "[\"inv-1\",1]", "two fields: a JSON array in key order");
+	free(key);
+	key = idem_business_key(body, flag, 1);
+	CHECK_STR(key, "true", "one boolean field: true or false");
+	free(key);
+	CHECK(idem_business_key(body, missing, 2) == NULL, "a missing field: no key");
+	CHECK(idem_business_key(body, nested, 1) == NULL, "an object field: no key");
+	json_decref(body);
+}
+
 static const struct idem_seed_job *
 job(const struct idem_seed *s, const char *id)
 {
@@ -169,5 +254,6 @@ main(void)
 	idem_seed_free(&s);
 
 	queue();
+	external();
 	return unit_done("seed");
 }
