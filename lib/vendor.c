@@ -24,7 +24,8 @@
 struct idem_vendor {
 	struct MHD_Daemon *daemon;
 	char url[64], *name;
-	json_t *key_fields;
+	char **fields;			/* the business key's fields of a body */
+	size_t nfields;
 	int honours, event_fd;
 	pthread_mutex_t lock;
 	pthread_cond_t changed;
@@ -59,34 +60,15 @@ signal_event(struct idem_vendor *v)
 		return;
 }
 
-/* The business key of a JSON body, as the stream writes business keys:
- * one field as its plain value, several as a JSON array; NULL when the
- * body is not a JSON object holding every field. */
+/* The business key of a JSON body, as idem-seed(5) writes business keys
+ * (the seed's own function); NULL when the body is not a JSON object
+ * holding every field. */
 static char *
 business_key(const struct idem_vendor *v, const char *body, size_t len)
 {
-	json_t *doc = json_loadb(body, len, JSON_REJECT_DUPLICATES, NULL), *field, *value, *array;
-	char *out = NULL;
-	size_t i;
+	json_t *doc = json_loadb(body, len, JSON_REJECT_DUPLICATES, NULL);
+	char *out = json_is_object(doc) ? idem_business_key(doc, v->fields, v->nfields) : NULL;
 
-	if (!json_is_object(doc))
-		goto out;
-	array = json_array();
-	json_array_foreach(v->key_fields, i, field) {
-		value = json_object_get(doc, json_string_value(field));
-		if (value == NULL || json_is_null(value)) {
-			json_decref(array);
-			goto out;
-		}
-		json_array_append(array, value);
-	}
-	value = json_array_get(array, 0);
-	if (json_array_size(array) == 1 && json_is_string(value))
-		out = idem_estrdup(json_string_value(value));
-	else
-		out = idem_json_canonical(json_array_size(array) == 1 ? value : array);
-	json_decref(array);
-out:
 	json_decref(doc);
 	return out;
 }
@@ -338,22 +320,32 @@ idem_vendor_start(const char *name, const char *key_fields, int honours, struct 
 	struct idem_vendor *v = idem_emalloc(sizeof(*v));
 	struct sockaddr_in addr;
 	const union MHD_DaemonInfo *info;
+	json_t *fields, *field;
+	size_t i;
 
 	memset(v, 0, sizeof(*v));
 	v->name = idem_estrdup(name);
 	v->honours = honours;
-	v->key_fields = json_loads(key_fields, 0, NULL);
+	fields = json_loads(key_fields, 0, NULL);
 	v->faults = json_object();
 	v->armed = json_object();
 	v->effects = json_object();
 	v->replies = json_object();
 	pthread_mutex_init(&v->lock, NULL);
 	pthread_cond_init(&v->changed, NULL);
-	if (!json_is_array(v->key_fields) || json_array_size(v->key_fields) == 0) {
+	json_array_foreach(fields, i, field) {
+		if (!json_is_string(field))
+			break;
+		v->fields = idem_ereallocarray(v->fields, v->nfields + 1, sizeof(*v->fields));
+		v->fields[v->nfields++] = idem_estrdup(json_string_value(field));
+	}
+	if (!json_is_array(fields) || v->nfields == 0 || v->nfields != json_array_size(fields)) {
+		json_decref(fields);
 		idem_error_set(err, IDEM_EXIT_USAGE, "the external effect's key fields %s: expected a "
 		    "JSON array of field names", key_fields);
 		goto fail;
 	}
+	json_decref(fields);
 	if ((v->event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
 		idem_error_set(err, IDEM_EXIT_ENV, "eventfd: %s", strerror(errno));
 		goto fail;
@@ -495,7 +487,7 @@ idem_vendor_free(struct idem_vendor *v)
 	free(v->calls);
 	free(v->held);
 	free(v->name);
-	json_decref(v->key_fields);
+	idem_free_list(v->fields, v->nfields);
 	json_decref(v->faults);
 	json_decref(v->armed);
 	json_decref(v->effects);

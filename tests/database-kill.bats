@@ -104,20 +104,20 @@ attempts() {
 
 @test "the example seed with idem-worker --no-step: every database kill point reached, counts as expected" {
 	idem-worker --setup -g unique
-	# external-call has no database event: it stays a step of the socket
-	sed -e 's/visibility_timeout: 2s/visibility_timeout: 300ms/' seeds/invoice-line.yaml |
-		without_external >"$BATS_TEST_TMPDIR/seed.yaml"
+	# external-call has no database event: the vendor double sees it
+	sed -e 's/visibility_timeout: 2s/visibility_timeout: 300ms/' seeds/invoice-line.yaml \
+		>"$BATS_TEST_TMPDIR/seed.yaml"
 	seed-gen "$BATS_TEST_TMPDIR/seed.yaml" | count-effects --before | dup-publish |
 		kill-at -D 30s -- idem-worker --no-step -g unique | count-effects >"$out" 2>"$err" || {
 		cat "$err" >&2
 		return 1
 	}
 	assert_equal "$(awk -F '\t' '$1 == "kill" { print $2, $5, $8 }' "$out" | tr '\n' ,)" \
-		"kill-after-commit after-commit database,kill-before-commit before-commit database,"
+		"kill-after-commit after-commit database,kill-before-commit before-commit database,kill-during-external-call external-call vendor,"
 	assert_equal "$(awk -F '\t' '$1 == "step" { print $8, $9 }' "$out" | sort -u | tr '\n' ,)" \
-		"hold database,kill database,release database,"
+		"hold database,kill database,kill vendor,release database,"
 	assert_equal "$(awk -F '\t' '$1 == "count" && $2 == "after" && $3 == "total" { print $4, $6 }' "$out" | tr '\n' ,)" \
-		"effects 6,duplicates 0,missing 0,unexpected 0,conflicts 0,pending 0,"
+		"effects 6,duplicates 0,missing 0,unexpected 0,conflicts 0,pending 0,external 6,external_duplicates 0,"
 }
 
 @test "a worker with node-postgres is killed at before-write, before-commit and after-commit" {

@@ -66,14 +66,6 @@ assert_equal() {
 	fi
 }
 
-# A seed file without its external call: the external: mapping, its
-# expected count and the kills during the call taken out. For the runs of
-# idem-worker, which records its calls in demo.provider_calls and calls no
-# vendor double, so that no call row would count them.
-without_external() {
-	sed -e '/^external:/,/^  pending:/d' -e 's/, external: [0-9]*//' -e '/kill: external-call/d' "$@"
-}
-
 # The number of rows of one kind in a stream file.
 rows_of() {
 	grep -c "^$1	" "$2" || true
