@@ -945,15 +945,24 @@ verdict(void)
 		idem_warn("external: expected %lld, observed %lld", expected_external(), c.external);
 		rc = IDEM_EXIT_FINDING;
 	}
+	/* a call whose body did not say its key cannot stand for a job's */
+	if (c.external_unknown > 0) {
+		idem_warn("external: %lld calls took effect with no business key in their body",
+		    c.external_unknown);
+		rc = IDEM_EXIT_FINDING;
+	}
 	for (i = 0, shown = 0; i < c.ncalls; i++) {
 		const struct key_count *k = &c.calls[i];
 
-		if (k->observed <= k->expected)
+		if (k->observed == k->expected)
 			continue;
 		rc = IDEM_EXIT_FINDING;
 		if (shown++ >= 10)
 			continue;
-		if (k->seeded)
+		if (k->observed < k->expected)
+			idem_warn("external: missing effect for business key %s: %lld calls took "
+			    "effect, expected %lld", k->key, k->observed, k->expected);
+		else if (k->seeded)
 			idem_warn("external: duplicate effect for business key %s: %lld calls took "
 			    "effect, expected %lld", k->key, k->observed, k->expected);
 		else

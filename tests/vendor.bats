@@ -1,0 +1,217 @@
+#!/usr/bin/env bats
+# The vendor double (kill-at(1), THE VENDOR DOUBLE) against real workers on
+# the real sandbox: a second charge is counted like a second row, the kill
+# point external-call is the call itself, and the vendor's faults are
+# rehearsed. curl is the outside referee of the double's HTTP.
+
+load helper
+
+setup_file() {
+	sandbox_up
+}
+
+teardown_file() {
+	sandbox_down
+}
+
+setup() {
+	cd "$BATS_TEST_DIRNAME/.."
+	queue_reset
+	out="$BATS_TEST_TMPDIR/out"
+	err="$BATS_TEST_TMPDIR/err"
+	seed="$BATS_TEST_TMPDIR/seed.yaml"
+}
+
+# example HONOURS: the example seed, fast, with the vendor honouring
+# idempotency keys or not.
+example() {
+	sed -e 's/visibility_timeout: 2s/visibility_timeout: 300ms/' -e 's/within: 2s/within: 100ms/' \
+		-e "s/honours_idempotency_key: [a-z]*/honours_idempotency_key: $1/" \
+		seeds/invoice-line.yaml >"$seed"
+}
+
+# pipeline WORKER...: the seed through the pipeline, the worker under
+# kill-at; the stream in $out, the status in $status.
+pipeline() {
+	status=0
+	seed-gen "$seed" | count-effects --before | dup-publish |
+		kill-at -D 60s -- "$@" | count-effects >"$out" 2>"$err" || status=$?
+}
+
+# The fixture seed with no scenario and no pending table.
+no_scenarios() {
+	sed -e '/pending:/d' -e '/^scenarios:/,/^expect:/{/^expect:/!d}' \
+		tests/fixtures/seeds/external.yaml >"$seed"
+}
+
+total() {
+	awk -F '\t' -v n="$1" '$1 == "count" && $2 == "after" && $3 == "total" && $4 == n { print $6 }' "$out"
+}
+
+# "business key:answer:effect," of the call rows of one method, in order.
+calls() {
+	awk -F '\t' -v m="$1" '$1 == "call" && $5 == m { printf "%s:%s:%s,", $9, $11, $12 }' "$out"
+}
+
+@test "a stable idempotency key passes when the vendor honours keys: the retried charge is replayed" {
+	example true
+	idem-worker --setup -g unique
+	pipeline idem-worker -g unique -x idempotency-key
+	cat "$err" >&2
+	[ "$status" -eq 0 ]
+	assert_equal "$(total external)" 6
+	assert_equal "$(total external_duplicates)" 0
+	# the call killed at external-call took effect; its retry, same key, did not
+	[[ "$(calls POST)" == *'["inv-1004",1]:killed:yes,'*'["inv-1004",1]:replayed:no,'* ]]
+	assert_equal "$(awk -F '\t' '$1 == "kill" && $5 == "external-call" { print $2, $8 }' "$out")" \
+		"kill-during-external-call vendor"
+	# every POST sent the business key as its idempotency key
+	assert_equal "$(awk -F '\t' '$1 == "call" && $5 == "POST" && $7 != $9' "$out")" ""
+}
+
+@test "against a vendor that does not honour keys, a call without a pending row is caught, the key named" {
+	example false
+	idem-worker --setup -g unique
+	pipeline idem-worker -g unique -x none
+	[ "$status" -eq 1 ]
+	# it charges on every delivery: the killed call's retry, the duplicate
+	# publish and the race's second worker each charge again
+	grep -q '^count-effects: external: expected 6, observed 9$' "$err"
+	grep -qF 'external: duplicate effect for business key ["inv-1004",1]: 2 calls took effect, expected 1' "$err"
+	assert_equal "$(awk -F '\t' '$1 == "count" && $2 == "after" && $3 == "external" && $6 > $5 { print $4 ":" $6 }' "$out" | tr '\n' ' ')" \
+		'["inv-1001",1]:2 ["inv-1004",1]:2 ["inv-1005",1]:2 '
+	[[ "$(calls POST)" == *'["inv-1004",1]:killed:yes,'*'["inv-1004",1]:ok:yes,'* ]]
+	# the same worker with the same key against a vendor that does not honour it
+	queue_reset
+	idem-worker --setup -g unique
+	pipeline idem-worker -g unique -x idempotency-key
+	[ "$status" -eq 1 ]
+	grep -q '^count-effects: external: expected 6, observed 9$' "$err"
+}
+
+@test "a pending row written first, reconciled after, passes against a vendor that does not honour keys" {
+	example false
+	idem-worker --setup -g unique
+	pipeline idem-worker -g unique -x pending-row
+	cat "$err" >&2
+	[ "$status" -eq 0 ]
+	assert_equal "$(total external)" 6
+	# the retry asked the vendor, found the charge, and did not charge again
+	[[ "$(calls GET)" == *'["inv-1004",1]:ok:no,'* ]]
+	grep -q 'branch=pending-reconciled job=job-0004 attempt=2' "$out"
+	assert_equal "$(sql "SELECT status || ' ' || owner FROM demo.pending_calls WHERE key = '[\"inv-1004\",1]'")" \
+		"reconciled billing-oncall"
+	# the record names the reconciliation owner of the pending calls
+	repo="$BATS_TEST_TMPDIR/repo"
+	new_repo "$repo"
+	cp "$seed" seed.yaml
+	git add seed.yaml && git commit -q -m seed
+	sed "s#$seed#seed.yaml#" "$out" >run.tsv
+	r=$(mkrecord <run.tsv)
+	grep -q '^reconciliation_owner: "billing-oncall"$' "$r"
+	grep -q 'billing-oncall' "${r%.yaml}.md"
+	grep -q '^verdict: "pass"$' "$r"
+}
+
+@test "a node worker that never speaks the step protocol is killed at external-call, by the double" {
+	sed -e 's/honours_idempotency_key: [a-z]*/honours_idempotency_key: false/' -e '/pending:/d' \
+		-e '/vendor: error/d' -e '/vendor: timeout/d' tests/fixtures/seeds/external.yaml >"$seed"
+	node tests/fixtures/workers/vendor-worker.js --setup unique
+	pipeline node tests/fixtures/workers/vendor-worker.js unique
+	assert_equal "$(rows_of step "$out")" 1
+	assert_equal "$(awk -F '\t' '$1 == "step" { print $5, $6, $7, $8, $9 }' "$out")" \
+		"external-call job-0001 1 kill vendor"
+	assert_equal "$(awk -F '\t' '$1 == "kill" { print $2, $3, $5, $8 }' "$out")" \
+		"charge-killed job-0001 external-call vendor"
+	# charged, then killed before its commit: the line is not there, the
+	# retry writes it and charges again: a double charge, counted
+	assert_equal "$(sql "SELECT count(*) FROM demo.invoice_lines WHERE invoice_id = 'inv-1001'")" 1
+	[ "$status" -eq 1 ]
+	assert_equal "$(total external)" 4
+	grep -qF 'external: duplicate effect for business key ["inv-1001",1]' "$err"
+	# the killed call is the killed worker's: the call row names its process
+	killed=$(awk -F '\t' '$1 == "kill" { print $6 }' "$out")
+	assert_equal "$(awk -F '\t' '$1 == "call" && $11 == "killed" { print $4 }' "$out")" "$killed"
+}
+
+@test "the vendor answers 500, then 200: one effect, the retry in the evidence" {
+	sed -e '/pending:/d' -e '/vendor: timeout/d' -e '/kill: external-call/d' \
+		tests/fixtures/seeds/external.yaml >"$seed"
+	node tests/fixtures/workers/vendor-worker.js --setup unique
+	pipeline node tests/fixtures/workers/vendor-worker.js --idempotency-key unique
+	cat "$err" >&2
+	[ "$status" -eq 0 ]
+	assert_equal "$(total external)" 3
+	assert_equal "$(awk -F '\t' '$1 == "call" && $9 == "[\"inv-1002\",1]" { print $10, $11, $12 }' "$out" | tr '\n' ,)" \
+		"500 error no,200 ok yes,"
+	assert_equal "$(awk -F '\t' '$1 == "attempt" && $2 == "job-0002" { print $4, $10 }' "$out" | tr '\n' ,)" \
+		"1 inserted vendor-error,2 inserted called,"
+}
+
+@test "the vendor does not answer: the worker's own timeout decides, and its retry charges once" {
+	sed -e '/pending:/d' -e '/vendor: error/d' -e '/kill: external-call/d' \
+		-e 's/, duplicates: 1, within: 100ms//' tests/fixtures/seeds/external.yaml >"$seed"
+	node tests/fixtures/workers/vendor-worker.js --setup unique
+	pipeline node tests/fixtures/workers/vendor-worker.js --idempotency-key unique
+	cat "$err" >&2
+	[ "$status" -eq 0 ]
+	assert_equal "$(awk -F '\t' '$1 == "call" && $9 == "[\"inv-1003\",1]" { print $10, $11, $12 }' "$out" | tr '\n' ,)" \
+		"0 timeout no,200 ok yes,"
+	grep -q 'branch=vendor-timeout' "$out"
+}
+
+@test "a request whose body lacks the key's fields is recorded, and counted under the unknown key" {
+	no_scenarios
+	node tests/fixtures/workers/vendor-worker.js --setup unique
+	# a worker that charges with a body of its own making, as curl sends it
+	cat >"$BATS_TEST_TMPDIR/worker.sh" <<-'EOF'
+	#!/bin/sh
+	while :; do
+		row=$(psql -X -A -t -F ' ' -v ON_ERROR_STOP=1 -c \
+			"SELECT msg_id, payload->>'invoice_id', payload->>'line_no' FROM idem.read('$IDEM_QUEUE', '5 seconds')")
+		[ -n "$row" ] || { sleep 0.1; continue; }
+		set -- $row
+		curl -s -o /dev/null -X POST -H 'Content-Type: application/json' \
+			--data "{\"invoice\": \"$2\", \"line\": $3}" "$IDEM_VENDOR_URL/v1/charges"
+		psql -X -q -v ON_ERROR_STOP=1 -c "INSERT INTO demo.invoice_lines (job_id, invoice_id, line_no, amount_cents, currency) VALUES ('$1', '$2', $3, 1, 'EUR')" \
+			-c "SELECT idem.ack($1)" >/dev/null
+	done
+	EOF
+	pipeline sh "$BATS_TEST_TMPDIR/worker.sh"
+	cat "$err" >&2
+	[ "$status" -eq 1 ]
+	assert_equal "$(awk -F '\t' '$1 == "call" { print $9, $11, $12 }' "$out" | sort -u)" '\N ok yes'
+	assert_equal "$(rows_of call "$out")" 3
+	assert_equal "$(awk -F '\t' '$1 == "count" && $2 == "after" && $3 == "external-unknown" { print $6 }' "$out")" 3
+	# the vendor charged three times, for no job it could name: a finding
+	assert_equal "$(total external)" 3
+	grep -q '^count-effects: external: 3 calls took effect with no business key in their body$' "$err"
+	grep -qF 'external: missing effect for business key ["inv-1001",1]: 0 calls took effect, expected 1' "$err"
+	# the body's hash is the SHA-256 of the bytes curl sent
+	want=$(printf '%s' '{"invoice": "inv-1001", "line": 1}' | sha256sum | cut -d ' ' -f 1)
+	awk -F '\t' '$1 == "call" { print $8 }' "$out" | grep -qx "$want"
+}
+
+@test "the double speaks HTTP as curl expects: a charge, a replay, a lookup, and the evidence of each" {
+	no_scenarios
+	node tests/fixtures/workers/vendor-worker.js --setup unique
+	# a worker that makes the calls and writes what it was answered
+	cat >"$BATS_TEST_TMPDIR/worker.sh" <<-EOF
+	#!/bin/sh
+	b='{"invoice_id": "inv-1001", "line_no": 1}'
+	curl -s -X POST -H 'Idempotency-Key: k1' --data "\$b" "\$IDEM_VENDOR_URL/v1/charges" >$BATS_TEST_TMPDIR/first
+	curl -s -X POST -H 'Idempotency-Key: k1' --data "\$b" "\$IDEM_VENDOR_URL/v1/charges" >$BATS_TEST_TMPDIR/again
+	curl -s -G --data-urlencode 'key=["inv-1001",1]' "\$IDEM_VENDOR_URL/v1/charges" >$BATS_TEST_TMPDIR/lookup
+	curl -s -o /dev/null -w '%{http_code}' -X DELETE "\$IDEM_VENDOR_URL/v1/charges" >$BATS_TEST_TMPDIR/delete
+	exec node tests/fixtures/workers/vendor-worker.js --idempotency-key unique
+	EOF
+	pipeline sh "$BATS_TEST_TMPDIR/worker.sh"
+	assert_equal "$(cat "$BATS_TEST_TMPDIR/first")" \
+		'{"id":"ex_000001","object":"payment charge","business_key":"[\"inv-1001\",1]","replayed":false}'
+	assert_equal "$(cat "$BATS_TEST_TMPDIR/again")" \
+		'{"id":"ex_000001","object":"payment charge","business_key":"[\"inv-1001\",1]","replayed":true}'
+	assert_equal "$(cat "$BATS_TEST_TMPDIR/lookup")" '{"data":[{"id":"ex_000001"}]}'
+	assert_equal "$(cat "$BATS_TEST_TMPDIR/delete")" 405
+	assert_equal "$(awk -F '\t' '$1 == "call" && NR < 1000 { print $5, $7, $11, $12, $13 }' "$out" | head -4 | tr '\n' ,)" \
+		'POST k1 ok yes ex_000001,POST k1 replayed no ex_000001,GET \N ok no \N,DELETE \N error no \N,'
+}
