@@ -76,15 +76,3 @@ free_port() {
 	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-# Listens on a port of 127.0.0.1 that takes connections and never says a
-# word, for 2 minutes or until killed: the port in $silent_port, the
-# process in $silent.
-silent_socket() {
-	local file="$BATS_TEST_TMPDIR/silent-port"
-	python3 -c 'import socket, time
-s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
-print(s.getsockname()[1], flush=True); time.sleep(120)' >"$file" &
-	silent=$!
-	until [ -s "$file" ]; do sleep 0.05; done
-	silent_port=$(cat "$file")
-}

@@ -142,15 +142,3 @@ vendor_worker() {
 	assert_equal "$(sql 'SELECT count(*) FROM idem.message WHERE acked_at IS NULL')" 4
 }
 
-@test "vendor-worker.js: a vendor that never answers times out; the line rolled back, the message not acked" {
-	node tests/fixtures/workers/vendor-worker.js --setup unique
-	seed-gen "$seed" | dup-publish -s 0 >/dev/null
-	silent_socket
-	vendor_worker "$silent_port" 2 --idempotency-key unique
-	kill "$silent"
-	grep -q '^branch=inserted job=job-0001 attempt=1 ' "$err"
-	grep -q '^branch=vendor-timeout job=job-0001 attempt=1 ' "$err"
-	grep -q "^vendor-worker: POST http://127.0.0.1:$silent_port/v1/charges: no answer within 2000 ms$" "$err"
-	assert_equal "$(sql 'SELECT count(*) FROM demo.invoice_lines')" 0
-	assert_equal "$(sql 'SELECT count(*) FROM idem.message WHERE acked_at IS NULL')" 4
-}

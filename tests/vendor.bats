@@ -160,6 +160,20 @@ calls() {
 	grep -q 'branch=vendor-timeout' "$out"
 }
 
+@test "idem-worker against a vendor that does not answer: its own timeout, then its retry reconciles" {
+	sed -e '/vendor: error/d' -e '/kill: external-call/d' -e 's/, duplicates: 1, within: 100ms//' \
+		-e 's/visibility_timeout: 300ms/visibility_timeout: 3s/' \
+		tests/fixtures/seeds/external.yaml >"$seed"
+	idem-worker --setup -g unique
+	pipeline idem-worker -g unique
+	cat "$err" >&2
+	[ "$status" -eq 0 ]
+	grep -q "idem-worker: POST http://127.0.0.1:[0-9]*/v1/charges: no answer within 2000 ms" "$out"
+	assert_equal "$(awk -F '\t' '$1 == "call" && $9 == "[\"inv-1003\",1]" { print $5, $11, $12 }' "$out" | tr '\n' ,)" \
+		"POST timeout no,GET ok no,POST ok yes,"
+	assert_equal "$(total external)" 3
+}
+
 @test "a request whose body lacks the key's fields is recorded, and counted under the unknown key" {
 	no_scenarios
 	node tests/fixtures/workers/vendor-worker.js --setup unique
