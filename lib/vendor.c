@@ -60,14 +60,11 @@ signal_event(struct idem_vendor *v)
 		return;
 }
 
-/* The business key of a JSON body, as idem-seed(5) writes business keys
- * (the seed's own function); NULL when the body is not a JSON object
- * holding every field. */
-static char *
-business_key(const struct idem_vendor *v, const char *body, size_t len)
+char *
+idem_vendor_body_key(const char *body, size_t len, char *const *fields, size_t nfields)
 {
 	json_t *doc = json_loadb(body, len, JSON_REJECT_DUPLICATES, NULL);
-	char *out = json_is_object(doc) ? idem_business_key(doc, v->fields, v->nfields) : NULL;
+	char *out = json_is_object(doc) ? idem_business_key(doc, fields, nfields) : NULL;
 
 	json_decref(doc);
 	return out;
@@ -278,8 +275,8 @@ handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
 	call->idempotency_key = dup_or_null(MHD_lookup_connection_value(c, MHD_HEADER_KIND,
 	    "Idempotency-Key"));
 	idem_sha256_hex(req->body ? req->body : "", req->len, call->body_sha256);
-	call->business_key = req->too_large ? NULL : business_key(v, req->body ? req->body : "",
-	    req->len);
+	call->business_key = req->too_large ? NULL :
+	    idem_vendor_body_key(req->body ? req->body : "", req->len, v->fields, v->nfields);
 	call->answer = "";
 	client_of(v, c, call);
 	signal_event(v);

@@ -38,6 +38,11 @@ struct idem_vendor_held {
 	char *business_key;
 };
 
+/* The business key of a request's body, as idem-seed(5) writes business
+ * keys, from the top-level fields of a JSON object; NULL when the body is
+ * not one or lacks a field. Caller frees. */
+char *idem_vendor_body_key(const char *body, size_t len, char *const *fields, size_t nfields);
+
 /* Starts the double on 127.0.0.1, on a port of the kernel's choosing.
  * key_fields is the seed's JSON array of the body fields that make the
  * business key. NULL with err set on failure. */
