@@ -47,6 +47,8 @@ struct field {
 #define E11(name, values) { name, ENUM, 1, values, 1 }
 #define E12(name, values) { name, ENUM, 1, values, 1 }
 #define N13(name, type) { name, type, 1, NULL, 1 }
+#define N14(name, type) { name, type, 1, NULL, 1 }
+#define E14(name, values) { name, ENUM, 1, values, 1 }
 
 static const struct {
 	const char *name;
@@ -63,7 +65,8 @@ static const struct {
 		F("payload_schema", JSON_OBJECT), F("cannot_reproduce", JSON_STRINGS),
 		E12("queue_kind", IDEM_QUEUE_KINDS) } },
 	[IDEM_KIND_EXPECT] = { "expect", { F("effects", COUNT), F("duplicates", COUNT),
-		F("missing", COUNT), F("pending", COUNT), N13("external", COUNT) } },
+		F("missing", COUNT), F("pending", COUNT), N13("external", COUNT),
+		E14("verdict", "pass fail") } },
 	[IDEM_KIND_SCENARIO] = { "scenario", { F("name", NAME),
 		E("fault", "duplicate-publish kill race same-key vendor-error vendor-timeout"),
 		N("step", NAME),
@@ -94,9 +97,9 @@ static const struct {
 		F("expected", COUNT),
 		F("observed", COUNT) } },
 	[IDEM_KIND_GUARD] = { "guard", { E("kind", "constraint index none"), N("name", TEXT),
-		F("definition", TEXT), N("flags", TEXT) } },
+		F("definition", TEXT), N("flags", TEXT), N14("table", NAME) } },
 	[IDEM_KIND_PROBE] = { "probe", { E("result", "enforced not-enforced skipped inconclusive"),
-		N("sqlstate", TEXT), F("message", TEXT), F("sql", TEXT) } },
+		N("sqlstate", TEXT), F("message", TEXT), F("sql", TEXT), N14("table", NAME) } },
 	[IDEM_KIND_MEASURE] = { "measure", { F("name", NAME), N("value", DECIMAL),
 		N("numerator", COUNT), F("denominator", COUNT), F("unit", TEXT),
 		N("window_start", TIME), N("window_end", TIME) } },
@@ -107,6 +110,12 @@ static const struct {
 	[IDEM_KIND_EXTERNAL] = { "external", { F("name", NAME), F("key_fields", JSON_NAMES),
 		E("honours_idempotency_key", "true false"), N("pending_table", NAME),
 		N("pending_owner", NAME) } },
+	[IDEM_KIND_DECLARED_GUARD] = { "declared_guard", { F("table", NAME),
+		F("key_columns", JSON_NAMES) } },
+	[IDEM_KIND_WORKER] = { "worker", { F("argv", JSON_STRINGS), N("executable", TEXT),
+		N("executable_sha256", SHA256), N("script", TEXT), N("script_sha256", SHA256) } },
+	[IDEM_KIND_MISSED] = { "missed", { E("what", "kill race"), F("scenario", NAME),
+		F("job_id", TEXT), N("attempt", POSITIVE), F("step", NAME) } },
 	[IDEM_KIND_CALL] = { "call", { F("at", TIME), F("worker", INTEGER), F("pid", COUNT),
 		F("method", NAME), F("path", TEXT), N("idempotency_key", TEXT),
 		F("body_sha256", SHA256), N("business_key", TEXT), F("status", COUNT),
@@ -121,6 +130,8 @@ static const struct {
 #undef E11
 #undef E12
 #undef N13
+#undef N14
+#undef E14
 
 const char *
 idem_kind_name(enum idem_kind kind)
@@ -828,6 +839,11 @@ check_row(struct idem_tsv_reader *r, struct idem_error *err)
 			    r->name, r->line_no);
 		v = r->fields[SEED_QUEUE_KIND] ? r->fields[SEED_QUEUE_KIND] : "idem";
 		snprintf(r->queue_kind, sizeof(r->queue_kind), "%s", v);
+		break;
+	case IDEM_KIND_DECLARED_GUARD:
+		if (r->declared_guard_seen++)
+			return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%ld: a second declared_guard row",
+			    r->name, r->line_no);
 		break;
 	case IDEM_KIND_EXTERNAL:
 		if (r->external_seen++)

@@ -449,6 +449,8 @@ main(void)
 
 	CHECK(idem_kind_nfields(IDEM_KIND_SEED) == 21, "seed has 21 fields");
 	CHECK(idem_kind_nfields(IDEM_KIND_QUEUE) == 3, "queue has 3 fields");
+	CHECK(idem_kind_nfields(IDEM_KIND_WORKER) == 5 && idem_kind_nfields(IDEM_KIND_MISSED) == 5 &&
+	    idem_kind_nfields(IDEM_KIND_DECLARED_GUARD) == 2, "the rows of 1.4");
 	CHECK_STR(idem_kind_field_name(IDEM_KIND_JOB, JOB_PAYLOAD_SHA256), "payload_sha256",
 	    "field names by position");
 	return unit_done("tsv");
