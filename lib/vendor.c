@@ -221,7 +221,7 @@ static int
 look_up(struct idem_vendor *v, struct MHD_Connection *c, struct idem_vendor_call *call)
 {
 	const char *key = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "key");
-	json_t *ids = key ? json_object_get(v->effects, key) : NULL, *data = json_array(), *id;
+	json_t *ids = key ? json_object_get(v->effects, key) : NULL, *data = json_array(), *id, *doc;
 	char *text;
 	size_t i;
 	int rc;
@@ -232,7 +232,9 @@ look_up(struct idem_vendor *v, struct MHD_Connection *c, struct idem_vendor_call
 	call->answer = "ok";
 	json_array_foreach(ids, i, id)
 		json_array_append_new(data, json_pack("{s:O}", "id", id));
-	text = json_dumps(json_pack("{s:o}", "data", data), JSON_COMPACT);
+	doc = json_pack("{s:o}", "data", data);
+	text = json_dumps(doc, JSON_COMPACT);
+	json_decref(doc);
 	pthread_mutex_unlock(&v->lock);
 	rc = answer(c, MHD_HTTP_OK, text);
 	free(text);
