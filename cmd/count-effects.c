@@ -489,8 +489,9 @@ count(void)
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		char msg[768];
 
-		idem_die(IDEM_EXIT_ENV, "counting %s: %s", c.effect_table,
-		    idem_pg_message(c.conn, res, msg, sizeof(msg)));
+		idem_pg_message(c.conn, res, msg, sizeof(msg));
+		PQclear(res);
+		idem_die(IDEM_EXIT_ENV, "counting %s: %s", c.effect_table, msg);
 	}
 	for (i = 0; i < (size_t)PQntuples(res); i++) {
 		const char *key = PQgetisnull(res, (int)i, 0) ? "" : PQgetvalue(res, (int)i, 0);
