@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "git.h"
+#include "path.h"
 #include "seed.h"
 #include "sig.h"
 #include "template.h"
@@ -44,6 +45,8 @@ static struct {
 	json_t *queue;		/* the queue row's kind, name and version, or NULL */
 	json_t *external;	/* the external row, or NULL */
 	json_t *calls;		/* the call rows, in order */
+	json_t *missed;		/* the kill points and races the run did not reach */
+	json_t *expected_verdict;	/* the expect row's verdict, or NULL */
 	struct log_entry *logs;
 	size_t nlogs;
 	long long jobs, copies;
@@ -105,6 +108,7 @@ read_stream(FILE *in, const char *name)
 	s.queries = json_object();
 	s.digests = json_object();
 	s.calls = json_array();
+	s.missed = json_array();
 	idem_tsv_reader_init(&r, in, name);
 	while ((rc = idem_tsv_next(&r, &err)) != IDEM_TSV_EOF) {
 		char **f = r.fields;
@@ -131,6 +135,7 @@ read_stream(FILE *in, const char *name)
 			s.expect = json_pack("{s:o,s:o,s:o,s:o,s:o}", "effects", number_or_text(f[1]),
 			    "duplicates", number_or_text(f[2]), "missing", number_or_text(f[3]),
 			    "pending", number_or_text(f[4]), "external", number_or_text(f[EXPECT_EXTERNAL]));
+			s.expected_verdict = text(f[EXPECT_VERDICT]);
 			break;
 		case IDEM_KIND_EXTERNAL: {
 			json_t *key = json_loads(f[EXTERNAL_KEY_FIELDS], 0, NULL);
@@ -183,6 +188,12 @@ read_stream(FILE *in, const char *name)
 			    "acked_at", text(f[7]), "rows_written", number_or_text(f[8]), "branch", text(f[9]),
 			    "written_at", text(f[ATTEMPT_WRITTEN_AT]),
 			    "rows_updated", number_or_text(f[ATTEMPT_ROWS_UPDATED])));
+			break;
+		case IDEM_KIND_MISSED:
+			json_array_append_new(s.missed, json_pack("{s:o,s:o,s:o,s:o,s:o}",
+			    "what", text(f[MISSED_WHAT]), "scenario", text(f[MISSED_SCENARIO]),
+			    "job", text(f[MISSED_JOB_ID]), "attempt", number_or_text(f[MISSED_ATTEMPT]),
+			    "step", text(f[MISSED_STEP])));
 			break;
 		case IDEM_KIND_RECOVER:
 			json_array_append_new(s.recovers, json_pack("{s:o,s:o,s:o,s:o,s:o,s:o}",
@@ -286,21 +297,6 @@ log_of(const char *job, long long attempt, const char *msg)
 	return lines;
 }
 
-/* Whether the recover row of a kill names the message: the delivery
- * killed, as the database saw it. */
-static int
-recovered(const char *msg, const json_t *killed_at)
-{
-	json_t *rec;
-	size_t i;
-
-	json_array_foreach(s.recovers, i, rec)
-		if (strcmp(json_string_value(json_object_get(rec, "msg")), msg) == 0 &&
-		    json_equal(json_object_get(rec, "killed_at"), killed_at))
-			return 1;
-	return 0;
-}
-
 /* A delivery as the calls are matched to it: its worker's process and
  * when it was consumed. */
 struct delivery {
@@ -401,27 +397,16 @@ static json_t *
 evidence(void)
 {
 	json_t *rows = json_array(), *a, *per_attempt = calls_of_attempts();
-	size_t i, k;
+	size_t i;
 
 	json_array_foreach(s.attempts, i, a) {
 		const char *job = json_string_value(json_object_get(a, "job"));
 		long long attempt = json_integer_value(json_object_get(a, "attempt"));
 		const char *msg = json_string_value(json_object_get(a, "msg"));
-		long long pid = json_integer_value(json_object_get(a, "pid"));
 		char outcome[128];
-		json_t *row, *kill, *published;
+		json_t *row, *published;
 
-		if (!json_is_null(json_object_get(a, "acked_at")))
-			snprintf(outcome, sizeof(outcome), "acked");
-		else
-			snprintf(outcome, sizeof(outcome), "not acked");
-		json_array_foreach(s.kills, k, kill)
-			if (job && strcmp(json_string_value(json_object_get(kill, "job")), job) == 0 &&
-			    json_integer_value(json_object_get(kill, "attempt")) == attempt &&
-			    (json_integer_value(json_object_get(kill, "pid")) == pid ||
-			    recovered(msg, json_object_get(kill, "killed_at"))))
-				snprintf(outcome, sizeof(outcome), "killed at %s",
-				    json_string_value(json_object_get(kill, "step")));
+		idem_path_outcome(a, s.kills, s.recovers, outcome, sizeof(outcome));
 		row = json_object();
 		json_object_set(row, "job", json_object_get(a, "job"));
 		json_object_set(row, "msg_id", json_object_get(a, "msg_id"));
@@ -585,10 +570,13 @@ build(const struct idem_git_revision *rev, const char *reproduce, const char *ne
 
 	idem_format_time(idem_now_us(), now);
 	totals = count_totals(s.counts_after);
-	pass = passes(totals);
-	json_object_set_new(r, "record", json_integer(3));
+	/* a kill point or race the run did not reach proves nothing */
+	pass = passes(totals) && json_array_size(s.missed) == 0;
+	json_object_set_new(r, "record", json_integer(4));
 	json_object_set_new(r, "rehearsal", text(seed_field("rehearsal")));
 	json_object_set_new(r, "verdict", json_string(pass ? "pass" : "fail"));
+	json_object_set_new(r, "expected_verdict",
+	    s.expected_verdict ? json_incref(s.expected_verdict) : json_null());
 	json_object_set_new(r, "created_at", json_string(now));
 	json_object_set_new(r, "seed", json_pack("{s:o,s:s,s:o,s:s,s:s,s:b}",
 	    "path", text(seed_field("path")), "repo_path", rev->path,
@@ -616,6 +604,7 @@ build(const struct idem_git_revision *rev, const char *reproduce, const char *ne
 	json_object_set_new(r, "guards", json_incref(s.guards));
 	json_object_set_new(r, "probe", s.probe ? json_incref(s.probe) : json_null());
 	json_object_set_new(r, "kill_points", kill_points());
+	json_object_set_new(r, "missed", json_incref(s.missed));
 	json_object_set_new(r, "evidence", evidence());
 	json_object_set_new(r, "calls", calls());
 	json_object_foreach(totals, name, row)

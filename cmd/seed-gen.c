@@ -59,7 +59,7 @@ static void
 write_stream(const struct idem_seed *s)
 {
 	char *owned[12];
-	const char *seed_row[21], *expect_row[5], *external_row[5], *row[6];
+	const char *seed_row[21], *expect_row[6], *external_row[5], *row[6];
 	struct idem_seed_job buf = { 0 };
 	size_t i, nowned = 0;
 	long long n, njobs = idem_seed_njobs(s);
@@ -100,7 +100,9 @@ write_stream(const struct idem_seed *s)
 	expect_row[2] = owned[nowned++] = number(s->expect_missing);
 	expect_row[3] = owned[nowned++] = number(s->expect_pending);
 	expect_row[4] = s->expect_external >= 0 ? (owned[nowned++] = number(s->expect_external)) : NULL;
-	idem_tsv_write_row(stdout, "expect", expect_row, 5);
+	/* the verdict only when the seed says, so a row is as it was without it */
+	expect_row[5] = s->expect_verdict;
+	idem_tsv_write_row(stdout, "expect", expect_row, s->expect_verdict ? 6 : 5);
 	for (i = 0; i < nowned; i++)
 		free(owned[i]);
 	for (i = 0; i < s->nscenarios; i++) {

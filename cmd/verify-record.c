@@ -19,6 +19,7 @@
 #include <jansson.h>
 
 #include "git.h"
+#include "path.h"
 #include "pg.h"
 #include "queue.h"
 #include "seed.h"
@@ -213,7 +214,8 @@ check_arithmetic(struct check *c)
 	int has_external = !json_is_null(json_object_get(c->record, "external")) &&
 	    json_object_get(c->record, "external") != NULL;
 	char *buf = NULL, hex[65], value[64];
-	size_t len = 0, i;
+	const char *verdict;
+	size_t len = 0, i, missed;
 	FILE *f = open_memstream(&buf, &len);
 	int pass = 1;
 
@@ -292,9 +294,15 @@ check_arithmetic(struct check *c)
 		pass &= t != NULL && json_equal(json_object_get(t, "expected"), json_object_get(t, "observed"));
 	}
 	json_decref(from_rows);
-	if (str(c->record, "verdict") == NULL || strcmp(str(c->record, "verdict"), pass ? "pass" : "fail") != 0)
-		reason(c, "verdict: the record says %s, its counts say %s",
-		    str(c->record, "verdict") ? str(c->record, "verdict") : "nothing", pass ? "pass" : "fail");
+	/* a kill point or race the run did not reach proves nothing */
+	missed = json_array_size(json_object_get(c->record, "missed"));
+	verdict = str(c->record, "verdict");
+	if (pass && missed > 0 && verdict && strcmp(verdict, "pass") == 0)
+		reason(c, "verdict: the record says pass, but the run missed %zu kill points or races",
+		    missed);
+	else if (verdict == NULL || strcmp(verdict, pass && missed == 0 ? "pass" : "fail") != 0)
+		reason(c, "verdict: the record says %s, its counts say %s", verdict ? verdict : "nothing",
+		    pass && missed == 0 ? "pass" : "fail");
 	jobs = num(c->record, "jobs");
 	kills = json_object_get(c->record, "kill_points");
 	ms = idem_ereallocarray(NULL, json_array_size(kills) + 1, sizeof(*ms));
@@ -369,8 +377,8 @@ verify_one(struct check *c)
 		return;
 	}
 	free(text);
-	if (!json_is_object(c->record) || num(c->record, "record") < 1 || num(c->record, "record") > 3) {
-		reason(c, "not an idem record of format 1, 2 or 3");
+	if (!json_is_object(c->record) || num(c->record, "record") < 1 || num(c->record, "record") > 4) {
+		reason(c, "not an idem record of format 1, 2, 3 or 4");
 		return;
 	}
 	check_seed(c);
@@ -443,7 +451,14 @@ struct rerun_stream {
 	size_t ncounts;
 	char *digest;
 	char *refused;
+	json_t *kills, *attempts, *recovers, *missed;	/* as mkrecord reads them */
 };
+
+static json_int_t
+integer(const char *v)
+{
+	return v ? (json_int_t)strtoll(v, NULL, 10) : 0;
+}
 
 static void
 read_rerun(const char *stream, struct rerun_stream *out)
@@ -455,15 +470,38 @@ read_rerun(const char *stream, struct rerun_stream *out)
 	int rc;
 
 	memset(out, 0, sizeof(*out));
+	out->kills = json_array();
+	out->attempts = json_array();
+	out->recovers = json_array();
+	out->missed = json_array();
 	if (f == NULL)
 		idem_die(IDEM_EXIT_ENV, "fmemopen:");
 	idem_tsv_reader_init(&r, f, "rerun output");
 	while ((rc = idem_tsv_next(&r, &err)) > 0) {
+		char **f = r.fields;
+
 		if (rc != IDEM_TSV_ROW)
 			continue;
 		if (r.kind == IDEM_KIND_COUNT_ROW && strcmp(r.fields[COUNT_PHASE], "after") == 0) {
 			out->counts = idem_ereallocarray(out->counts, out->ncounts + 1, sizeof(char *));
 			out->counts[out->ncounts++] = idem_estrdup(r.line + strlen(count_after));
+		} else if (r.kind == IDEM_KIND_KILL) {
+			json_array_append_new(out->kills, json_pack("{s:s,s:I,s:s,s:I,s:s}",
+			    "job", f[KILL_JOB_ID], "attempt", integer(f[KILL_ATTEMPT]), "step", f[KILL_STEP],
+			    "pid", integer(f[KILL_PID]), "killed_at", f[KILL_KILLED_AT]));
+		} else if (r.kind == IDEM_KIND_ATTEMPT) {
+			json_array_append_new(out->attempts, json_pack("{s:s,s:s,s:I,s:I,s:o,s:o}",
+			    "job", f[ATTEMPT_JOB_ID], "msg", f[ATTEMPT_MSG_ID],
+			    "attempt", integer(f[ATTEMPT_ATTEMPT]), "pid", integer(f[ATTEMPT_PID]),
+			    "acked_at", f[ATTEMPT_ACKED_AT] ? json_string(f[ATTEMPT_ACKED_AT]) : json_null(),
+			    "branch", f[ATTEMPT_BRANCH] ? json_string(f[ATTEMPT_BRANCH]) : json_null()));
+		} else if (r.kind == IDEM_KIND_RECOVER) {
+			json_array_append_new(out->recovers, json_pack("{s:s,s:s}", "msg",
+			    f[RECOVER_MSG_ID], "killed_at", f[RECOVER_KILLED_AT]));
+		} else if (r.kind == IDEM_KIND_MISSED) {
+			json_array_append_new(out->missed, json_pack("{s:s,s:s,s:o,s:s}",
+			    "what", f[MISSED_WHAT], "job", f[MISSED_JOB_ID], "attempt", f[MISSED_ATTEMPT] ?
+			    json_integer(integer(f[MISSED_ATTEMPT])) : json_null(), "step", f[MISSED_STEP]));
 		} else if (r.kind == IDEM_KIND_DIGEST && strcmp(r.fields[DIGEST_PHASE], "after") == 0) {
 			free(out->digest);
 			out->digest = idem_estrdup(r.fields[DIGEST_SHA256]);
@@ -473,6 +511,37 @@ read_rerun(const char *stream, struct rerun_stream *out)
 		out->refused = idem_estrdup(err.text);
 	idem_tsv_reader_free(&r);
 	fclose(f);
+}
+
+/* The rerun's path against the record's: the kill points reached, the
+ * races and kill points missed, the outcome and branch of each attempt of
+ * each job, as mkrecord would write them from the rerun's stream. Prints
+ * each difference; 1 when there is one. */
+static int
+compare_path(const struct check *c, const struct rerun_stream *out)
+{
+	json_t *attempts = json_array(), *a, *diff, *line, *missed, *none = json_array();
+	char outcome[128];
+	size_t i;
+	int differ;
+
+	json_array_foreach(out->attempts, i, a) {
+		idem_path_outcome(a, out->kills, out->recovers, outcome, sizeof(outcome));
+		json_array_append_new(attempts, json_pack("{s:O,s:O,s:s,s:O}", "job",
+		    json_object_get(a, "job"), "attempt", json_object_get(a, "attempt"),
+		    "outcome", outcome, "branch", json_object_get(a, "branch")));
+	}
+	missed = json_object_get(c->record, "missed");
+	diff = idem_path_diff(json_object_get(c->record, "kill_points"),
+	    json_object_get(c->record, "evidence"), missed ? missed : none, out->kills, attempts,
+	    out->missed);
+	json_array_foreach(diff, i, line)
+		printf("%s: %s\n", c->path, json_string_value(line));
+	differ = json_array_size(diff) > 0;
+	json_decref(diff);
+	json_decref(attempts);
+	json_decref(none);
+	return differ;
 }
 
 /* A count row of the record as the stream writes it. */
@@ -593,6 +662,14 @@ rerun(struct check *c, const char *conninfo)
 	} else {
 		printf("%s: rerun reproduces the counts (digest %s)\n", c->path, out.digest);
 	}
+	if (out.refused == NULL && compare_path(c, &out))
+		differ = 1;
+	else if (out.refused == NULL && !differ)
+		printf("%s: rerun reproduces the path (kill points, races and attempts)\n", c->path);
+	json_decref(out.kills);
+	json_decref(out.attempts);
+	json_decref(out.recovers);
+	json_decref(out.missed);
 	for (i = 0; i < out.ncounts; i++)
 		free(out.counts[i]);
 	free(out.counts);
@@ -611,8 +688,12 @@ by_name(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* One entry of the audit. In GitHub's form, file (with line when it is
+ * not 0) is where the annotation points: a FAIL is an error, stale and
+ * warn are warnings, ok says nothing. */
 static void
-emit(int format, const char *kind, const char *id, const char *status, const char *detail)
+emit(int format, const char *kind, const char *id, const char *status, const char *detail,
+     const char *file, long line)
 {
 	switch (format) {
 	case OUT_TSV: {
@@ -622,16 +703,114 @@ emit(int format, const char *kind, const char *id, const char *status, const cha
 		break;
 	}
 	case OUT_GITHUB:
-		if (strcmp(status, "ok") != 0)
-			printf("::%s file=%s::%s %s: %s\n", strcmp(status, "stale") == 0 ? "warning" : "error",
-			    strcmp(kind, "record") == 0 ? id : "", kind, status, detail);
+		if (strcmp(status, "ok") == 0)
+			break;
+		printf("::%s file=%s", strcmp(status, "FAIL") == 0 ? "error" : "warning", file);
+		if (line > 0)
+			printf(",line=%ld", line);
+		printf("::%s %s: %s\n", kind, status, detail);
 		break;
 	default:
 		printf("%-7s %-48s %-6s %s\n", kind, id, status, detail);
 	}
 }
 
-/* The seed no longer matches what the record rehearsed. */
+/* The line of a top-level key in a record's file, as mkrecord writes it
+ * (the key at the start of a line); 0 when it is not there. */
+static long
+key_line(const char *path, const char *key)
+{
+	size_t klen = strlen(key), cap = 0;
+	char *line = NULL;
+	long n = 0, found = 0;
+	FILE *f = fopen(path, "r");
+
+	if (f == NULL)
+		return 0;
+	while (!found && getline(&line, &cap, f) > 0) {
+		n++;
+		if (strncmp(line, key, klen) == 0 && line[klen] == ':')
+			found = n;
+	}
+	free(line);
+	fclose(f);
+	return found;
+}
+
+/* Whether the record shows a guard the database enforced: a guard of a
+ * kind other than none, and a probe whose insert it refused. */
+static int
+guard_enforced(const json_t *record)
+{
+	const json_t *g;
+	size_t i;
+	int guarded = 0;
+
+	json_array_foreach(json_object_get(record, "guards"), i, g)
+		guarded |= str(g, "kind") != NULL && strcmp(str(g, "kind"), "none") != 0;
+	return guarded && str(record, "probe.result") && strcmp(str(record, "probe.result"), "enforced") == 0;
+}
+
+/* The verdict policy, for the newest record of a rehearsal of format 4
+ * or later (older ones are judged by their arithmetic alone): a verdict
+ * other than the one the seed expects (pass, unless it says fail) is a
+ * FAIL; a pass without an enforced guard is a warning. Returns the status
+ * and writes the detail; NULL when the policy has nothing to say. */
+static const char *
+verdict_policy(const struct check *c, char *out, size_t size)
+{
+	const char *verdict = str(c->record, "verdict"), *expected = str(c->record, "expected_verdict");
+
+	if (num(c->record, "record") < 4 || verdict == NULL)
+		return NULL;
+	if (expected == NULL)
+		expected = "pass";
+	if (strcmp(verdict, expected) != 0) {
+		if (strcmp(expected, "fail") == 0)
+			snprintf(out, size, "verdict pass, but the seed expects this example to fail");
+		else
+			snprintf(out, size, "verdict fail: the current record of %s fails",
+			    str(c->record, "rehearsal") ? str(c->record, "rehearsal") : "its rehearsal");
+		return "FAIL";
+	}
+	if (strcmp(verdict, "pass") == 0 && !guard_enforced(c->record)) {
+		snprintf(out, size, "verdict pass with no enforced guard: the database does not "
+		    "stop a duplicate");
+		return "warn";
+	}
+	return NULL;
+}
+
+/* Adds a reason of staleness to out, after those already there. */
+static void
+stale_reason(char *out, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void
+stale_reason(char *out, size_t size, const char *fmt, ...)
+{
+	size_t len = strlen(out);
+	va_list ap;
+
+	if (len > 0 && len + 2 < size) {
+		strcpy(out + len, "; ");
+		len += 2;
+	}
+	va_start(ap, fmt);
+	vsnprintf(out + len, size - len, fmt, ap);
+	va_end(ap);
+}
+
+/* The seed's text field and the record's differ (the record has it). */
+static void
+stale_text(char *out, size_t size, const char *what, const char *in_seed, const char *recorded)
+{
+	if (recorded != NULL && strcmp(in_seed ? in_seed : "", recorded) != 0)
+		stale_reason(out, size, "the seed's %s is %s, the record rehearsed %s", what,
+		    in_seed ? in_seed : "none", recorded);
+}
+
+/* The seed no longer matches what the record rehearsed: each difference
+ * named. */
 static void
 seed_staleness(struct check *c, char *out, size_t size)
 {
@@ -639,9 +818,11 @@ seed_staleness(struct check *c, char *out, size_t size)
 	const json_t *queue = json_object_get(c->record, "queue");
 	/* a record of format 1 names idem's queue by a text */
 	const char *queue_kind = str(queue, "kind") ? str(queue, "kind") : "idem";
+	const json_t *recorded_key = json_object_get(json_object_get(c->record, "effect"), "key");
+	json_t *key;
 	struct idem_seed seed;
 	struct idem_error err;
-	char vt[32], attempts[32];
+	size_t i;
 
 	if (seed_path == NULL || access(seed_path, F_OK) != 0)
 		return;
@@ -649,22 +830,26 @@ seed_staleness(struct check *c, char *out, size_t size)
 		idem_seed_free(&seed);
 		return;
 	}
-	snprintf(vt, sizeof(vt), "%lld", seed.visibility_timeout_ms);
-	snprintf(attempts, sizeof(attempts), "%lld", seed.max_attempts);
-	if (seed.worker_version && str(c->record, "worker.version") &&
-	    strcmp(seed.worker_version, str(c->record, "worker.version")) != 0)
-		snprintf(out, size, "the seed's worker version is %s, the record rehearsed %s",
-		    seed.worker_version, str(c->record, "worker.version"));
-	else if (num(json_object_get(c->record, "retry"), "visibility_timeout_ms") != seed.visibility_timeout_ms ||
+	stale_text(out, size, "worker image", seed.worker_image, str(c->record, "worker.image"));
+	stale_text(out, size, "worker version", seed.worker_version, str(c->record, "worker.version"));
+	stale_text(out, size, "worker command", seed.worker_command, str(c->record, "worker.command"));
+	if (num(json_object_get(c->record, "retry"), "visibility_timeout_ms") != seed.visibility_timeout_ms ||
 	    num(json_object_get(c->record, "retry"), "max_attempts") != seed.max_attempts)
-		snprintf(out, size, "the seed's retry policy (%s ms, %s attempts) is not the one rehearsed",
-		    vt, attempts);
-	else if (str(c->record, "effect.key_scope") && strcmp(seed.key_scope, str(c->record, "effect.key_scope")) != 0)
-		snprintf(out, size, "the seed's key scope is %s, the record rehearsed %s", seed.key_scope,
-		    str(c->record, "effect.key_scope"));
-	else if (strcmp(seed.queue_kind, queue_kind) != 0)
-		snprintf(out, size, "the seed's queue kind is %s, the record rehearsed %s",
-		    seed.queue_kind, queue_kind);
+		stale_reason(out, size, "the seed's retry policy (%lld ms, %lld attempts) is not the one "
+		    "rehearsed", seed.visibility_timeout_ms, seed.max_attempts);
+	key = json_array();
+	for (i = 0; i < seed.nkey; i++)
+		json_array_append_new(key, json_string(seed.key[i]));
+	if (json_is_array(recorded_key) && !json_equal(key, recorded_key)) {
+		char *now = json_dumps(key, JSON_COMPACT), *then = json_dumps(recorded_key, JSON_COMPACT);
+
+		stale_reason(out, size, "the seed's key columns are %s, the record rehearsed %s", now, then);
+		free(now);
+		free(then);
+	}
+	json_decref(key);
+	stale_text(out, size, "key scope", seed.key_scope, str(c->record, "effect.key_scope"));
+	stale_text(out, size, "queue kind", seed.queue_kind, queue_kind);
 	idem_seed_free(&seed);
 }
 
@@ -710,7 +895,7 @@ queue_staleness(struct check *c, PGconn *db, char *out, size_t size)
 		return;
 	in_use = version_in_use(db, kind, &known);
 	if (known && in_use != NULL && strcmp(in_use, rehearsed) != 0)
-		snprintf(out, size, "the %s queue's schema is version %s in the database, the record "
+		stale_reason(out, size, "the %s queue's schema is version %s in the database, the record "
 		    "rehearsed version %s: not rehearsed since the queue's upgrade", kind, in_use,
 		    rehearsed);
 }
@@ -724,14 +909,12 @@ staleness(struct check *c, const char *now, int newest, PGconn *db, char *out, s
 	const char *next = str(c->record, "next_review");
 
 	out[0] = '\0';
-	if (next && strcmp(next, now) < 0) {
-		snprintf(out, size, "next review date %s passed", next);
-		return;
-	}
+	if (next && strcmp(next, now) < 0)
+		stale_reason(out, size, "next review date %s passed", next);
 	if (!newest)
 		return;
 	seed_staleness(c, out, size);
-	if (*out == '\0' && db != NULL)
+	if (db != NULL)
 		queue_staleness(c, db, out, size);
 }
 
@@ -771,7 +954,7 @@ history(const char *dir, const char *since, int format, int commits_only, const 
 			    commits[i].summary);
 		else
 			snprintf(detail, sizeof(detail), "%s: %s", commits[i].reason, commits[i].summary);
-		emit(format, "commit", commits[i].id, commits[i].principal ? "ok" : "FAIL", detail);
+		emit(format, "commit", commits[i].id, commits[i].principal ? "ok" : "FAIL", detail, dir, 0);
 		bad |= commits[i].principal == NULL;
 		free(commits[i].principal);
 	}
@@ -820,11 +1003,12 @@ history(const char *dir, const char *since, int format, int commits_only, const 
 	}
 	for (i = 0; i < nnames; i++) {
 		struct check *c = &checks[i];
+		const char *status = NULL;
 		int newest = 1;
 
 		if (c->nreasons > 0) {
 			for (j = 0; j < c->nreasons; j++)
-				emit(format, "record", c->path, "FAIL", c->reasons[j]);
+				emit(format, "record", c->path, "FAIL", c->reasons[j], c->path, 0);
 			bad = 1;
 			continue;
 		}
@@ -832,14 +1016,21 @@ history(const char *dir, const char *since, int format, int commits_only, const 
 		for (j = 0; j < nlatest && str(c->record, "rehearsal"); j++)
 			if (strcmp(latest[j].rehearsal, str(c->record, "rehearsal")) == 0)
 				newest = strcmp(latest[j].created_at, str(c->record, "created_at")) <= 0;
+		if (newest && (status = verdict_policy(c, detail, sizeof(detail))) != NULL) {
+			emit(format, "record", c->path, status, detail, c->path, key_line(c->path,
+			    strcmp(status, "FAIL") == 0 ? "verdict" : "guards"));
+			bad = 1;
+		}
 		staleness(c, now, newest, db, detail, sizeof(detail));
 		if (*detail) {
-			emit(format, "record", c->path, "stale", detail);
+			emit(format, "record", c->path, "stale", detail, c->path, 0);
 			bad = 1;
-		} else {
-			snprintf(detail, sizeof(detail), "%s, signed by %s", str(c->record, "verdict"),
+		} else if (status == NULL) {
+			snprintf(detail, sizeof(detail), "%s%s, signed by %s", str(c->record, "verdict"),
+			    str(c->record, "expected_verdict") && strcmp(str(c->record, "verdict"), "fail") == 0 &&
+			    strcmp(str(c->record, "expected_verdict"), "fail") == 0 ? " as the seed expects" : "",
 			    c->principal);
-			emit(format, "record", c->path, "ok", detail);
+			emit(format, "record", c->path, "ok", detail, c->path, 0);
 		}
 	}
 	for (i = 0; i < nnames; i++) {

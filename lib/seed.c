@@ -1252,7 +1252,7 @@ load_root(struct loader *l, const yaml_node_t *root)
 	static const char *const effect_keys[] = { "name", "table", "key", "key_scope",
 		"duplicate_acceptor", NULL };
 	static const char *const expect_keys[] = { "effects", "duplicates", "missing",
-		"pending", "external", NULL };
+		"pending", "external", "verdict", NULL };
 	static const char *const generate_keys[] = { "count", NULL };
 	struct idem_seed *s = l->seed;
 	yaml_node_t *n;
@@ -1344,8 +1344,15 @@ load_root(struct loader *l, const yaml_node_t *root)
 	    get_int(l, n, "expect", "duplicates", 0, 0, &s->expect_duplicates, NULL) < 0 ||
 	    get_int(l, n, "expect", "missing", 0, 0, &s->expect_missing, NULL) < 0 ||
 	    get_int(l, n, "expect", "pending", 0, 0, &s->expect_pending, NULL) < 0 ||
-	    get_int(l, n, "expect", "external", 0, -1, &s->expect_external, &has_external) < 0)
+	    get_int(l, n, "expect", "external", 0, -1, &s->expect_external, &has_external) < 0 ||
+	    get_text(l, n, "expect", "verdict", 0, &s->expect_verdict) < 0)
 		goto out;
+	if (s->expect_verdict != NULL && strcmp(s->expect_verdict, "pass") != 0 &&
+	    strcmp(s->expect_verdict, "fail") != 0) {
+		fail_at(l, lookup(l, n, "verdict"), "expect.verdict", "expected pass or fail, got \"%s\"",
+		    s->expect_verdict);
+		goto out;
+	}
 	if (s->external.name != NULL && !has_external) {
 		fail_at(l, n, "expect.external", "required when external is declared: the number "
 		    "of calls to %s expected to take effect", s->external.name);
@@ -1427,6 +1434,7 @@ idem_seed_free(struct idem_seed *s)
 	free(s->effect_name);
 	free(s->effect_table);
 	free(s->key_scope);
+	free(s->expect_verdict);
 	free(s->duplicate_acceptor);
 	free(s->reconciliation_owner);
 	idem_free_list(s->key, s->nkey);
@@ -1524,10 +1532,11 @@ idem_seed_to_json(const struct idem_seed *s)
 		json_array_append_new(a, v);
 	}
 	json_object_set_new(o, "scenarios", a);
-	json_object_set_new(o, "expect", json_pack("{s:I,s:I,s:I,s:I,s:o}",
+	json_object_set_new(o, "expect", json_pack("{s:I,s:I,s:I,s:I,s:o,s:o}",
 	    "effects", (json_int_t)s->expect_effects, "duplicates", (json_int_t)s->expect_duplicates,
 	    "missing", (json_int_t)s->expect_missing, "pending", (json_int_t)s->expect_pending,
-	    "external", s->expect_external >= 0 ? json_integer(s->expect_external) : json_null()));
+	    "external", s->expect_external >= 0 ? json_integer(s->expect_external) : json_null(),
+	    "verdict", s->expect_verdict ? json_string(s->expect_verdict) : json_null()));
 	if (s->external.name != NULL) {
 		a = json_array();
 		for (i = 0; i < s->external.nkey; i++)

@@ -76,6 +76,7 @@ struct idem_seed {
 	long long expect_effects, expect_duplicates, expect_missing, expect_pending;
 	struct idem_seed_external external;
 	long long expect_external;	/* -1 when no external effect is declared */
+	char *expect_verdict;		/* pass or fail when the seed says, else NULL */
 };
 
 /* The limits of a seed file: see LIMITS in idem-seed(5). */

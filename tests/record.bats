@@ -115,7 +115,8 @@ commit_charge_seed() {
 # without external, calls, the calls of each attempt and the external
 # count expected.
 as_format_2() {
-	awk '/^record: 3$/ { print "record: 2"; next }
+	awk '/^record: 4$/ { print "record: 2"; next }
+		/^expected_verdict: / || /^missed: \[\]$/ { next }
 		/^external: null$/ || /^calls: \[\]$/ || /^  calls: \[\]$/ || /^    external: null$/ { next }
 		{ print }' "$1"
 }
@@ -175,7 +176,7 @@ git_ssh() {
 	[ "$status" -eq 1 ]
 	grep -q "	FAIL	commit is not signed: records: unsigned$" <<<"$output"
 	run verify-record --history --format github
-	[[ "$output" == *"::error file=::commit FAIL: commit is not signed: records: unsigned"* ]]
+	[[ "$output" == *"::error file=records::commit FAIL: commit is not signed: records: unsigned"* ]]
 	# --since checks only what a pull request adds
 	run verify-record --history --since HEAD
 	[ "$status" -eq 0 ]
@@ -515,7 +516,7 @@ $base-2000.yaml.sig"
 	version=$(idem_schema_version)
 	with_queue "$(printf 'queue\tidem\trehearsal_invoice_line\t%s' "$version")" >"$BATS_TEST_TMPDIR/run.tsv"
 	r=$(mkrecord -k "$key" <"$BATS_TEST_TMPDIR/run.tsv")
-	grep -q '^record: 3$' "$r"
+	grep -q '^record: 4$' "$r"
 	assert_equal "$(sed -n '/^queue:$/,/^database:/p' "$r")" "queue:
   kind: \"idem\"
   name: \"rehearsal_invoice_line\"
@@ -539,12 +540,12 @@ database: "the PG* environment (idem-sandbox)"'
 	grep -q '^| queue library | pg-boss, version not recorded |$' "${r%.yaml}.md"
 }
 
-@test "a record of a format other than 1, 2 or 3 is refused" {
+@test "a record of a format other than 1, 2, 3 or 4 is refused" {
 	r=$(mkrecord -k "$key" <"$RUN")
-	sed -i 's/^record: 3$/record: 4/' "$r"
+	sed -i 's/^record: 4$/record: 5/' "$r"
 	resign "$r"
 	run -1 verify-record "$r"
-	[[ "$output" == *"$r: not an idem record of format 1, 2 or 3"* ]]
+	[[ "$output" == *"$r: not an idem record of format 1, 2, 3 or 4"* ]]
 }
 
 @test "verify-record --history -d: a record of another version of its queue's schema is stale" {
@@ -682,7 +683,7 @@ database: "the PG* environment (idem-sandbox)"'
 	charge_run >"$BATS_TEST_TMPDIR/charge.tsv"
 	r=$(mkrecord -k "$key" -c <"$BATS_TEST_TMPDIR/charge.tsv")
 	run -0 verify-record "$r"
-	grep -q '^record: 3$' "$r"
+	grep -q '^record: 4$' "$r"
 	grep -q '^verdict: "pass"$' "$r"
 	assert_equal "$(sed -n '/^external:$/,/^jobs:/p' "$r")" 'external:
   name: "payment charge"
@@ -766,4 +767,142 @@ jobs: 3'
 	resign "$r"
 	run -1 verify-record "$r"
 	[[ "$output" == *"calls: 2 took effect, the count rows say 3"* ]]
+}
+
+# The run's stream with a missed row: the race of the two workers was not
+# reached before kill-at's deadline.
+race_missed() {
+	cat "$RUN"
+	printf 'missed\trace\ttwo-workers-race\t["inv-1005",1]\t\\N\tbefore-write\n'
+}
+
+# The run's stream with each kill row made a missed row: the run reached
+# none of its kill points, as kill-at writes at its deadline.
+kills_missed() {
+	awk -F '\t' -v OFS='\t' '$1 == "kill" { print "missed", "kill", $2, $3, $4, $5; next } { print }' "$RUN"
+}
+
+@test "--rerun that reaches none of the kill points names each one, and fails" {
+	r=$(mkrecord -k "$key" -c -r "awk -F '\t' '\$1 != \"kill\"' \"\$RUN\"" <"$RUN")
+	run -1 verify-record --rerun "$r"
+	[[ "$output" == *"rerun reproduces the counts"* ]]
+	awk -F '\t' '$1 == "kill" { print $3 ": record killed at " $5 " on attempt " $4 ", rerun never reached it" }' "$RUN" >"$BATS_TEST_TMPDIR/want"
+	[ -s "$BATS_TEST_TMPDIR/want" ]
+	while read -r line; do
+		[[ "$output" == *"$r: $line"* ]]
+	done <"$BATS_TEST_TMPDIR/want"
+	[[ "$output" != *"rerun reproduces the path"* ]]
+}
+
+@test "--rerun whose stream says the kill points were missed names each one" {
+	kills_missed >"$BATS_TEST_TMPDIR/missed.tsv"
+	r=$(mkrecord -k "$key" -c -r "cat $BATS_TEST_TMPDIR/missed.tsv" <"$RUN")
+	run -1 verify-record --rerun "$r"
+	n=$(grep -c '^kill	' "$RUN")
+	[ "$(grep -c 'rerun never reached it$' <<<"$output")" -eq "$n" ]
+}
+
+@test "--rerun whose race goes the other way names the job and both branches" {
+	job=$(awk -F '\t' '$1 == "job" && $6 == "two-workers-race" { print $2 }' "$RUN")
+	[ -n "$job" ]
+	b1=$(awk -F '\t' -v job="$job" '$1 == "attempt" && $2 == job { print $10; exit }' "$RUN")
+	b2=$(awk -F '\t' -v job="$job" '$1 == "attempt" && $2 == job && ++n == 2 { print $10; exit }' "$RUN")
+	[ "$b1" != "$b2" ]
+	# the first two deliveries of the raced job, their branches swapped
+	awk -F '\t' -v OFS='\t' -v job="$job" -v b1="$b1" -v b2="$b2" \
+		'$1 == "attempt" && $2 == job && n < 2 { $10 = n++ == 0 ? b2 : b1 } { print }' \
+		"$RUN" >"$BATS_TEST_TMPDIR/other-way.tsv"
+	r=$(mkrecord -k "$key" -c -r "cat $BATS_TEST_TMPDIR/other-way.tsv" <"$RUN")
+	run -1 verify-record --rerun "$r"
+	[[ "$output" == *"rerun reproduces the counts"* ]]
+	[[ "$output" == *"$r: $job: delivery 1: the record attempt 1 acked, branch $b1, the rerun attempt 1 acked, branch $b2"* ]]
+	[[ "$output" == *"$r: $job: delivery 2: the record attempt 1 acked, branch $b2, the rerun attempt 1 acked, branch $b1"* ]]
+}
+
+@test "a run that missed a kill point is recorded as a failure that lists it; a record claiming pass is refused" {
+	race_missed >"$BATS_TEST_TMPDIR/one-missed.tsv"
+	r=$(mkrecord -k "$key" <"$BATS_TEST_TMPDIR/one-missed.tsv")
+	grep -q '^verdict: "fail"$' "$r"
+	grep -A5 '^missed:' "$r" | tr -d '\n' | grep -qF -- '- what: "race"  scenario: "two-workers-race"  job: "[\"inv-1005\",1]"  attempt: null  step: "before-write"'
+	run -0 verify-record "$r"
+	sed -i 's/^verdict: "fail"$/verdict: "pass"/' "$r"
+	resign "$r"
+	run -1 verify-record "$r"
+	[[ "$output" == *"$r: verdict: the record says pass, but the run missed 1 kill points or races"* ]]
+}
+
+# The run's stream, its seed, expect, external, scenario and job rows
+# made again by seed-gen from seed.yaml as it is now.
+with_seed() {
+	seed-gen seed.yaml
+	awk -F '\t' '$1 !~ /^(#idem-tsv|seed|expect|external|scenario|job)$/' "${1:-$RUN}"
+}
+
+@test "the audit fails the current record of a rehearsal whose verdict is fail, at the verdict's line" {
+	race_missed >"$BATS_TEST_TMPDIR/missed.tsv"
+	r=$(mkrecord -k "$key" -c -r "$REPRODUCE" <"$BATS_TEST_TMPDIR/missed.tsv")
+	line=$(grep -n '^verdict:' "$r" | cut -d : -f 1)
+	run -1 verify-record --history -g
+	[[ "$output" == *"::error file=$r,line=$line::record FAIL: verdict fail: the current record of invoice-line fails"* ]]
+	# a newer passing record makes the failing one history
+	record >/dev/null
+	run -0 verify-record --history
+}
+
+@test "a seed's expected failure is ok when it fails, and an error when it passes" {
+	sed -i 's/^expect: { effects: 6, \(.*\) }$/expect: { effects: 6, \1, verdict: fail }/' seed.yaml
+	grep -q 'verdict: fail }$' seed.yaml
+	git commit -q -am "a deliberately failing example"
+	race_missed >"$BATS_TEST_TMPDIR/missed.tsv"
+	with_seed "$BATS_TEST_TMPDIR/missed.tsv" >"$BATS_TEST_TMPDIR/fails.tsv"
+	r=$(mkrecord -k "$key" -c -r "$REPRODUCE" <"$BATS_TEST_TMPDIR/fails.tsv")
+	grep -q '^expected_verdict: "fail"$' "$r"
+	run -0 verify-record --history
+	[[ "$output" == *"record  $r"*" ok     fail as the seed expects, signed by eng@example.org"* ]]
+	with_seed >"$BATS_TEST_TMPDIR/passes.tsv"
+	r=$(mkrecord -k "$key" -c -r "$REPRODUCE" <"$BATS_TEST_TMPDIR/passes.tsv")
+	grep -q '^verdict: "pass"$' "$r"
+	line=$(grep -n '^verdict:' "$r" | cut -d : -f 1)
+	run -1 verify-record --history --format github
+	[[ "$output" == *"::error file=$r,line=$line::record FAIL: verdict pass, but the seed expects this example to fail"* ]]
+}
+
+@test "a pass with no enforced guard is a warning at the guards' line" {
+	r=$(mkrecord -k "$key" <"$RUN")
+	sed -i 's/^  result: "enforced"$/  result: "not-enforced"/' "$r"
+	grep -q '^  result: "not-enforced"$' "$r"
+	resign "$r"
+	git add records && git_ssh -c user.signingkey="$key" commit -q -S -m "record"
+	line=$(grep -n '^guards:' "$r" | cut -d : -f 1)
+	run -1 verify-record --history -g
+	[[ "$output" == *"::warning file=$r,line=$line::record warn: verdict pass with no enforced guard"* ]]
+}
+
+@test "the newest record is stale by the seed's worker image alone, named" {
+	record >/dev/null
+	run -0 verify-record --history
+	sed -i 's|^  image: .*$|  image: "registry.example/billing-worker@sha256:0000"|' seed.yaml
+	run -1 verify-record --history
+	[[ "$output" == *"stale  the seed's worker image is registry.example/billing-worker@sha256:0000, the record rehearsed registry.example/billing-worker@sha256:5f0c"* ]]
+	[[ "$output" != *"worker command"* && "$output" != *"key columns"* ]]
+}
+
+@test "the newest record is stale by the seed's key columns alone, named" {
+	record >/dev/null
+	sed -i '0,/^  key: \[invoice_id, line_no\]$/s//  key: [invoice_id]/' seed.yaml
+	[ "$(grep -c '^  key: \[invoice_id\]$' seed.yaml)" -eq 1 ]
+	run -1 verify-record --history
+	[[ "$output" == *'stale  the seed'"'"'s key columns are ["invoice_id"], the record rehearsed ["invoice_id","line_no"]'* ]]
+	[[ "$output" != *"worker image"* && "$output" != *"worker command"* ]]
+}
+
+@test "the newest record is stale by the seed's worker command alone, and by every change at once, each named" {
+	record >/dev/null
+	sed -i 's|^  command: "idem-worker --guard unique"$|  command: "idem-worker --guard none"|' seed.yaml
+	run -1 verify-record --history
+	[[ "$output" == *"stale  the seed's worker command is idem-worker --guard none, the record rehearsed idem-worker --guard unique"* ]]
+	[[ "$output" != *"worker image"* && "$output" != *"key columns"* ]]
+	sed -i 's|^  image: .*$|  image: "other"|; 0,/^  key: \[invoice_id, line_no\]$/s//  key: [invoice_id]/' seed.yaml
+	run -1 verify-record --history
+	[[ "$output" == *"worker image is other"*"; the seed's worker command is"*"; the seed's key columns are"* ]]
 }

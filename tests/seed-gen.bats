@@ -257,3 +257,12 @@ PY
 	run bash -c 'seed-gen seeds/invoice-line.yaml >/dev/full'
 	[ "$status" -eq 3 ]
 }
+
+@test "the expect row ends with the verdict the seed expects, when it says one" {
+	sed 's/^expect: { \(.*\) }$/expect: { \1, verdict: fail }/' seeds/invoice-line.yaml >"$BATS_TEST_TMPDIR/fails.yaml"
+	seed-gen "$BATS_TEST_TMPDIR/fails.yaml" >"$out"
+	assert_equal "$(grep '^expect' "$out")" "$(printf 'expect\t6\t0\t0\t0\t6\tfail')"
+	sed 's/^expect: { \(.*\) }$/expect: { \1, verdict: maybe }/' seeds/invoice-line.yaml >"$BATS_TEST_TMPDIR/odd.yaml"
+	run -2 seed-gen "$BATS_TEST_TMPDIR/odd.yaml"
+	[[ "$output" == *"odd.yaml:"*"expect.verdict: expected pass or fail, got \"maybe\""* ]]
+}

@@ -1,0 +1,190 @@
+#include <stdio.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "path.h"
+
+static const char *
+text(const json_t *o, const char *key)
+{
+	const char *v = json_string_value(json_object_get(o, key));
+
+	return v ? v : "";
+}
+
+static long long
+number(const json_t *o, const char *key)
+{
+	return (long long)json_integer_value(json_object_get(o, key));
+}
+
+/* Whether a recover row names the message killed at that time: the
+ * delivery killed, as the database saw it. */
+static int
+recovered(const char *msg, const json_t *killed_at, const json_t *recovers)
+{
+	const json_t *rec;
+	size_t i;
+
+	json_array_foreach(recovers, i, rec)
+		if (strcmp(text(rec, "msg"), msg) == 0 &&
+		    json_equal(json_object_get(rec, "killed_at"), killed_at))
+			return 1;
+	return 0;
+}
+
+void
+idem_path_outcome(const json_t *attempt, const json_t *kills, const json_t *recovers, char *out,
+		  size_t size)
+{
+	const char *job = json_string_value(json_object_get(attempt, "job"));
+	const char *msg = text(attempt, "msg");
+	long long n = number(attempt, "attempt"), pid = number(attempt, "pid");
+	const json_t *kill;
+	size_t k;
+
+	snprintf(out, size, json_is_null(json_object_get(attempt, "acked_at")) ? "not acked" : "acked");
+	json_array_foreach(kills, k, kill)
+		if (job && strcmp(text(kill, "job"), job) == 0 && number(kill, "attempt") == n &&
+		    (number(kill, "pid") == pid ||
+		    recovered(msg, json_object_get(kill, "killed_at"), recovers)))
+			snprintf(out, size, "killed at %s", text(kill, "step"));
+}
+
+static void
+add_job(json_t *jobs, const json_t *rows)
+{
+	const json_t *row;
+	size_t i, j;
+
+	json_array_foreach(rows, i, row) {
+		const char *job = text(row, "job");
+		int seen = 0;
+
+		for (j = 0; j < json_array_size(jobs); j++)
+			seen |= strcmp(json_string_value(json_array_get(jobs, j)), job) == 0;
+		if (!seen)
+			json_array_append_new(jobs, json_string(job));
+	}
+}
+
+static int
+same_point(const json_t *a, const json_t *b)
+{
+	return strcmp(text(a, "job"), text(b, "job")) == 0 &&
+	    strcmp(text(a, "step"), text(b, "step")) == 0 &&
+	    json_equal(json_object_get(a, "attempt"), json_object_get(b, "attempt"));
+}
+
+static int
+has_point(const json_t *rows, const json_t *p)
+{
+	const json_t *row;
+	size_t i;
+
+	json_array_foreach(rows, i, row)
+		if (same_point(row, p))
+			return 1;
+	return 0;
+}
+
+/* "killed at STEP on attempt N", or for a missed race "the race at STEP" */
+static void
+point_text(const json_t *p, const char *verb, char *out, size_t size)
+{
+	if (strcmp(text(p, "what"), "race") == 0)
+		snprintf(out, size, "the race at %s", text(p, "step"));
+	else if (json_is_integer(json_object_get(p, "attempt")))
+		snprintf(out, size, "%s at %s on attempt %lld", verb, text(p, "step"),
+		    number(p, "attempt"));
+	else
+		snprintf(out, size, "%s at %s", verb, text(p, "step"));
+}
+
+static void
+attempt_text(const json_t *a, char *out, size_t size)
+{
+	const char *branch = json_string_value(json_object_get(a, "branch"));
+
+	snprintf(out, size, "attempt %lld %s, branch %s", number(a, "attempt"), text(a, "outcome"),
+	    branch ? branch : "none");
+}
+
+static void
+job_diff(json_t *out, const char *job, const json_t *kills[2], const json_t *attempts[2],
+	 const json_t *missed[2])
+{
+	static const char *const side[2] = { "record", "rerun" };
+	const json_t *row;
+	char what[256], a[256], b[256];
+	size_t i, n[2], k;
+	int s;
+
+	for (s = 0; s < 2; s++) {
+		json_array_foreach(kills[s], i, row)
+			if (strcmp(text(row, "job"), job) == 0 && !has_point(kills[!s], row)) {
+				point_text(row, "killed", what, sizeof(what));
+				json_array_append_new(out, json_sprintf("%s: %s %s, %s never reached it",
+				    job, side[s], what, side[!s]));
+			}
+		json_array_foreach(missed[s], i, row)
+			if (strcmp(text(row, "job"), job) == 0 && !has_point(missed[!s], row) &&
+			    !has_point(kills[!s], row)) {
+				point_text(row, "a kill", what, sizeof(what));
+				json_array_append_new(out, json_sprintf("%s: %s never reached %s, the %s "
+				    "did not miss it", job, side[s], what, side[!s]));
+			}
+	}
+	/* the attempts of the job, one against the other, in order */
+	for (s = 0; s < 2; s++)
+		n[s] = 0;
+	for (k = 0;; k++) {
+		const json_t *x[2] = { NULL, NULL };
+
+		for (s = 0; s < 2; s++)
+			for (; n[s] < json_array_size(attempts[s]); n[s]++)
+				if (strcmp(text(json_array_get(attempts[s], n[s]), "job"), job) == 0) {
+					x[s] = json_array_get(attempts[s], n[s]++);
+					break;
+				}
+		if (x[0] == NULL && x[1] == NULL)
+			break;
+		if (x[0] != NULL)
+			attempt_text(x[0], a, sizeof(a));
+		if (x[1] != NULL)
+			attempt_text(x[1], b, sizeof(b));
+		if (x[0] == NULL)
+			json_array_append_new(out, json_sprintf("%s: delivery %zu: the record has none, "
+			    "the rerun %s", job, k + 1, b));
+		else if (x[1] == NULL)
+			json_array_append_new(out, json_sprintf("%s: delivery %zu: the record %s, the "
+			    "rerun has none", job, k + 1, a));
+		else if (strcmp(a, b) != 0)
+			json_array_append_new(out, json_sprintf("%s: delivery %zu: the record %s, the "
+			    "rerun %s", job, k + 1, a, b));
+	}
+}
+
+json_t *
+idem_path_diff(const json_t *record_kills, const json_t *record_attempts,
+	       const json_t *record_missed, const json_t *rerun_kills,
+	       const json_t *rerun_attempts, const json_t *rerun_missed)
+{
+	const json_t *kills[2] = { record_kills, rerun_kills };
+	const json_t *attempts[2] = { record_attempts, rerun_attempts };
+	const json_t *missed[2] = { record_missed, rerun_missed };
+	json_t *jobs = json_array(), *out = json_array(), *job;
+	size_t i;
+	int s;
+
+	for (s = 0; s < 2; s++) {
+		add_job(jobs, kills[s]);
+		add_job(jobs, missed[s]);
+		add_job(jobs, attempts[s]);
+	}
+	json_array_foreach(jobs, i, job)
+		job_diff(out, json_string_value(job), kills, attempts, missed);
+	json_decref(jobs);
+	return out;
+}

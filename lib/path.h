@@ -1,0 +1,28 @@
+/* path.h: the path of a rehearsal, job by job: the kill points it reached,
+ * on which attempt, and the outcome and branch of each attempt, as
+ * mkrecord(1) writes them in a record and verify-record(1) --rerun
+ * compares them with a rerun's stream */
+#ifndef IDEM_PATH_H
+#define IDEM_PATH_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+/* The outcome of an attempt (an object with job, attempt, pid and msg):
+ * "killed at STEP" when a kill (job, attempt, step, pid, killed_at) of its
+ * job and attempt killed its process, or a recover row (msg, killed_at)
+ * names its message at that kill; else "acked" when acked_at is not null,
+ * else "not acked". */
+void idem_path_outcome(const json_t *attempt, const json_t *kills, const json_t *recovers,
+		       char *out, size_t size);
+
+/* The differences between two paths, each given as its kill points (job,
+ * attempt, step), its attempts in order (job, attempt, outcome, branch)
+ * and what it missed (what, job, attempt, step): one line per difference,
+ * "JOB: record ..., rerun ...", in the order of the jobs. Caller decrefs. */
+json_t *idem_path_diff(const json_t *record_kills, const json_t *record_attempts,
+		       const json_t *record_missed, const json_t *rerun_kills,
+		       const json_t *rerun_attempts, const json_t *rerun_missed);
+
+#endif
