@@ -12,8 +12,8 @@ setup_file() {
 	queue_reset
 	idem-worker --setup -g unique
 	export RUN="$IDEM_TEST_ROOT/run.tsv"
-	export REPRODUCE="idem-worker --setup -g unique && seed-gen seed.yaml | count-effects --before | dup-publish | kill-at -- idem-worker -g unique | count-effects"
-	(cd "$IDEM_TEST_ROOT" && seed-gen seed.yaml | count-effects --before | dup-publish | kill-at -- idem-worker -g unique | count-effects >"$RUN")
+	export REPRODUCE="idem-worker --setup -g unique && seed-gen seed.yaml | count-effects --before | dup-publish | kill-at -- idem-worker --guard unique | count-effects"
+	(cd "$IDEM_TEST_ROOT" && seed-gen seed.yaml | count-effects --before | dup-publish | kill-at -- idem-worker --guard unique | count-effects >"$RUN")
 }
 
 teardown_file() {
@@ -766,4 +766,61 @@ jobs: 3'
 	resign "$r"
 	run -1 verify-record "$r"
 	[[ "$output" == *"calls: 2 took effect, the count rows say 3"* ]]
+}
+
+# The run's stream with its worker row replaced by one of the words given.
+with_worker() {
+	local argv
+	argv=$(printf '%s\n' "$@" | jq -Rsc 'split("\n")[:-1]')
+	awk -F '\t' -v row="$(row worker "$argv" '\N' '\N' '\N' '\N')" \
+		'$1 == "worker" { print row; next } { print }' "$RUN"
+}
+
+@test "the record shows the worker as declared and as it ran, with the hashes of its file" {
+	r=$(record)
+	run -0 verify-record "$r"
+	grep -q '^verdict: "pass"$' "$r"
+	exe=$(command -v idem-worker)
+	assert_equal "$(sed -n '/^worker:$/,/^retry:$/p' "$r" | grep -v '^  image: \|^  version: ')" "worker:
+  command: \"idem-worker --guard unique\"
+  observed:
+    argv:
+    - \"idem-worker\"
+    - \"--guard\"
+    - \"unique\"
+    executable: \"$exe\"
+    executable_sha256: \"$(sha256sum "$exe" | cut -d ' ' -f 1)\"
+    script: null
+    script_sha256: null
+    as_declared: true
+retry:"
+	md="${r%.yaml}.md"
+	grep -qF "| worker as it ran | \`idem-worker\` \`--guard\` \`unique\` (\`$exe\`, SHA-256 \`$(sha256sum "$exe" | cut -d ' ' -f 1)\`) |" "$md"
+	! grep -q 'not the worker the ticket names' "$md"
+}
+
+@test "a worker other than the declared one fails the record, which says so" {
+	with_worker idem-worker --guard check-then-insert >"$BATS_TEST_TMPDIR/other.tsv"
+	r=$(mkrecord -k "$key" -c -r "$REPRODUCE" <"$BATS_TEST_TMPDIR/other.tsv")
+	grep -q '^verdict: "fail"$' "$r"
+	grep -q '^    as_declared: false$' "$r"
+	grep -q '^    note: "not the worker the ticket names"$' "$r"
+	grep -qF '**The worker that ran is not the worker the ticket names.**' "${r%.yaml}.md"
+	# the same words, spaced otherwise, are the declared worker
+	with_worker idem-worker --guard unique >"$BATS_TEST_TMPDIR/same.tsv"
+	sed -i 's/^\(seed\t.*\)idem-worker --guard unique/\1idem-worker   --guard unique/' "$BATS_TEST_TMPDIR/same.tsv"
+	grep -q 'idem-worker   --guard unique' "$BATS_TEST_TMPDIR/same.tsv"
+	r=$(mkrecord -k "$key" -c -r "$REPRODUCE" <"$BATS_TEST_TMPDIR/same.tsv")
+	grep -q '^verdict: "pass"$' "$r"
+	grep -q '^    as_declared: true$' "$r"
+}
+
+@test "a seed that declares no worker command takes the worker that ran" {
+	commit_charge_seed
+	charge_run "$(row worker '["some-worker","-x"]' '\N' '\N' '\N' '\N')" >"$BATS_TEST_TMPDIR/charge.tsv"
+	r=$(mkrecord -k "$key" -c <"$BATS_TEST_TMPDIR/charge.tsv")
+	run -0 verify-record "$r"
+	grep -q '^verdict: "pass"$' "$r"
+	grep -q '^    as_declared: null$' "$r"
+	! grep -q 'note:' "$r"
 }
