@@ -76,6 +76,9 @@ struct idem_seed {
 	long long expect_effects, expect_duplicates, expect_missing, expect_pending;
 	struct idem_seed_external external;
 	long long expect_external;	/* -1 when no external effect is declared */
+	char *guard_table;		/* guard: where the guard lives, or NULL */
+	char **guard_key;		/* its columns */
+	size_t nguard_key;
 };
 
 /* The limits of a seed file: see LIMITS in idem-seed(5). */
