@@ -453,3 +453,24 @@ worker_field() {
 	[[ "$output" == *"/no/such/worker: No such file or directory"* ]]
 	[[ "$output" == *"kill-at: worker 0 could not be started (status 127): /no/such/worker" ]]
 }
+
+@test "the outbox guard, declared where it lives, is found and enforced; undeclared, the effect table has none" {
+	seed_for duplicate-publish >"$BATS_TEST_TMPDIR/seed.yaml"
+	echo 'guard: { table: demo.outbox, key: [key] }' >>"$BATS_TEST_TMPDIR/seed.yaml"
+	idem-worker --setup -g outbox
+	run --separate-stderr bash -c "seed-gen '$BATS_TEST_TMPDIR/seed.yaml' | count-effects --before | dup-publish |
+		kill-at -D 20s -- idem-worker -g outbox | count-effects"
+	[ "$status" -eq 0 ]
+	printf '%s\n' "$output" >"$out"
+	grep -q "^guard	none	\\\\N	none: best effort	\\\\N$" "$out"
+	grep -q "^guard	constraint	outbox_pkey	PRIMARY KEY (key)	\\\\N	demo.outbox$" "$out"
+	grep -q "^probe	enforced	23505	.*	demo.outbox$" "$out"
+	# without the declaration, as before: the effect table's guard alone
+	sed -i '/^guard:/d' "$BATS_TEST_TMPDIR/seed.yaml"
+	queue_reset
+	idem-worker --setup -g outbox
+	seed-gen "$BATS_TEST_TMPDIR/seed.yaml" | count-effects --before | dup-publish |
+		kill-at -D 20s -- idem-worker -g outbox | count-effects >"$out"
+	assert_equal "$(awk -F '\t' '$1 == "guard" || $1 == "probe" { print $1, $2 }' "$out")" "guard none
+probe not-enforced"
+}

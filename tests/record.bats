@@ -824,3 +824,43 @@ retry:"
 	grep -q '^    as_declared: null$' "$r"
 	! grep -q 'note:' "$r"
 }
+
+@test "the record and the handoff show the guard of each table: none on the effect table, the declared one enforced" {
+	sed 's/idem-worker --guard unique/idem-worker --guard outbox/' seed.yaml >outbox.yaml
+	echo 'guard: { table: demo.outbox, key: [key] }' >>outbox.yaml
+	git add outbox.yaml
+	git commit -q -m "the outbox seed"
+	queue_reset
+	idem-worker --setup -g outbox
+	seed-gen outbox.yaml | count-effects --before | dup-publish | kill-at | count-effects >"$BATS_TEST_TMPDIR/outbox.tsv"
+	r=$(mkrecord -k "$key" -c -r "seed-gen outbox.yaml | ..." <"$BATS_TEST_TMPDIR/outbox.tsv")
+	run -0 verify-record "$r"
+	grep -q '^verdict: "pass"$' "$r"
+	assert_equal "$(sed -n '/^guards:$/,/^kill_points:/p' "$r" | grep -v '^ *sql: \|^    message: ')" 'guards:
+- kind: "none"
+  name: null
+  definition: "none: best effort"
+  flags: null
+  table: null
+- kind: "constraint"
+  name: "outbox_pkey"
+  definition: "PRIMARY KEY (key)"
+  flags: null
+  table: "demo.outbox"
+probe:
+  result: "not-enforced"
+  sqlstate: null
+  message: "the copy went in: the database does not enforce one row per key"
+declared_guard:
+  table: "demo.outbox"
+  key:
+  - "key"
+  probe:
+    result: "enforced"
+    sqlstate: "23505"
+kill_points:'
+	grep -qF '    message: "ERROR:  duplicate key value violates unique constraint \"outbox_pkey\"; DETAIL:  Key (key)=' "$r"
+	md="${r%.yaml}.md"
+	grep -qF -- '- constraint `outbox_pkey` on `demo.outbox`: `PRIMARY KEY (key)`' "$md"
+	grep -qF -- '- probe of the declared guard on `demo.outbox` (key `key` declared in the seed): **enforced** (SQLSTATE 23505)' "$md"
+}
