@@ -319,7 +319,7 @@ main(void)
 	CHECK(rc == -1 && strstr(err.text, "version 2 is not supported"), "version 2 refused");
 	CHECK_STR(refusal(HEAD "digest\tafter\t0\n", &err), "t:3: digest row has 2 fields, expected 3",
 	    "wrong field count names the line");
-	CHECK_STR(refusal(HEAD "expect\t1\t0\t0\n", &err), "t:3: expect row has 3 fields, expected 4 to 5",
+	CHECK_STR(refusal(HEAD "expect\t1\t0\t0\n", &err), "t:3: expect row has 3 fields, expected 4 to 6",
 	    "a kind extended since 1.0 takes its old count or its new one");
 	rc = read_all(HEAD "\nexpect\t1\t0\t0\t0\t9\n", &err, &rows, &comments, &kinds);
 	CHECK(rc == -1 && strstr(err.text, "t:3: row without a kind"), "empty line refused");
@@ -337,7 +337,7 @@ main(void)
 	CHECK(rc == -1 && strstr(err.text, "version 1.x is not supported"), "version 1.x refused");
 	rc = read_all(HEAD "expect\t1\t0\t0\t0\r\n", &err, &rows, &comments, &kinds);
 	CHECK(rc == -1 && strstr(err.text, "t:3: a raw carriage return"), "CRLF refused with a hint");
-	CHECK_STR(refusal(HEAD "expect\t1\t0\t0\t0\t0\t\\q\n", &err), "t:3: expect row has 6 fields, expected 4 to 5",
+	CHECK_STR(refusal(HEAD "expect\t1\t0\t0\t0\t0\tpass\t\\q\n", &err), "t:3: expect row has 7 fields, expected 4 to 6",
 	    "the field count is checked before the escapes");
 	{
 		/* a kill row of version 1.0 has no observed field; 1.1 adds it */
