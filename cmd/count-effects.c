@@ -36,6 +36,7 @@ static struct {
 	PGconn *conn;
 	/* the stream */
 	char *effect_table, *key_columns, *key_scope;
+	char *declared_table, *declared_columns;	/* the declared_guard row, or NULL */
 	long long expect[4];		/* effects, duplicates, missing, pending */
 	int have_expect;
 	struct key_count *keys;		/* seeded, then found */
@@ -223,6 +224,10 @@ read_stream(FILE *in, const char *name, FILE *hold)
 		case IDEM_KIND_EXTERNAL:
 			read_external(&r);
 			break;
+		case IDEM_KIND_DECLARED_GUARD:
+			c.declared_table = idem_estrdup(r.fields[DECLARED_GUARD_TABLE]);
+			c.declared_columns = idem_estrdup(r.fields[DECLARED_GUARD_KEY_COLUMNS]);
+			break;
 		case IDEM_KIND_CALL:
 			c.calls_seen = 1;
 			if (c.have_external && strcmp(r.fields[CALL_EFFECT], "yes") == 0)
@@ -373,19 +378,39 @@ quote_table(const char *name)
 	return out;
 }
 
+/* A table whose guard is looked for and probed: the effect table, or the
+ * one the seed declares the guard on. */
+struct guarded {
+	const char *table;		/* as the stream names it */
+	const char *key_columns;	/* a JSON array of names */
+	const char *row_table;		/* the rows' table field: NULL for the effect table */
+	char *table_sql;
+	char **column_sql;
+	size_t ncolumns;
+};
+
+/* The quoted names of a JSON array of names, which the reader checked. */
+static char **
+quote_columns(const char *key_columns, size_t *n)
+{
+	json_t *cols = json_loads(key_columns, 0, NULL), *col;
+	char **out;
+	size_t i;
+
+	*n = json_array_size(cols);
+	out = idem_ereallocarray(NULL, *n + 1, sizeof(char *));
+	json_array_foreach(cols, i, col)
+		out[i] = quote_ident(json_string_value(col));
+	json_decref(cols);
+	return out;
+}
+
 static void
 prepare_identifiers(void)
 {
-	json_t *cols = json_loads(c.key_columns, 0, NULL), *col;
-	size_t i;
-
 	c.table_sql = quote_table(c.effect_table);
 	/* the reader checked it is an array of one or more strings */
-	c.ncolumns = json_array_size(cols);
-	c.column_sql = idem_ereallocarray(NULL, c.ncolumns + 1, sizeof(char *));
-	json_array_foreach(cols, i, col)
-		c.column_sql[i] = quote_ident(json_string_value(col));
-	json_decref(cols);
+	c.column_sql = quote_columns(c.key_columns, &c.ncolumns);
 }
 
 /* The business key as SQL, in the stream's form: one column as text, several
@@ -637,9 +662,9 @@ static const char guard_sql_template[] =
 /* Whether a guard's columns (a JSON array from the catalog) are all key
  * columns. */
 static int
-subset_of_key(const char *json_columns)
+subset_of_key(const struct guarded *g, const char *json_columns)
 {
-	json_t *cols = json_loads(c.key_columns, 0, NULL), *found = json_loads(json_columns, 0, NULL);
+	json_t *cols = json_loads(g->key_columns, 0, NULL), *found = json_loads(json_columns, 0, NULL);
 	json_t *col, *key;
 	size_t i, j;
 	int ok = json_array_size(found) > 0;
@@ -663,12 +688,12 @@ subset_of_key(const char *json_columns)
  * database enforces it.
  */
 static void
-probe(char **guard_names, size_t nguards)
+probe(const struct guarded *g, char **guard_names, size_t nguards)
 {
-	char *cols = NULL, *sql = NULL, *table_literal = quote_literal(c.table_sql), *catalog;
+	char *cols = NULL, *sql = NULL, *table_literal = quote_literal(g->table_sql), *catalog;
 	size_t len = 0, i;
 	FILE *f = open_memstream(&cols, &len);
-	const char *row[4], *state, *constraint, *result;
+	const char *row[5], *state, *constraint, *result;
 	char msg[768];
 	PGresult *res;
 
@@ -681,17 +706,17 @@ probe(char **guard_names, size_t nguards)
 		idem_die(IDEM_EXIT_ENV, "asprintf:");
 	res = PQexec(c.conn, catalog);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
-		idem_die(IDEM_EXIT_ENV, "reading the columns of %s: %s", c.effect_table,
+		idem_die(IDEM_EXIT_ENV, "reading the columns of %s: %s", g->table,
 		    idem_pg_message(c.conn, res, msg, sizeof(msg)));
-	for (i = 0; i < c.ncolumns; i++)
-		fprintf(f, "%s%s", i ? ", " : "", c.column_sql[i]);
+	for (i = 0; i < g->ncolumns; i++)
+		fprintf(f, "%s%s", i ? ", " : "", g->column_sql[i]);
 	for (i = 0; i < (size_t)PQntuples(res); i++) {
 		char *name = quote_ident(PQgetvalue(res, (int)i, 0));
 		size_t k;
 		int dup = 0;
 
-		for (k = 0; k < c.ncolumns; k++)
-			dup |= strcmp(c.column_sql[k], name) == 0;
+		for (k = 0; k < g->ncolumns; k++)
+			dup |= strcmp(g->column_sql[k], name) == 0;
 		if (!dup)
 			fprintf(f, ", %s", name);
 		free(name);
@@ -699,11 +724,12 @@ probe(char **guard_names, size_t nguards)
 	fclose(f);
 	PQclear(res);
 	free(catalog);
-	if (asprintf(&sql, "INSERT INTO %s (%s) SELECT %s FROM %s LIMIT 1", c.table_sql, cols, cols,
-	    c.table_sql) < 0)
+	if (asprintf(&sql, "INSERT INTO %s (%s) SELECT %s FROM %s LIMIT 1", g->table_sql, cols, cols,
+	    g->table_sql) < 0)
 		idem_die(IDEM_EXIT_ENV, "asprintf:");
 	query_row("probe", sql);
 	row[3] = sql;
+	row[4] = g->row_table;
 	/* a deferred guard answers at the insert, not at a commit that never
 	 * comes; and no probe runs outside a transaction it rolls back */
 	res = PQexec(c.conn, "BEGIN; SET LOCAL lock_timeout = '5s'; SET CONSTRAINTS ALL IMMEDIATE");
@@ -720,10 +746,14 @@ probe(char **guard_names, size_t nguards)
 		result = copied ? "not-enforced" : "skipped";
 		row[1] = NULL;
 		row[2] = copied ? "the copy went in: the database does not enforce one row per key" :
+		    g->row_table ? "no row of the declared guard's table to copy" :
 		    "no effect row to copy";
-		if (copied)
+		if (copied && g->row_table)
+			idem_warn("probe: a copy of a row of %s went in: it does not enforce one row "
+			    "per declared key", g->table);
+		else if (copied)
 			idem_warn("probe: a copy of an effect row went in: %s does not enforce one row "
-			    "per business key", c.effect_table);
+			    "per business key", g->table);
 	} else {
 		int guard = 0;
 
@@ -740,7 +770,8 @@ probe(char **guard_names, size_t nguards)
 			result = "inconclusive";
 	}
 	row[0] = result;
-	write_row("probe", row, 4);
+	/* the table field only for a table other than the effect table */
+	write_row("probe", row, g->row_table ? 5 : 4);
 	PQclear(res);
 	res = PQexec(c.conn, "ROLLBACK");
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)
@@ -752,21 +783,22 @@ probe(char **guard_names, size_t nguards)
 	free(sql);
 }
 
+/* The guard rows of a table, then its probe. */
 static void
-guards(void)
+guards_of(const struct guarded *g)
 {
-	char *literal = quote_literal(c.table_sql), *sql, **names = NULL;
+	char *literal = quote_literal(g->table_sql), *sql, **names = NULL;
 	size_t nnames = 0, i;
 	PGresult *res;
 
 	if (asprintf(&sql, guard_sql_template, literal, literal) < 0)
 		idem_die(IDEM_EXIT_ENV, "asprintf:");
-	res = printed_query("guard", sql, "reading the guards of", c.effect_table);
+	res = printed_query("guard", sql, "reading the guards of", g->table);
 	for (i = 0; i < (size_t)PQntuples(res); i++) {
 		char flags[64] = "";
-		const char *row[4];
+		const char *row[5];
 
-		if (PQgetisnull(res, (int)i, 6) || !subset_of_key(PQgetvalue(res, (int)i, 6)))
+		if (PQgetisnull(res, (int)i, 6) || !subset_of_key(g, PQgetvalue(res, (int)i, 6)))
 			continue;
 		if (PQgetvalue(res, (int)i, 5)[0] == 't')
 			strcat(flags, "partial");
@@ -778,22 +810,65 @@ guards(void)
 		row[1] = PQgetvalue(res, (int)i, 0);
 		row[2] = PQgetvalue(res, (int)i, 2);
 		row[3] = *flags ? flags : NULL;
-		write_row("guard", row, 4);
+		row[4] = g->row_table;
+		write_row("guard", row, g->row_table ? 5 : 4);
 		names = idem_ereallocarray(names, nnames + 1, sizeof(char *));
 		names[nnames++] = idem_estrdup(PQgetvalue(res, (int)i, 0));
 	}
 	PQclear(res);
 	if (nnames == 0) {
-		const char *row[4] = { "none", NULL, "none: best effort", NULL };
+		const char *row[5] = { "none", NULL, g->row_table ?
+			"none: not found where the seed declares the guard: no unique constraint "
+			"or index over its key" : "none: best effort", NULL, g->row_table };
 
-		write_row("guard", row, 4);
+		write_row("guard", row, g->row_table ? 5 : 4);
 	}
-	probe(names, nnames);
+	probe(g, names, nnames);
 	for (i = 0; i < nnames; i++)
 		free(names[i]);
 	free(names);
 	free(sql);
 	free(literal);
+}
+
+/* The effect table's guards and probe, then those of the table where the
+ * seed declares its guard, when it declares one there. */
+static void
+guards(void)
+{
+	struct guarded effect = { c.effect_table, c.key_columns, NULL, c.table_sql, c.column_sql,
+		c.ncolumns };
+	struct guarded declared = { c.declared_table, c.declared_columns, c.declared_table, NULL,
+		NULL, 0 };
+	char msg[768];
+	PGresult *res;
+	size_t i;
+
+	guards_of(&effect);
+	if (c.declared_table == NULL)
+		return;
+	declared.table_sql = quote_table(c.declared_table);
+	declared.column_sql = quote_columns(c.declared_columns, &declared.ncolumns);
+	res = PQexecParams(c.conn, "SELECT to_regclass($1) IS NOT NULL", 1, NULL,
+	    (const char *const *)&declared.table_sql, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		idem_die(IDEM_EXIT_ENV, "looking for %s: %s", c.declared_table,
+		    idem_pg_message(c.conn, res, msg, sizeof(msg)));
+	if (PQgetvalue(res, 0, 0)[0] == 't') {
+		guards_of(&declared);
+	} else {
+		const char *guard_row[5] = { "none", NULL, "none: not found where the seed declares "
+			"the guard: no such table", NULL, c.declared_table };
+		const char *probe_row[5] = { "skipped", NULL, "no table to probe", "", c.declared_table };
+
+		write_row("guard", guard_row, 5);
+		write_row("probe", probe_row, 5);
+	}
+	PQclear(res);
+	for (i = 0; i < declared.ncolumns; i++)
+		free(declared.column_sql[i]);
+	free(declared.column_sql);
+	free(declared.table_sql);
 }
 
 static void
@@ -1047,6 +1122,8 @@ main(int argc, char *argv[])
 	free(c.table_sql);
 	free(c.effect_table);
 	free(c.key_columns);
+	free(c.declared_table);
+	free(c.declared_columns);
 	free(c.key_scope);
 	free(c.first_publish);
 	free(c.last_ack);

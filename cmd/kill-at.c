@@ -6,6 +6,7 @@
  * rows. See idem-step(7) for the kill points and the protocol. */
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <errno.h>
@@ -19,7 +20,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
 #include <libpq-fe.h>
+#include <sodium.h>
 
 #include "evidence.h"
 #include "failpoint.h"
@@ -27,6 +30,7 @@
 #include "peer.h"
 #include "pg.h"
 #include "queue.h"
+#include "seed.h"
 #include "step.h"
 #include "tsv.h"
 #include "util.h"
@@ -73,7 +77,7 @@ struct kill_point {
 };
 
 struct race {
-	char *business_key, *step;
+	char *scenario, *business_key, *step;
 	int held;			/* client index holding, or -1 */
 	int first;			/* client released first, until its attempt ends */
 	int second;			/* client released when the first's attempt ends */
@@ -145,6 +149,7 @@ static struct {
 	struct idem_step_server server;
 	int signal_fd, watchdog_fd;
 	char **command;
+	char *shell[4];			/* the seed's command, run by the shell */
 	int nworkers;
 	struct worker workers[MAX_WORKERS];
 	struct client *clients;
@@ -313,7 +318,7 @@ kill_for(const char *step, const char *job_id, long long attempt)
 }
 
 static void
-add_race(const char *business_key, const char *step)
+add_race(const char *scenario, const char *business_key, const char *step)
 {
 	size_t i;
 
@@ -321,6 +326,7 @@ add_race(const char *business_key, const char *step)
 		if (strcmp(k.races[i].business_key, business_key) == 0)
 			return;
 	k.races = idem_ereallocarray(k.races, k.nraces + 1, sizeof(*k.races));
+	k.races[k.nraces].scenario = idem_estrdup(scenario);
 	k.races[k.nraces].business_key = idem_estrdup(business_key);
 	k.races[k.nraces].step = idem_estrdup(step);
 	k.races[k.nraces].held = -1;
@@ -358,7 +364,8 @@ plan(char **kill_options, size_t nkill_options, const char *race_step)
 			add_kill(k.scenario_names[s], k.scenario_steps[s], k.jobs[i].id,
 			    k.scenario_attempts[s] ? k.scenario_attempts[s] : 1);
 		else if (strcmp(k.scenario_faults[s], "race") == 0)
-			add_race(k.jobs[i].business_key, race_step ? race_step : k.scenario_steps[s]);
+			add_race(k.scenario_names[s], k.jobs[i].business_key,
+			    race_step ? race_step : k.scenario_steps[s]);
 	}
 	for (i = 0; i < k.njobs; i++) {
 		long s = k.jobs[i].scenario;
@@ -373,7 +380,7 @@ plan(char **kill_options, size_t nkill_options, const char *race_step)
 	/* -r with no race scenario: race every key that has two deliveries */
 	for (i = 0; race_step != NULL && k.nraces == 0 && i < k.njobs; i++)
 		if (k.jobs[i].copies > 1 || key_published_twice(k.jobs[i].business_key))
-			add_race(k.jobs[i].business_key, race_step);
+			add_race("-r", k.jobs[i].business_key, race_step);
 	for (i = 0; i < nkill_options; i++) {
 		char *spec = idem_estrdup(kill_options[i]), *first = strchr(spec, ':'),
 		    *last = strrchr(spec, ':'), *end;
@@ -1343,6 +1350,157 @@ write_calls(void)
 	}
 }
 
+/* The SHA-256 of a file, read in chunks; 0, or -1 when it cannot be read. */
+static int
+sha256_file(const char *path, char out[65])
+{
+	unsigned char buf[65536], digest[crypto_hash_sha256_BYTES];
+	crypto_hash_sha256_state st;
+	ssize_t n;
+	int fd, rc = -1;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	crypto_hash_sha256_init(&st);
+	while ((n = read(fd, buf, sizeof(buf))) != 0) {
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			goto out;
+		}
+		crypto_hash_sha256_update(&st, buf, (unsigned long long)n);
+	}
+	crypto_hash_sha256_final(&st, digest);
+	sodium_bin2hex(out, 65, digest, sizeof(digest));
+	rc = 0;
+out:
+	close(fd);
+	return rc;
+}
+
+static int
+regular_file(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* The file execvp(3) runs for a name: itself when it holds a slash, else
+ * the first executable regular file of that name along PATH; NULL when
+ * there is none. */
+static char *
+resolve_executable(const char *name)
+{
+	const char *path = getenv("PATH"), *p, *colon;
+	char *file;
+
+	if (*name == '\0')
+		return NULL;
+	if (strchr(name, '/'))
+		return regular_file(name) ? idem_estrdup(name) : NULL;
+	if (path == NULL)
+		path = "/bin:/usr/bin";
+	for (p = path;; p = colon + 1) {
+		size_t len;
+
+		colon = strchr(p, ':');
+		len = colon ? (size_t)(colon - p) : strlen(p);
+		/* an empty entry is the current directory */
+		if (asprintf(&file, "%.*s%s%s", (int)len, p, len ? "/" : "", name) < 0)
+			idem_die(IDEM_EXIT_ENV, "asprintf:");
+		if (regular_file(file) && access(file, X_OK) == 0)
+			return file;
+		free(file);
+		if (colon == NULL)
+			return NULL;
+	}
+}
+
+/* The worker row: the argument vector kill-at executes, the file it runs
+ * and the first later argument that names a regular file, with their
+ * hashes. For the seed's command run by the shell, the words of the
+ * command text, split at blanks, stand for the arguments. */
+static void
+write_worker(void)
+{
+	json_t *argv_json = json_array();
+	char **words = NULL, *text = NULL, *word, *save, *argv_text, *executable = NULL;
+	char executable_sha256[65], script_sha256[65];
+	const char *row[5] = { NULL, NULL, NULL, NULL, NULL };
+	size_t nwords = 0, i;
+
+	for (i = 0; k.command[i] != NULL; i++)
+		json_array_append_new(argv_json, json_string(k.command[i]));
+	argv_text = idem_json_canonical(argv_json);
+	json_decref(argv_json);
+	if (k.command == k.shell) {
+		text = idem_estrdup(k.worker_command);
+		for (word = strtok_r(text, " \t\n", &save); word; word = strtok_r(NULL, " \t\n", &save)) {
+			words = idem_ereallocarray(words, nwords + 1, sizeof(*words));
+			words[nwords++] = word;
+		}
+	} else {
+		for (nwords = 0; k.command[nwords] != NULL; nwords++)
+			;
+		words = idem_ereallocarray(NULL, nwords + 1, sizeof(*words));
+		memcpy(words, k.command, nwords * sizeof(*words));
+	}
+	row[0] = argv_text;
+	if (nwords > 0 && (executable = resolve_executable(words[0])) != NULL) {
+		row[1] = executable;
+		if (sha256_file(executable, executable_sha256) == 0)
+			row[2] = executable_sha256;
+	}
+	for (i = 1; i < nwords; i++)
+		if (regular_file(words[i]) && sha256_file(words[i], script_sha256) == 0) {
+			row[3] = words[i];
+			row[4] = script_sha256;
+			break;
+		}
+	if (idem_tsv_write_row(stdout, "worker", row, 5) < 0)
+		idem_die(IDEM_EXIT_ENV, "write error on standard output:");
+	free(executable);
+	free(argv_text);
+	free(words);
+	free(text);
+}
+
+/* The missed rows: every kill point and race the run did not reach. */
+static void
+write_missed(void)
+{
+	char attempt[24];
+	const char *row[5];
+	size_t i;
+
+	for (i = 0; i < k.nkills; i++) {
+		const struct kill_point *kp = &k.kills[i];
+
+		if (kp->fired)
+			continue;
+		snprintf(attempt, sizeof(attempt), "%lld", kp->attempt);
+		row[0] = "kill";
+		row[1] = kp->scenario;
+		row[2] = kp->job_id;
+		row[3] = attempt;
+		row[4] = kp->step;
+		if (idem_tsv_write_row(stdout, "missed", row, 5) < 0)
+			idem_die(IDEM_EXIT_ENV, "write error on standard output:");
+	}
+	for (i = 0; i < k.nraces; i++) {
+		if (k.races[i].done)
+			continue;
+		row[0] = "race";
+		row[1] = k.races[i].scenario;
+		row[2] = k.races[i].business_key;
+		row[3] = NULL;
+		row[4] = k.races[i].step;
+		if (idem_tsv_write_row(stdout, "missed", row, 5) < 0)
+			idem_die(IDEM_EXIT_ENV, "write error on standard output:");
+	}
+}
+
 /*
  * The step, kill and log rows, then the attempt rows, one per delivery,
  * with the rows each wrote from the effect ledger, and the recover rows,
@@ -1383,6 +1541,7 @@ write_evidence(void)
 	if (idem_evidence_write(ev, stdout) < 0)
 		idem_die(IDEM_EXIT_ENV, "write error on standard output:");
 	write_calls();
+	write_missed();
 }
 
 static void
@@ -1434,6 +1593,7 @@ free_all(void)
 	free(k.kills);
 	idem_map_free(&k.kill_index);
 	for (i = 0; i < k.nraces; i++) {
+		free(k.races[i].scenario);
 		free(k.races[i].business_key);
 		free(k.races[i].step);
 		free_hold(k.races[i].db_held);
@@ -1535,7 +1695,7 @@ main(int argc, char *argv[])
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *conninfo = NULL, *race_step = NULL;
-	char **kill_options = NULL, *held = NULL, *shell[4], *end, *version = NULL;
+	char **kill_options = NULL, *held = NULL, *end, *version = NULL;
 	size_t nkill_options = 0, held_len = 0;
 	long long deadline_ms = -1;
 	struct idem_error err;
@@ -1575,12 +1735,12 @@ main(int argc, char *argv[])
 	if (optind < argc) {
 		k.command = argv + optind;
 	} else if (k.worker_command != NULL) {
-		shell[0] = "/bin/sh";
-		shell[1] = "-c";
-		if (asprintf(&shell[2], "exec %s", k.worker_command) < 0)
+		k.shell[0] = "/bin/sh";
+		k.shell[1] = "-c";
+		if (asprintf(&k.shell[2], "exec %s", k.worker_command) < 0)
 			idem_die(IDEM_EXIT_ENV, "asprintf:");
-		shell[3] = NULL;
-		k.command = shell;
+		k.shell[3] = NULL;
+		k.command = k.shell;
 	} else {
 		idem_die(IDEM_EXIT_USAGE, "no worker: give -- command, or worker.command in the seed");
 	}
@@ -1611,12 +1771,12 @@ main(int argc, char *argv[])
 	} else {
 		if (fwrite(held, 1, held_len, stdout) != held_len)
 			idem_die(IDEM_EXIT_ENV, "write error on standard output:");
+		write_worker();
 		write_evidence();
 	}
 	remove_failpoints();
 	free(held);
-	if (k.command == shell)
-		free(shell[2]);
+	free(k.shell[2]);
 	free(kill_options);
 	PQfinish(k.conn);
 	free_all();

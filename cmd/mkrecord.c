@@ -47,6 +47,8 @@ static struct {
 	json_t *calls;		/* the call rows, in order */
 	json_t *missed;		/* the kill points and races the run did not reach */
 	json_t *expected_verdict;	/* the expect row's verdict, or NULL */
+	json_t *worker;		/* the worker row, or NULL */
+	json_t *declared_guard;	/* the declared_guard row and its probe, or NULL */
 	struct log_entry *logs;
 	size_t nlogs;
 	long long jobs, copies;
@@ -86,6 +88,57 @@ message_id(const char *v)
 	errno = 0;
 	n = strtoll(v, NULL, 10);
 	return errno == 0 ? json_integer(n) : text(v);
+}
+
+/* The probe of the effect table, or of the declared guard's table. */
+static void
+read_probe(char **f)
+{
+	json_t *probe = json_pack("{s:o,s:o,s:o,s:o}", "result", text(f[PROBE_RESULT]),
+	    "sqlstate", text(f[PROBE_SQLSTATE]), "message", text(f[PROBE_MESSAGE]),
+	    "sql", text(f[PROBE_SQL]));
+
+	if (f[PROBE_TABLE] != NULL && s.declared_guard != NULL) {
+		json_object_set_new(s.declared_guard, "probe", probe);
+		return;
+	}
+	json_decref(s.probe);
+	s.probe = probe;
+}
+
+/* The words of a command: the shell's command text split at blanks. */
+static json_t *
+words_of(const char *command)
+{
+	json_t *words = json_array();
+	char *copy = idem_estrdup(command), *word, *save;
+
+	for (word = strtok_r(copy, " \t\n", &save); word; word = strtok_r(NULL, " \t\n", &save))
+		json_array_append_new(words, json_string(word));
+	free(copy);
+	return words;
+}
+
+/* The worker as kill-at ran it: for the seed's command run as
+ * /bin/sh -c "exec COMMAND", the command is COMMAND. */
+static void
+read_worker(char **f)
+{
+	json_t *argv = json_loads(f[WORKER_ARGV], 0, NULL);
+	const char *last = json_string_value(json_array_get(argv, 2));
+	const char *shell_text = NULL;
+
+	if (json_array_size(argv) == 3 &&
+	    strcmp(json_string_value(json_array_get(argv, 0)), "/bin/sh") == 0 &&
+	    strcmp(json_string_value(json_array_get(argv, 1)), "-c") == 0 &&
+	    strncmp(last, "exec ", 5) == 0)
+		shell_text = last + 5;
+	json_decref(s.worker);
+	s.worker = json_pack("{s:o,s:o,s:o,s:o,s:o,s:o}", "argv", argv,
+	    "words", shell_text ? words_of(shell_text) : json_incref(argv),
+	    "executable", text(f[WORKER_EXECUTABLE]), "executable_sha256",
+	    text(f[WORKER_EXECUTABLE_SHA256]), "script", text(f[WORKER_SCRIPT]),
+	    "script_sha256", text(f[WORKER_SCRIPT_SHA256]));
 }
 
 static void
@@ -226,13 +279,19 @@ read_stream(FILE *in, const char *name)
 			    "observed", number_or_text(f[5])));
 			break;
 		case IDEM_KIND_GUARD:
-			json_array_append_new(s.guards, json_pack("{s:o,s:o,s:o,s:o}", "kind", text(f[1]),
-			    "name", text(f[2]), "definition", text(f[3]), "flags", text(f[4])));
+			json_array_append_new(s.guards, json_pack("{s:o,s:o,s:o,s:o,s:o}", "kind", text(f[1]),
+			    "name", text(f[2]), "definition", text(f[3]), "flags", text(f[4]),
+			    "table", text(f[GUARD_TABLE])));
 			break;
 		case IDEM_KIND_PROBE:
-			json_decref(s.probe);
-			s.probe = json_pack("{s:o,s:o,s:o,s:o}", "result", text(f[1]), "sqlstate",
-			    text(f[2]), "message", text(f[3]), "sql", text(f[4]));
+			read_probe(f);
+			break;
+		case IDEM_KIND_DECLARED_GUARD:
+			s.declared_guard = json_pack("{s:s,s:o,s:n}", "table", f[DECLARED_GUARD_TABLE],
+			    "key", json_loads(f[DECLARED_GUARD_KEY_COLUMNS], 0, NULL), "probe");
+			break;
+		case IDEM_KIND_WORKER:
+			read_worker(f);
 			break;
 		case IDEM_KIND_MEASURE:
 			json_array_append_new(s.measures, json_pack("{s:o,s:o,s:o,s:o,s:o,s:{s:o,s:o}}",
@@ -546,6 +605,43 @@ not_exercised(void)
 	return out;
 }
 
+/* Whether the worker kill-at ran is the command the seed declares, word
+ * for word: a borrowed true or false, or NULL when there is no worker row
+ * or the seed declares no command. */
+static json_t *
+worker_as_declared(void)
+{
+	const char *command = seed_field("worker_command");
+	json_t *declared;
+	int same;
+
+	if (s.worker == NULL || command == NULL)
+		return NULL;
+	declared = words_of(command);
+	same = json_equal(declared, json_object_get(s.worker, "words"));
+	json_decref(declared);
+	return same ? json_true() : json_false();
+}
+
+/* The worker the seed declares, and the one kill-at ran. */
+static json_t *
+worker(void)
+{
+	json_t *observed = json_null(), *as_declared = worker_as_declared();
+
+	if (s.worker != NULL) {
+		observed = json_deep_copy(s.worker);
+		json_object_del(observed, "words");
+		json_object_set_new(observed, "as_declared", as_declared ? as_declared : json_null());
+		if (as_declared == json_false())
+			json_object_set_new(observed, "note",
+			    json_string("not the worker the ticket names"));
+	}
+	return json_pack("{s:o,s:o,s:o,s:o}", "image", text(seed_field("worker_image")),
+	    "version", text(seed_field("worker_version")), "command",
+	    text(seed_field("worker_command")), "observed", observed);
+}
+
 static int
 valid_date(const char *d)
 {
@@ -570,8 +666,10 @@ build(const struct idem_git_revision *rev, const char *reproduce, const char *ne
 
 	idem_format_time(idem_now_us(), now);
 	totals = count_totals(s.counts_after);
-	/* a kill point or race the run did not reach proves nothing */
-	pass = passes(totals) && json_array_size(s.missed) == 0;
+	/* a kill point or race the run did not reach proves nothing, and a
+	 * worker other than the one the seed declares proves nothing of it */
+	pass = passes(totals) && json_array_size(s.missed) == 0 &&
+	    !json_is_false(worker_as_declared());
 	json_object_set_new(r, "record", json_integer(4));
 	json_object_set_new(r, "rehearsal", text(seed_field("rehearsal")));
 	json_object_set_new(r, "verdict", json_string(pass ? "pass" : "fail"));
@@ -587,9 +685,7 @@ build(const struct idem_git_revision *rev, const char *reproduce, const char *ne
 	json_object_set_new(r, "queue", queue());
 	json_object_set_new(r, "database", seed_field("database") ? text(seed_field("database")) :
 	    json_string("the PG* environment (idem-sandbox)"));
-	json_object_set_new(r, "worker", json_pack("{s:o,s:o,s:o}", "image",
-	    text(seed_field("worker_image")), "version", text(seed_field("worker_version")),
-	    "command", text(seed_field("worker_command"))));
+	json_object_set_new(r, "worker", worker());
 	json_object_set_new(r, "retry", json_pack("{s:o,s:o}", "visibility_timeout_ms",
 	    number_or_text(seed_field("visibility_timeout_ms")), "max_attempts",
 	    number_or_text(seed_field("max_attempts"))));
@@ -603,6 +699,8 @@ build(const struct idem_git_revision *rev, const char *reproduce, const char *ne
 	json_object_set_new(r, "scenarios", json_incref(s.scenarios));
 	json_object_set_new(r, "guards", json_incref(s.guards));
 	json_object_set_new(r, "probe", s.probe ? json_incref(s.probe) : json_null());
+	json_object_set_new(r, "declared_guard", s.declared_guard ? json_incref(s.declared_guard) :
+	    json_null());
 	json_object_set_new(r, "kill_points", kill_points());
 	json_object_set_new(r, "missed", json_incref(s.missed));
 	json_object_set_new(r, "evidence", evidence());

@@ -58,7 +58,7 @@ schema_json(const struct idem_seed *s)
 static void
 write_stream(const struct idem_seed *s)
 {
-	char *owned[12];
+	char *owned[16];
 	const char *seed_row[21], *expect_row[6], *external_row[5], *row[6];
 	struct idem_seed_job buf = { 0 };
 	size_t i, nowned = 0;
@@ -87,6 +87,12 @@ write_stream(const struct idem_seed *s)
 	seed_row[19] = owned[nowned++] = json_text_list(s->cannot_reproduce, s->ncannot_reproduce);
 	seed_row[20] = s->queue_kind;
 	idem_tsv_write_row(stdout, "seed", seed_row, 21);
+	if (s->guard_table != NULL) {
+		const char *guard_row[2] = { s->guard_table,
+			owned[nowned++] = json_text_list(s->guard_key, s->nguard_key) };
+
+		idem_tsv_write_row(stdout, "declared_guard", guard_row, 2);
+	}
 	if (s->external.name != NULL) {
 		external_row[0] = s->external.name;
 		external_row[1] = owned[nowned++] = json_text_list(s->external.key, s->external.nkey);

@@ -217,7 +217,7 @@ check_arithmetic(struct check *c)
 	const char *verdict;
 	size_t len = 0, i, missed;
 	FILE *f = open_memstream(&buf, &len);
-	int pass = 1;
+	int pass = 1, other_worker;
 
 	if (f == NULL)
 		idem_die(IDEM_EXIT_ENV, "open_memstream:");
@@ -296,13 +296,19 @@ check_arithmetic(struct check *c)
 	json_decref(from_rows);
 	/* a kill point or race the run did not reach proves nothing */
 	missed = json_array_size(json_object_get(c->record, "missed"));
+	/* nor does a run of another worker than the one the seed declares */
+	other_worker = json_is_false(json_object_get(json_object_get(json_object_get(c->record,
+	    "worker"), "observed"), "as_declared"));
 	verdict = str(c->record, "verdict");
 	if (pass && missed > 0 && verdict && strcmp(verdict, "pass") == 0)
 		reason(c, "verdict: the record says pass, but the run missed %zu kill points or races",
 		    missed);
-	else if (verdict == NULL || strcmp(verdict, pass && missed == 0 ? "pass" : "fail") != 0)
+	else if (pass && other_worker && verdict && strcmp(verdict, "pass") == 0)
+		reason(c, "verdict: the record says pass, but not the worker the ticket names ran");
+	else if (verdict == NULL ||
+	    strcmp(verdict, pass && missed == 0 && !other_worker ? "pass" : "fail") != 0)
 		reason(c, "verdict: the record says %s, its counts say %s", verdict ? verdict : "nothing",
-		    pass && missed == 0 ? "pass" : "fail");
+		    pass && missed == 0 && !other_worker ? "pass" : "fail");
 	jobs = num(c->record, "jobs");
 	kills = json_object_get(c->record, "kill_points");
 	ms = idem_ereallocarray(NULL, json_array_size(kills) + 1, sizeof(*ms));

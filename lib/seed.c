@@ -1177,6 +1177,28 @@ load_external(struct loader *l, const yaml_node_t *root)
 	return 0;
 }
 
+/* guard: { table: TABLE, key: [COLUMN, ...] }, where the guard lives when
+ * it is not on the effect table. */
+static int
+load_guard(struct loader *l, const yaml_node_t *root)
+{
+	static const char *const guard_keys[] = { "table", "key", NULL };
+	struct idem_seed *s = l->seed;
+	yaml_node_t *n = lookup(l, root, "guard");
+
+	if (n == NULL)
+		return 0;
+	if (check_mapping(l, n, "guard", guard_keys) < 0 ||
+	    get_text(l, n, "guard", "table", 1, &s->guard_table) < 0 ||
+	    get_text_list(l, n, "guard", "key", &s->guard_key, &s->nguard_key) < 0)
+		return -1;
+	if (s->nguard_key == 0)
+		return fail_at(l, lookup(l, n, "key") ? lookup(l, n, "key") : n, "guard.key",
+		    "required: a list of the columns of %s that the guard makes unique",
+		    s->guard_table);
+	return 0;
+}
+
 /* queue: a name, idem's own queue, or { kind: KIND, name: NAME }. */
 static int
 load_queue(struct loader *l, const yaml_node_t *root)
@@ -1246,7 +1268,7 @@ load_root(struct loader *l, const yaml_node_t *root)
 	static const char *const top[] = { "rehearsal", "job_type", "queue", "database",
 		"worker", "retry", "sandbox_account", "effect", "reconciliation_owner",
 		"payload_schema", "jobs", "generate", "scenarios", "expect",
-		"cannot_reproduce", "external", NULL };
+		"cannot_reproduce", "external", "guard", NULL };
 	static const char *const worker_keys[] = { "image", "version", "command", NULL };
 	static const char *const retry_keys[] = { "visibility_timeout", "max_attempts", NULL };
 	static const char *const effect_keys[] = { "name", "table", "key", "key_scope",
@@ -1327,7 +1349,7 @@ load_root(struct loader *l, const yaml_node_t *root)
 			goto out;
 		schema_field(s, s->key[i])->in_key = 1;
 	}
-	if (load_external(l, root) < 0)
+	if (load_external(l, root) < 0 || load_guard(l, root) < 0)
 		goto out;
 	if ((n = lookup(l, root, "expect")) == NULL) {
 		fail_at(l, root, "expect", "required: write the expected counts before the run "
@@ -1443,6 +1465,8 @@ idem_seed_free(struct idem_seed *s)
 	idem_free_list(s->external.key, s->external.nkey);
 	free(s->external.pending_table);
 	free(s->external.pending_owner);
+	free(s->guard_table);
+	idem_free_list(s->guard_key, s->nguard_key);
 	for (i = 0; i < s->nschema; i++)
 		free(s->schema[i].name);
 	free(s->schema);

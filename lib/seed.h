@@ -77,6 +77,9 @@ struct idem_seed {
 	struct idem_seed_external external;
 	long long expect_external;	/* -1 when no external effect is declared */
 	char *expect_verdict;		/* pass or fail when the seed says, else NULL */
+	char *guard_table;		/* guard: where the guard lives, or NULL */
+	char **guard_key;		/* its columns */
+	size_t nguard_key;
 };
 
 /* The limits of a seed file: see LIMITS in idem-seed(5). */

@@ -333,3 +333,54 @@ o-4 2 2'
 		count-effects: $BATS_TEST_TMPDIR/late:$(wc -l <"$BATS_TEST_TMPDIR/late"): an external row after job or call rows: count-effects reads each job's call from its payload as its row goes by; write it right after the seed row, as seed-gen does
 	EOF
 }
+
+# The stream of the fixture's seed with a guard declared on TABLE over
+# the columns given.
+declare_guard() {
+	local table=$1
+	shift
+	{
+		cat "$BATS_TEST_TMPDIR/seed.yaml"
+		echo "guard: { table: $table, key: [$(IFS=,; echo "$*")] }"
+	} >"$BATS_TEST_TMPDIR/declared.yaml"
+	seed-gen "$BATS_TEST_TMPDIR/declared.yaml" >"$BATS_TEST_TMPDIR/stream"
+}
+
+@test "a guard declared on another table is found there and probed, and that table is left as it was" {
+	sql "CREATE TABLE fx.claims (order_id text NOT NULL, line_no integer NOT NULL, job text NOT NULL,
+		CONSTRAINT claims_once PRIMARY KEY (order_id, line_no))" >/dev/null
+	sql "INSERT INTO fx.claims VALUES ('o-1', 1, 'j1'), ('o-2', 1, 'j2')" >/dev/null
+	declare_guard fx.claims order_id line_no
+	assert_equal "$(awk -F '\t' '$1 == "declared_guard"' "$BATS_TEST_TMPDIR/stream")" \
+		"$(printf 'declared_guard\tfx.claims\t["order_id","line_no"]')"
+	before=$(sql "SELECT string_agg(xmin::text || ':' || order_id || ':' || job, ',' ORDER BY order_id) FROM fx.claims")
+	count-effects "$BATS_TEST_TMPDIR/stream" >"$out" 2>"$err" || true
+	# the effect table's, as before, then the declared table's
+	grep -q "^guard	none	\\\\N	none: best effort	\\\\N$" "$out"
+	grep -q "^guard	constraint	claims_once	PRIMARY KEY (order_id, line_no)	\\\\N	fx.claims$" "$out"
+	grep -q "^probe	enforced	23505	ERROR:  duplicate key value violates unique constraint \"claims_once\".*	fx.claims$" "$out"
+	assert_equal "$(sql "SELECT string_agg(xmin::text || ':' || order_id || ':' || job, ',' ORDER BY order_id) FROM fx.claims")" "$before"
+}
+
+@test "a declared guard that is not there is a guard of kind none on that table, named" {
+	# unique, but over another column than the declared key's
+	sql "CREATE TABLE fx.claims (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+		order_id text NOT NULL, line_no integer NOT NULL, job text NOT NULL)" >/dev/null
+	sql "INSERT INTO fx.claims (order_id, line_no, job) VALUES ('o-1', 1, 'j1')" >/dev/null
+	declare_guard fx.claims order_id line_no
+	count-effects "$BATS_TEST_TMPDIR/stream" >"$out" 2>"$err" || true
+	grep -q "^guard	none	\\\\N	none: not found where the seed declares the guard: no unique constraint or index over its key	\\\\N	fx.claims$" "$out"
+	grep -q "^probe	not-enforced	\\\\N	.*	fx.claims$" "$out"
+	grep -qF 'count-effects: probe: a copy of a row of fx.claims went in: it does not enforce one row per declared key' "$err"
+	# a table that does not exist
+	declare_guard fx.nowhere order_id
+	count-effects "$BATS_TEST_TMPDIR/stream" >"$out" 2>"$err" || true
+	grep -q "^guard	none	\\\\N	none: not found where the seed declares the guard: no such table	\\\\N	fx.nowhere$" "$out"
+	grep -q "^probe	skipped	\\\\N	no table to probe		fx.nowhere$" "$out"
+}
+
+@test "without a declared guard, the stream has no row of another table" {
+	count-effects "$BATS_TEST_TMPDIR/stream" >"$out" 2>"$err" || true
+	assert_equal "$(rows_of declared_guard "$out")" 0
+	assert_equal "$(awk -F '\t' '($1 == "guard" || $1 == "probe") && NF > 5' "$out")" ""
+}

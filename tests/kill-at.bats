@@ -211,7 +211,36 @@ xcheck() {
 	n=$(wc -l <"$BATS_TEST_TMPDIR/published")
 	head -n "$n" "$out" | cmp - "$BATS_TEST_TMPDIR/published"
 	assert_equal "$(awk -F '\t' 'NR > 1 && !/^#/ { print $1 }' "$out" | sort -u | tr '\n' ' ')" \
-		"attempt expect job log publish queue scenario seed step "
+		"attempt expect job log publish queue scenario seed step worker "
+	# the worker row first of kill-at's own
+	assert_equal "$(sed -n "$((n + 1))p" "$out" | cut -f 1)" worker
+}
+
+# The field $1 of the worker row of $out.
+worker_field() {
+	awk -F '\t' -v f="$1" '$1 == "worker" { print $f }' "$out"
+}
+
+@test "the worker row names the argument vector, the executable and its sha256" {
+	check unique business none 1
+	assert_equal "$(rows_of worker "$out")" 1
+	assert_equal "$(worker_field 2)" '["idem-worker","-g","unique","-k","business"]'
+	assert_equal "$(worker_field 3)" "$(command -v idem-worker)"
+	assert_equal "$(worker_field 4)" "$(sha256sum "$(command -v idem-worker)" | cut -d ' ' -f 1)"
+	assert_equal "$(worker_field 5)" '\N'
+	assert_equal "$(worker_field 6)" '\N'
+}
+
+@test "the worker row names the script an interpreter ran, with its sha256" {
+	seed_for none >"$BATS_TEST_TMPDIR/seed.yaml"
+	idem-worker --setup -g unique
+	seed-gen "$BATS_TEST_TMPDIR/seed.yaml" | dup-publish |
+		kill-at -D 20s -- python3 tests/fixtures/workers/py_worker.py >"$out"
+	assert_equal "$(worker_field 2)" '["python3","tests/fixtures/workers/py_worker.py"]'
+	assert_equal "$(worker_field 3)" "$(command -v python3)"
+	assert_equal "$(worker_field 4)" "$(sha256sum "$(command -v python3)" | cut -d ' ' -f 1)"
+	assert_equal "$(worker_field 5)" tests/fixtures/workers/py_worker.py
+	assert_equal "$(worker_field 6)" "$(sha256sum tests/fixtures/workers/py_worker.py | cut -d ' ' -f 1)"
 }
 
 @test "a worker in Python speaks the protocol and is killed at after-commit like idem-worker" {
@@ -231,6 +260,9 @@ xcheck() {
 	idem-worker --setup -g unique
 	seed-gen "$BATS_TEST_TMPDIR/seed.yaml" | dup-publish | kill-at -D 20s >"$out"
 	assert_equal "$(sql "SELECT owner FROM demo.pending_calls")" from-seed
+	assert_equal "$(awk -F '\t' '$1 == "worker" { print $2 }' "$out")" \
+		'["/bin/sh","-c","exec idem-worker -g unique -o from-seed"]'
+	assert_equal "$(awk -F '\t' '$1 == "worker" { print $3 }' "$out")" "$(command -v idem-worker)"
 }
 
 @test "a step never reached: exit 1 at the deadline, naming it; no process left" {
@@ -241,6 +273,19 @@ xcheck() {
 	[ "$status" -eq 1 ]
 	[[ "$stderr" == *"kill-at: deadline: step no-such-step of job a, attempt 1, never reached (scenario -k)"* ]]
 	assert_equal "$(pgrep -f marker-deadline || true)" ""
+	# and in the stream, for the record
+	assert_equal "$(awk -F '\t' '$1 == "missed"' <<<"$output")" "$(printf 'missed\tkill\t-k\ta\t1\tno-such-step')"
+}
+
+@test "a race never met is a missed row of its scenario and business key" {
+	seed_for race >"$BATS_TEST_TMPDIR/seed.yaml"
+	seed-gen "$BATS_TEST_TMPDIR/seed.yaml" | dup-publish >"$BATS_TEST_TMPDIR/published"
+	# workers that never speak the step protocol never reach the race
+	run --separate-stderr kill-at -D 500ms -- sh -c 'while :; do sleep 0.05; done # marker-norace' <"$BATS_TEST_TMPDIR/published"
+	[ "$status" -eq 1 ]
+	[[ "$stderr" == *"never met by two workers"* ]]
+	key=$(awk -F '\t' '$1 == "job" { print $3 }' "$BATS_TEST_TMPDIR/published")
+	assert_equal "$(awk -F '\t' '$1 == "missed"' <<<"$output")" "$(printf 'missed\trace\trace\t%s\t\\N\tbefore-write' "$key")"
 }
 
 @test "a worker that ignores SIGTERM is killed; the unacked message is named" {
@@ -407,4 +452,25 @@ xcheck() {
 	[ "$status" -eq 3 ]
 	[[ "$output" == *"/no/such/worker: No such file or directory"* ]]
 	[[ "$output" == *"kill-at: worker 0 could not be started (status 127): /no/such/worker" ]]
+}
+
+@test "the outbox guard, declared where it lives, is found and enforced; undeclared, the effect table has none" {
+	seed_for duplicate-publish >"$BATS_TEST_TMPDIR/seed.yaml"
+	echo 'guard: { table: demo.outbox, key: [key] }' >>"$BATS_TEST_TMPDIR/seed.yaml"
+	idem-worker --setup -g outbox
+	run --separate-stderr bash -c "seed-gen '$BATS_TEST_TMPDIR/seed.yaml' | count-effects --before | dup-publish |
+		kill-at -D 20s -- idem-worker -g outbox | count-effects"
+	[ "$status" -eq 0 ]
+	printf '%s\n' "$output" >"$out"
+	grep -q "^guard	none	\\\\N	none: best effort	\\\\N$" "$out"
+	grep -q "^guard	constraint	outbox_pkey	PRIMARY KEY (key)	\\\\N	demo.outbox$" "$out"
+	grep -q "^probe	enforced	23505	.*	demo.outbox$" "$out"
+	# without the declaration, as before: the effect table's guard alone
+	sed -i '/^guard:/d' "$BATS_TEST_TMPDIR/seed.yaml"
+	queue_reset
+	idem-worker --setup -g outbox
+	seed-gen "$BATS_TEST_TMPDIR/seed.yaml" | count-effects --before | dup-publish |
+		kill-at -D 20s -- idem-worker -g outbox | count-effects >"$out"
+	assert_equal "$(awk -F '\t' '$1 == "guard" || $1 == "probe" { print $1, $2 }' "$out")" "guard none
+probe not-enforced"
 }

@@ -12,8 +12,8 @@ setup_file() {
 	queue_reset
 	idem-worker --setup -g unique
 	export RUN="$IDEM_TEST_ROOT/run.tsv"
-	export REPRODUCE="idem-worker --setup -g unique && seed-gen seed.yaml | count-effects --before | dup-publish | kill-at -- idem-worker -g unique | count-effects"
-	(cd "$IDEM_TEST_ROOT" && seed-gen seed.yaml | count-effects --before | dup-publish | kill-at -- idem-worker -g unique | count-effects >"$RUN")
+	export REPRODUCE="idem-worker --setup -g unique && seed-gen seed.yaml | count-effects --before | dup-publish | kill-at -- idem-worker --guard unique | count-effects"
+	(cd "$IDEM_TEST_ROOT" && seed-gen seed.yaml | count-effects --before | dup-publish | kill-at -- idem-worker --guard unique | count-effects >"$RUN")
 }
 
 teardown_file() {
@@ -905,4 +905,100 @@ with_seed() {
 	sed -i 's|^  image: .*$|  image: "other"|; 0,/^  key: \[invoice_id, line_no\]$/s//  key: [invoice_id]/' seed.yaml
 	run -1 verify-record --history
 	[[ "$output" == *"worker image is other"*"; the seed's worker command is"*"; the seed's key columns are"* ]]
+
+# The run's stream with its worker row replaced by one of the words given.
+with_worker() {
+	local argv
+	argv=$(printf '%s\n' "$@" | jq -Rsc 'split("\n")[:-1]')
+	awk -F '\t' -v row="$(row worker "$argv" '\N' '\N' '\N' '\N')" \
+		'$1 == "worker" { print row; next } { print }' "$RUN"
+}
+
+@test "the record shows the worker as declared and as it ran, with the hashes of its file" {
+	r=$(record)
+	run -0 verify-record "$r"
+	grep -q '^verdict: "pass"$' "$r"
+	exe=$(command -v idem-worker)
+	assert_equal "$(sed -n '/^worker:$/,/^retry:$/p' "$r" | grep -v '^  image: \|^  version: ')" "worker:
+  command: \"idem-worker --guard unique\"
+  observed:
+    argv:
+    - \"idem-worker\"
+    - \"--guard\"
+    - \"unique\"
+    executable: \"$exe\"
+    executable_sha256: \"$(sha256sum "$exe" | cut -d ' ' -f 1)\"
+    script: null
+    script_sha256: null
+    as_declared: true
+retry:"
+	md="${r%.yaml}.md"
+	grep -qF "| worker as it ran | \`idem-worker\` \`--guard\` \`unique\` (\`$exe\`, SHA-256 \`$(sha256sum "$exe" | cut -d ' ' -f 1)\`) |" "$md"
+	! grep -q 'not the worker the ticket names' "$md"
+}
+
+@test "a worker other than the declared one fails the record, which says so" {
+	with_worker idem-worker --guard check-then-insert >"$BATS_TEST_TMPDIR/other.tsv"
+	r=$(mkrecord -k "$key" -c -r "$REPRODUCE" <"$BATS_TEST_TMPDIR/other.tsv")
+	grep -q '^verdict: "fail"$' "$r"
+	grep -q '^    as_declared: false$' "$r"
+	grep -q '^    note: "not the worker the ticket names"$' "$r"
+	grep -qF '**The worker that ran is not the worker the ticket names.**' "${r%.yaml}.md"
+	# the same words, spaced otherwise, are the declared worker
+	with_worker idem-worker --guard unique >"$BATS_TEST_TMPDIR/same.tsv"
+	sed -i 's/^\(seed\t.*\)idem-worker --guard unique/\1idem-worker   --guard unique/' "$BATS_TEST_TMPDIR/same.tsv"
+	grep -q 'idem-worker   --guard unique' "$BATS_TEST_TMPDIR/same.tsv"
+	r=$(mkrecord -k "$key" -c -r "$REPRODUCE" <"$BATS_TEST_TMPDIR/same.tsv")
+	grep -q '^verdict: "pass"$' "$r"
+	grep -q '^    as_declared: true$' "$r"
+}
+
+@test "a seed that declares no worker command takes the worker that ran" {
+	commit_charge_seed
+	charge_run "$(row worker '["some-worker","-x"]' '\N' '\N' '\N' '\N')" >"$BATS_TEST_TMPDIR/charge.tsv"
+	r=$(mkrecord -k "$key" -c <"$BATS_TEST_TMPDIR/charge.tsv")
+	run -0 verify-record "$r"
+	grep -q '^verdict: "pass"$' "$r"
+	grep -q '^    as_declared: null$' "$r"
+	! grep -q 'note:' "$r"
+}
+
+@test "the record and the handoff show the guard of each table: none on the effect table, the declared one enforced" {
+	sed 's/idem-worker --guard unique/idem-worker --guard outbox/' seed.yaml >outbox.yaml
+	echo 'guard: { table: demo.outbox, key: [key] }' >>outbox.yaml
+	git add outbox.yaml
+	git commit -q -m "the outbox seed"
+	queue_reset
+	idem-worker --setup -g outbox
+	seed-gen outbox.yaml | count-effects --before | dup-publish | kill-at | count-effects >"$BATS_TEST_TMPDIR/outbox.tsv"
+	r=$(mkrecord -k "$key" -c -r "seed-gen outbox.yaml | ..." <"$BATS_TEST_TMPDIR/outbox.tsv")
+	run -0 verify-record "$r"
+	grep -q '^verdict: "pass"$' "$r"
+	assert_equal "$(sed -n '/^guards:$/,/^kill_points:/p' "$r" | grep -v '^ *sql: \|^    message: ')" 'guards:
+- kind: "none"
+  name: null
+  definition: "none: best effort"
+  flags: null
+  table: null
+- kind: "constraint"
+  name: "outbox_pkey"
+  definition: "PRIMARY KEY (key)"
+  flags: null
+  table: "demo.outbox"
+probe:
+  result: "not-enforced"
+  sqlstate: null
+  message: "the copy went in: the database does not enforce one row per key"
+declared_guard:
+  table: "demo.outbox"
+  key:
+  - "key"
+  probe:
+    result: "enforced"
+    sqlstate: "23505"
+kill_points:'
+	grep -qF '    message: "ERROR:  duplicate key value violates unique constraint \"outbox_pkey\"; DETAIL:  Key (key)=' "$r"
+	md="${r%.yaml}.md"
+	grep -qF -- '- constraint `outbox_pkey` on `demo.outbox`: `PRIMARY KEY (key)`' "$md"
+	grep -qF -- '- probe of the declared guard on `demo.outbox` (key `key` declared in the seed): **enforced** (SQLSTATE 23505)' "$md"
 }

@@ -12,10 +12,12 @@ setup() {
 	rehearse_setup
 	mkdir -p tests/fixtures/workers
 	cp "$root"/tests/fixtures/workers/{pg-worker.js,invoice-queue.js} tests/fixtures/workers/
-	sed 's/within: 2s/within: 100ms/' "$root/tests/fixtures/seeds/duplicate-publish.yaml" \
-		>seeds/duplicate-publish.yaml
-	commit_signed "seed, worker and signers"
 	worker='node tests/fixtures/workers/pg-worker.js unique'
+	# the seed names the worker that runs, as the record checks
+	sed -e 's/within: 2s/within: 100ms/' -e "s#command: \"idem-worker --guard unique\"#command: \"$worker\"#" \
+		"$root/tests/fixtures/seeds/duplicate-publish.yaml" >seeds/duplicate-publish.yaml
+	grep -qF "command: \"$worker\"" seeds/duplicate-publish.yaml
+	commit_signed "seed, worker and signers"
 }
 
 teardown() {
