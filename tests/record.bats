@@ -905,6 +905,7 @@ with_seed() {
 	sed -i 's|^  image: .*$|  image: "other"|; 0,/^  key: \[invoice_id, line_no\]$/s//  key: [invoice_id]/' seed.yaml
 	run -1 verify-record --history
 	[[ "$output" == *"worker image is other"*"; the seed's worker command is"*"; the seed's key columns are"* ]]
+}
 
 # The run's stream with its worker row replaced by one of the words given.
 with_worker() {
