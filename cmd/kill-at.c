@@ -1350,33 +1350,6 @@ write_calls(void)
 	}
 }
 
-/* The SHA-256 of a file, read in chunks; 0, or -1 when it cannot be read. */
-static int
-sha256_file(const char *path, char out[65])
-{
-	unsigned char buf[65536], digest[crypto_hash_sha256_BYTES];
-	crypto_hash_sha256_state st;
-	ssize_t n;
-	int fd, rc = -1;
-
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return -1;
-	crypto_hash_sha256_init(&st);
-	while ((n = read(fd, buf, sizeof(buf))) != 0) {
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			goto out;
-		}
-		crypto_hash_sha256_update(&st, buf, (unsigned long long)n);
-	}
-	crypto_hash_sha256_final(&st, digest);
-	sodium_bin2hex(out, 65, digest, sizeof(digest));
-	rc = 0;
-out:
-	close(fd);
-	return rc;
-}
 
 static int
 regular_file(const char *path)
@@ -1449,11 +1422,11 @@ write_worker(void)
 	row[0] = argv_text;
 	if (nwords > 0 && (executable = resolve_executable(words[0])) != NULL) {
 		row[1] = executable;
-		if (sha256_file(executable, executable_sha256) == 0)
+		if (idem_sha256_file(executable, executable_sha256) == 0)
 			row[2] = executable_sha256;
 	}
 	for (i = 1; i < nwords; i++)
-		if (regular_file(words[i]) && sha256_file(words[i], script_sha256) == 0) {
+		if (regular_file(words[i]) && idem_sha256_file(words[i], script_sha256) == 0) {
 			row[3] = words[i];
 			row[4] = script_sha256;
 			break;

@@ -817,6 +817,68 @@ stale_text(char *out, size_t size, const char *what, const char *in_seed, const 
 
 /* The seed no longer matches what the record rehearsed: each difference
  * named. */
+/* The guard the seed declares now against the one the record rehearsed:
+ * another table or key, or one declared or dropped since. */
+static void
+guard_staleness(struct check *c, const struct idem_seed *seed, char *out, size_t size)
+{
+	const json_t *then = json_object_get(c->record, "declared_guard");
+	json_t *now = json_null();
+	char *a, *b;
+	size_t i;
+
+	if (seed->guard_table != NULL) {
+		now = json_pack("{s:s,s:[]}", "table", seed->guard_table, "key");
+		for (i = 0; i < seed->nguard_key; i++)
+			json_array_append_new(json_object_get(now, "key"), json_string(seed->guard_key[i]));
+	}
+	if (then == NULL || json_is_null(then) ?
+	    json_is_null(now) :
+	    json_equal(json_object_get(then, "table"), json_object_get(now, "table")) &&
+	    json_equal(json_object_get(then, "key"), json_object_get(now, "key"))) {
+		json_decref(now);
+		return;
+	}
+	a = json_is_null(now) ? idem_estrdup("none") : json_dumps(now, JSON_COMPACT | JSON_SORT_KEYS);
+	if (then == NULL || json_is_null(then)) {
+		b = idem_estrdup("none");
+	} else {
+		json_t *t = json_pack("{s:O,s:O}", "table", json_object_get(then, "table"), "key",
+		    json_object_get(then, "key"));
+
+		b = json_dumps(t, JSON_COMPACT | JSON_SORT_KEYS);
+		json_decref(t);
+	}
+	stale_reason(out, size, "the seed's guard declaration is %s, the record rehearsed %s", a, b);
+	free(a);
+	free(b);
+	json_decref(now);
+}
+
+/* The worker's files as they are now against the hashes the run took: a
+ * script named on its command line, relative to the work tree, and the
+ * executable, where it still is. */
+static void
+worker_file_staleness(struct check *c, char *out, size_t size)
+{
+	const json_t *observed = json_object_get(json_object_get(c->record, "worker"), "observed");
+	static const char *const files[][2] = {
+		{ "script", "script_sha256" }, { "executable", "executable_sha256" }
+	};
+	char now[65];
+	size_t i;
+
+	for (i = 0; i < 2; i++) {
+		const char *path = str(observed, files[i][0]), *then = str(observed, files[i][1]);
+
+		if (path == NULL || then == NULL || idem_sha256_file(path, now) < 0)
+			continue;
+		if (strcmp(now, then) != 0)
+			stale_reason(out, size, "the worker's %s %s has changed since the run (SHA-256 "
+			    "%.12s..., the record %.12s...)", files[i][0], path, now, then);
+	}
+}
+
 static void
 seed_staleness(struct check *c, char *out, size_t size)
 {
@@ -856,6 +918,7 @@ seed_staleness(struct check *c, char *out, size_t size)
 	json_decref(key);
 	stale_text(out, size, "key scope", seed.key_scope, str(c->record, "effect.key_scope"));
 	stale_text(out, size, "queue kind", seed.queue_kind, queue_kind);
+	guard_staleness(c, &seed, out, size);
 	idem_seed_free(&seed);
 }
 
@@ -920,6 +983,7 @@ staleness(struct check *c, const char *now, int newest, PGconn *db, char *out, s
 	if (!newest)
 		return;
 	seed_staleness(c, out, size);
+	worker_file_staleness(c, out, size);
 	if (db != NULL)
 		queue_staleness(c, db, out, size);
 }

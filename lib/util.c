@@ -511,3 +511,30 @@ idem_watchdog(size_t max_groups, const char *const *leftovers, struct idem_error
 	close(fds[0]);
 	return fds[1];
 }
+
+int
+idem_sha256_file(const char *path, char out[65])
+{
+	unsigned char buf[65536], digest[crypto_hash_sha256_BYTES];
+	crypto_hash_sha256_state st;
+	ssize_t n;
+	int fd, rc = -1;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	crypto_hash_sha256_init(&st);
+	while ((n = read(fd, buf, sizeof(buf))) != 0) {
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			goto out;
+		}
+		crypto_hash_sha256_update(&st, buf, (unsigned long long)n);
+	}
+	crypto_hash_sha256_final(&st, digest);
+	sodium_bin2hex(out, 65, digest, sizeof(digest));
+	rc = 0;
+out:
+	close(fd);
+	return rc;
+}

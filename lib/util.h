@@ -33,6 +33,9 @@ void *idem_erealloc(void *p, size_t size);
 void *idem_ereallocarray(void *p, size_t n, size_t size);
 char *idem_estrdup(const char *s);
 char *idem_estrndup(const char *s, size_t n);
+/* The SHA-256 of a file's bytes, read in chunks, as 64 lowercase hex
+ * digits in out; 0, or -1 when it cannot be read. */
+int idem_sha256_file(const char *path, char out[65]);
 /* Frees the n strings of a list, then the list. */
 void idem_free_list(char **list, size_t n);
 

@@ -1003,3 +1003,25 @@ kill_points:'
 	grep -qF -- '- constraint `outbox_pkey` on `demo.outbox`: `PRIMARY KEY (key)`' "$md"
 	grep -qF -- '- probe of the declared guard on `demo.outbox` (key `key` declared in the seed): **enforced** (SQLSTATE 23505)' "$md"
 }
+
+@test "the newest record is stale when the worker's script has changed since the run, or the guard declaration" {
+	printf '#!/bin/sh\nexec idem-worker "$@"\n' >worker.sh
+	git add worker.sh && git commit -q -m "the worker's script"
+	sum=$(sha256sum worker.sh | cut -d ' ' -f 1)
+	# the command the seed declares, run from a file of the work tree
+	awk -F '\t' -v row="$(row worker '["idem-worker","--guard","unique"]' worker.sh "$sum" '\N' '\N')" \
+		'$1 == "worker" { print row; next } { print }' "$RUN" >"$BATS_TEST_TMPDIR/run.tsv"
+	r=$(mkrecord -k "$key" -c -r "$REPRODUCE" <"$BATS_TEST_TMPDIR/run.tsv")
+	grep -q "executable_sha256: \"$sum\"" "$r"
+	run -0 verify-record --history
+	[[ "$output" != *"stale"* ]]
+	echo '# one more line' >>worker.sh
+	run -1 verify-record --history
+	[[ "$output" == *"stale  the worker's executable worker.sh has changed since the run (SHA-256 "*", the record ${sum:0:12}...)"* ]]
+	git checkout -q worker.sh
+	run -0 verify-record --history
+	# a guard declared since the run
+	printf 'guard: { table: demo.outbox, key: [key] }\n' >>seed.yaml
+	run -1 verify-record --history
+	[[ "$output" == *'stale  the seed'"'"'s guard declaration is {"key":["key"],"table":"demo.outbox"}, the record rehearsed none'* ]]
+}
