@@ -30,8 +30,8 @@ static const char synopsis[] =
 	"usage: dup-publish [-d conninfo] [-b batch] [-s time-scale] [file]\n";
 
 struct result {
-	int64_t msg_id;			/* 0 until the queue answered */
-	char *msg_text;			/* the id, for a queue without a copy section */
+	int64_t msg_id;			/* a queue's with a copy section; 0 until it answered */
+	char *msg_text;			/* the id of any other queue; NULL until it answered */
 	int64_t enqueued_us;
 	int published;			/* 1 new, 0 there before */
 };
@@ -354,7 +354,6 @@ send_checked(struct message **msgs, size_t n)
 		} else {
 			free(r->msg_text);
 			r->msg_text = idem_estrdup(PQgetvalue(res, (int)i, 1));
-			r->msg_id = 1;
 		}
 		r->enqueued_us = strtoll(PQgetvalue(res, (int)i, 2), NULL, 10);
 		r->published = PQgetvalue(res, (int)i, 3)[0] == 't';
@@ -497,7 +496,7 @@ write_publish(const struct job *job, long long copy, const struct result *r)
 	char copy_text[32], msg_id[32], published_at[32];
 	const char *row[5];
 
-	if (r->msg_id == 0)
+	if (r->msg_id == 0 && r->msg_text == NULL)
 		idem_die(IDEM_EXIT_ENV, "publishing: no answer from the queue for job %s copy %lld",
 		    job->id, copy);
 	snprintf(copy_text, sizeof(copy_text), "%lld", copy);
