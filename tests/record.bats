@@ -794,6 +794,23 @@ kills_missed() {
 	[[ "$output" != *"rerun reproduces the path"* ]]
 }
 
+@test "--rerun of a worker that dies before its first step names each kill point and race it never reached" {
+	# The rerun runs the real pipeline; its worker exits before it reads
+	# a message, every time kill-at starts it, until the deadline.
+	crash="idem-worker --setup -g unique && seed-gen seed.yaml | count-effects --before | dup-publish | kill-at -D 3s -- sh -c 'exit 3' | count-effects"
+	r=$(mkrecord -k "$key" -c -r "$crash" <"$RUN")
+	run -1 verify-record --rerun "$r"
+	[[ "$output" != *"rerun reproduces the path"* ]]
+	awk -F '\t' '$1 == "kill" { print $3 ": record killed at " $5 " on attempt " $4 ", rerun never reached it" }' "$RUN" >"$BATS_TEST_TMPDIR/want"
+	[ -s "$BATS_TEST_TMPDIR/want" ]
+	while read -r line; do
+		[[ "$output" == *"$r: $line"* ]]
+	done <"$BATS_TEST_TMPDIR/want"
+	race=$(awk -F '\t' '$1 == "job" && $6 == "two-workers-race" { print $2; exit }' "$RUN")
+	[ -n "$race" ]
+	[[ "$output" == *"$r: $race: "* ]]
+}
+
 @test "--rerun whose stream says the kill points were missed names each one" {
 	kills_missed >"$BATS_TEST_TMPDIR/missed.tsv"
 	r=$(mkrecord -k "$key" -c -r "cat $BATS_TEST_TMPDIR/missed.tsv" <"$RUN")
