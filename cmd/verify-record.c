@@ -918,7 +918,7 @@ summary_kills(FILE *f, const json_t *record)
 		fputs(i == 0 ? ": " : ", ", f);
 		md_text(f, str(k, "step"));
 		fputs(" (", f);
-		md_text(f, str(k, "job"));
+		md_code(f, str(k, "job") ? str(k, "job") : "");
 		fprintf(f, ", attempt %lld", num(k, "attempt"));
 		if (json_is_integer(json_object_get(k, "recovery_ms")))
 			fprintf(f, ", recovered in %lld ms", num(k, "recovery_ms"));
@@ -939,7 +939,7 @@ summary_kills(FILE *f, const json_t *record)
 		fputc(' ', f);
 		md_text(f, str(k, "step"));
 		fputs(" (", f);
-		md_text(f, str(k, "job"));
+		md_code(f, str(k, "job") ? str(k, "job") : "");
 		fputc(')', f);
 	}
 	fputc('\n', f);
@@ -1037,18 +1037,21 @@ write_summary(const char *dir, const char *since, const struct check *checks, si
 	if (since != NULL && idem_git_changed(dir, since, &changed, &nchanged, &err) < 0)
 		idem_die_error(&err);
 	for (i = 0; since != NULL && i < nchanged; i++) {
+		char *path;
+
 		if ((name = record_of(changed[i])) == NULL)
 			continue;
-		for (j = 0; j < nshown && strcmp(shown[j], name) != 0; j++)
+		if (asprintf(&path, "%s/%s", dir, name) < 0)
+			idem_die(IDEM_EXIT_ENV, "asprintf:");
+		free(name);
+		for (j = 0; j < nshown && strcmp(shown[j], path) != 0; j++)
 			;
 		if (j < nshown) {
-			free(name);
+			free(path);
 			continue;
 		}
 		shown = idem_ereallocarray(shown, nshown + 1, sizeof(char *));
-		if (asprintf(&shown[nshown++], "%s/%s", dir, name) < 0)
-			idem_die(IDEM_EXIT_ENV, "asprintf:");
-		free(name);
+		shown[nshown++] = path;
 	}
 	for (i = 0; since == NULL && i < nchecks; i++) {
 		shown = idem_ereallocarray(shown, nshown + 1, sizeof(char *));
