@@ -1065,7 +1065,7 @@ write_summary(const char *dir, const char *since, const struct check *checks, si
 	fprintf(f, "## idem records: the check %s\n\n", bad ? "fails" : "passes");
 	fprintf(f, "%zu record%s ", nshown, nshown == 1 ? "" : "s");
 	if (since != NULL) {
-		fputs("added or changed since ", f);
+		fputs("added, changed or removed since ", f);
 		md_code(f, since);
 	} else {
 		fputs("in ", f);

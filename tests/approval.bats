@@ -4,44 +4,19 @@
 # ssh-keygen as referee and verify-record's audit saying who approved it.
 
 load helper
+load records-helper
 
 setup_file() {
 	sandbox_up
-	cd "$BATS_TEST_DIRNAME/.."
-	sed 's/visibility_timeout: 2s/visibility_timeout: 300ms/; s/within: 2s/within: 100ms/' \
-		seeds/invoice-line.yaml >"$IDEM_TEST_ROOT/seed.yaml"
-	queue_reset
-	idem-worker --setup -g unique
-	export RUN="$IDEM_TEST_ROOT/run.tsv"
-	(cd "$IDEM_TEST_ROOT" && seed-gen seed.yaml | count-effects --before | dup-publish | kill-at -- idem-worker --guard unique | count-effects >"$RUN")
+	invoice_line_run
 }
 
 teardown_file() {
 	sandbox_down
 }
 
-# A repository with the seed committed, an engineer's key allowed to sign
-# records and commits, and an owner's key allowed to approve only.
 setup() {
-	new_repo "$BATS_TEST_TMPDIR/repo"
-	cp "$IDEM_TEST_ROOT/seed.yaml" seed.yaml
-	git add seed.yaml
-	git commit -q -m "seed"
-	key="$BATS_TEST_TMPDIR/engineer"
-	owner="$BATS_TEST_TMPDIR/owner"
-	ssh-keygen -q -t ed25519 -N '' -C engineer -f "$key"
-	ssh-keygen -q -t ed25519 -N '' -C owner -f "$owner"
-	mkdir records
-	{
-		echo "eng@example.org namespaces=\"idem-record,git\" $(cat "$key.pub")"
-		echo "owner@example.org namespaces=\"idem-approval\" $(cat "$owner.pub")"
-	} >records/allowed_signers
-	git add records/allowed_signers
-	signed_commit -m "allowed signers"
-}
-
-signed_commit() {
-	git -c gpg.format=ssh -c user.signingkey="$key" commit -q -S "$@"
+	team_repo "$BATS_TEST_TMPDIR/repo"
 }
 
 record() {

@@ -4,16 +4,12 @@
 # team's repository with a base branch and a pull request's branch.
 
 load helper
+load records-helper
 
 setup_file() {
 	sandbox_up
-	cd "$BATS_TEST_DIRNAME/.."
-	sed 's/visibility_timeout: 2s/visibility_timeout: 300ms/; s/within: 2s/within: 100ms/' \
-		seeds/invoice-line.yaml >"$IDEM_TEST_ROOT/seed.yaml"
-	queue_reset
-	idem-worker --setup -g unique
-	export RUN="$IDEM_TEST_ROOT/run.tsv" FAILING="$IDEM_TEST_ROOT/failing.tsv"
-	(cd "$IDEM_TEST_ROOT" && seed-gen seed.yaml | count-effects --before | dup-publish | kill-at -- idem-worker --guard unique | count-effects >"$RUN")
+	invoice_line_run
+	export FAILING="$IDEM_TEST_ROOT/failing.tsv"
 	# the same run as kill-at writes it when the race was never reached
 	{ cat "$RUN"; printf 'missed\trace\ttwo-workers-race\t["inv-1005",1]\t\\N\tbefore-write\n'; } >"$FAILING"
 	export WORKFLOW="$BATS_TEST_DIRNAME/../examples/github/idem-records.yml"
@@ -28,21 +24,7 @@ teardown_file() {
 # cloned, with a pull request's branch checked out, as actions/checkout
 # leaves it with fetch-depth 0.
 setup() {
-	key="$BATS_TEST_TMPDIR/engineer"
-	owner="$BATS_TEST_TMPDIR/owner"
-	ssh-keygen -q -t ed25519 -N '' -C engineer -f "$key"
-	ssh-keygen -q -t ed25519 -N '' -C owner -f "$owner"
-	new_repo "$BATS_TEST_TMPDIR/team"
-	cp "$IDEM_TEST_ROOT/seed.yaml" seed.yaml
-	git add seed.yaml
-	git commit -q -m "seed"
-	mkdir records
-	{
-		echo "eng@example.org namespaces=\"idem-record,git\" $(cat "$key.pub")"
-		echo "owner@example.org namespaces=\"idem-approval\" $(cat "$owner.pub")"
-	} >records/allowed_signers
-	git add records/allowed_signers
-	signed_commit -m "allowed signers"
+	team_repo "$BATS_TEST_TMPDIR/team"
 	on_main=$(mkrecord -k "$key" -c <"$RUN")
 	git clone -q "$BATS_TEST_TMPDIR/team" "$BATS_TEST_TMPDIR/workspace"
 	cd "$BATS_TEST_TMPDIR/workspace"
@@ -51,10 +33,6 @@ setup() {
 	git checkout -q -b pull-request
 	summary="$BATS_TEST_TMPDIR/step-summary"
 	echo "an earlier step's summary" >"$summary"
-}
-
-signed_commit() {
-	git -c gpg.format=ssh -c user.signingkey="$key" commit -q -S "$@"
 }
 
 # The check step of the workflow, as the runner of a pull request into main.
@@ -72,7 +50,7 @@ check_step() {
 	sed 1d "$summary" >"$BATS_TEST_TMPDIR/ours"
 	# what a reviewer reads, line by line
 	grep -qxF '## idem records: the check passes' "$BATS_TEST_TMPDIR/ours"
-	grep -qxF '1 record added or changed since `origin/main`; 1 commit touching `records`, all signed by trusted keys.' "$BATS_TEST_TMPDIR/ours"
+	grep -qxF '1 record added, changed or removed since `origin/main`; 1 commit touching `records`, all signed by trusted keys.' "$BATS_TEST_TMPDIR/ours"
 	grep -qxF "### ok \`$r\`" "$BATS_TEST_TMPDIR/ours"
 	grep -qxF -- '- **verdict:** pass; signed by eng@example.org' "$BATS_TEST_TMPDIR/ours"
 	grep -qxF -- '- **counts:** effects 6 (expected 6), duplicates 0 (expected 0), missing 0 (expected 0), pending 0 (expected 0), external 6 (expected 6), external_duplicates 0 (expected 0)' "$BATS_TEST_TMPDIR/ours"
@@ -105,7 +83,7 @@ check_step() {
 	run --separate-stderr check_step
 	[ "$status" -eq 1 ]
 	id=$(git rev-parse HEAD)
-	grep -qxF '1 record added or changed since `origin/main`; 1 commit touching `records`, **1 not signed by a trusted key**.' "$summary"
+	grep -qxF '1 record added, changed or removed since `origin/main`; 1 commit touching `records`, **1 not signed by a trusted key**.' "$summary"
 	grep -qxF -- "- **FAIL** commit \`$id\`: commit is not signed: records: unsigned" "$summary"
 	grep -qxF "### ok \`$r\`" "$summary"
 }
@@ -137,4 +115,21 @@ check_step() {
 	# the install step builds and installs from the sources it checked out
 	grep -qF 'make -C .idem-src install PREFIX=/usr/local' "$WORKFLOW"
 	grep -qF 'fetch-depth: 0' "$WORKFLOW"
+}
+
+@test "text from a record cannot format the summary, and a record the pull request removes is named" {
+	r=$(mkrecord -k "$key" <"$RUN")
+	sed -i 's/^  definition: "UNIQUE (invoice_id, line_no)"$/  definition: "UNIQUE (`a`) | <b>*x*<\/b>"/' "$r"
+	grep -qF 'definition: "UNIQUE (`a`) | <b>*x*</b>"' "$r"
+	rm "$r.sig"
+	ssh-keygen -q -Y sign -f "$key" -n idem-record "$r"
+	git rm -q "$on_main" "$on_main.sig" "${on_main%.yaml}.md"
+	git add records
+	signed_commit -m "records: a new record in place of the old one"
+	run --separate-stderr check_step
+	[ "$status" -eq 0 ]
+	grep -qxF '2 records added, changed or removed since `origin/main`; 1 commit touching `records`, all signed by trusted keys.' "$summary"
+	grep -qxF -- '- **guard:** constraint `invoice_lines_once` `` UNIQUE (`a`) | <b>*x*</b> ``, probe: enforced' "$summary"
+	grep -qxF "### removed \`$on_main\`" "$summary"
+	grep -qxF "The change removes this record." "$summary"
 }
