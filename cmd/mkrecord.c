@@ -26,7 +26,8 @@
 
 static const char synopsis[] =
 	"usage: mkrecord [-o dir] [-k key] [-c] [-r reproduce] [-n next-review]\n"
-	"                [-w cause=duration] [-f format] [--allow-dirty] [file]\n";
+	"                [-w cause=duration] [-f format] [--allow-dirty] [file]\n"
+	"       mkrecord --approve record -k key [-c]\n";
 
 static const char *const wait_causes[] = {
 	"reviewer-queue", "sandbox-availability", "vendor-limit", "owner-approval", NULL
@@ -878,6 +879,69 @@ default_reproduce(void)
 	return out;
 }
 
+/*
+ * The owner's approval of a record: an SSHSIG in namespace idem-approval
+ * over the record's exact bytes, written beside it as RECORD.approval.sig
+ * (replacing the approval of an earlier version) and, with -c, committed
+ * with a commit signed by the same key. A commit that fails puts back the
+ * approval that was there, or none.
+ */
+static int
+approve(const char *record, const char *key_path, int do_commit)
+{
+	char sig_path[PATH_MAX], sha[65], commit[41], *text, *sig, *earlier, *message = NULL;
+	const char *files[1] = { sig_path }, *base = strrchr(record, '/');
+	struct idem_error err, ignored;
+	struct idem_key key;
+	size_t len, earlier_len = 0;
+	sigset_t block;
+	int n;
+
+	if (key_path == NULL)
+		idem_die(IDEM_EXIT_USAGE, "--approve: an approval is signed: give -k key");
+	if (idem_key_load(&key, key_path, &err) < 0)
+		idem_die_error(&err);
+	if ((text = idem_read_file_max(record, idem_record_limits.bytes, &len, &err)) == NULL)
+		idem_die_error(&err);
+	n = snprintf(sig_path, sizeof(sig_path), "%s.approval.sig", record);
+	if (n < 0 || (size_t)n >= sizeof(sig_path))
+		idem_die(IDEM_EXIT_USAGE, "%s.approval.sig: path too long", record);
+	if ((sig = idem_sig_sign(&key, "idem-approval", text, len)) == NULL)
+		idem_die(IDEM_EXIT_USAGE, "%s: the signature made with this key does not verify: the "
+		    "key is damaged", key_path);
+	idem_sha256_hex(text, len, sha);
+	earlier = idem_read_file_max(sig_path, IDEM_SIG_ARMOR_MAX, &earlier_len, &ignored);
+	/* from here to the end, all or nothing: an interrupt waits */
+	sigemptyset(&block);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGHUP);
+	sigprocmask(SIG_BLOCK, &block, NULL);
+	if (idem_write_file_atomic(sig_path, sig, strlen(sig), &err) < 0)
+		idem_die_error(&err);
+	if (do_commit) {
+		base = base ? base + 1 : record;
+		if (asprintf(&message, "approval: %s approved\n\nApproval of %s (SHA-256 %s), "
+		    "signed.\n", base, record, sha) < 0)
+			idem_die(IDEM_EXIT_ENV, "asprintf:");
+		if (idem_git_commit(files, 1, message, &key, commit, &err) < 0) {
+			if (earlier != NULL)
+				idem_write_file_atomic(sig_path, earlier, earlier_len, &ignored);
+			else
+				unlink(sig_path);
+			idem_die_error(&err);
+		}
+	}
+	idem_key_wipe(&key);
+	printf("%s\n", sig_path);
+	free(message);
+	free(earlier);
+	free(sig);
+	free(text);
+	idem_close_stdout();
+	return 0;
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -890,11 +954,12 @@ main(int argc, char *argv[])
 		{ "wait", required_argument, NULL, 'w' },
 		{ "format", required_argument, NULL, 'f' },
 		{ "allow-dirty", no_argument, NULL, 'A' },
+		{ "approve", required_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *dir = "records", *key_path = NULL, *format = "yaml", *path = "-";
+	const char *dir = "records", *key_path = NULL, *format = "yaml", *path = "-", *approval = NULL;
 	char *reproduce = NULL, *next_review = NULL, **waits = NULL, *yaml, *md, *sig = NULL;
 	struct out_file out[3];
 	const char *record, *sig_path, *md_path;
@@ -932,6 +997,7 @@ main(int argc, char *argv[])
 			format = optarg;
 			break;
 		case 'A': allow_dirty = 1; break;
+		case 'P': approval = optarg; break;
 		case 'h': idem_usage(synopsis, 0);
 		case 'V': puts("mkrecord " IDEM_VERSION); idem_close_stdout(); return 0;
 		default: idem_usage(synopsis, IDEM_EXIT_USAGE);
@@ -939,6 +1005,12 @@ main(int argc, char *argv[])
 	}
 	if (argc - optind > 1)
 		idem_usage(synopsis, IDEM_EXIT_USAGE);
+	if (approval != NULL) {
+		if (optind < argc || strcmp(dir, "records") != 0 || reproduce || next_review || nwaits ||
+		    strcmp(format, "yaml") != 0 || allow_dirty)
+			idem_usage(synopsis, IDEM_EXIT_USAGE);
+		return approve(approval, key_path, do_commit);
+	}
 	if (do_commit && key_path == NULL)
 		idem_die(IDEM_EXIT_USAGE, "-c: a record is committed signed: give -k key");
 	if (key_path != NULL && idem_key_load(&key, key_path, &err) < 0)

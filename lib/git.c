@@ -425,13 +425,28 @@ check_all(struct signed_commit *pending, size_t npending, struct idem_git_commit
 	free(pending);
 }
 
+/* A directory as a path from the top of the work tree, "" for the top. */
+static int
+dir_pathspec(git_repository *repo, const char *dir, char *out, size_t size, struct idem_error *err)
+{
+	char probe[PATH_MAX + 2];
+
+	snprintf(probe, sizeof(probe), "%s/x", dir);
+	if (relative(repo, probe, out, size, err) < 0)
+		return -1;
+	out[strlen(out) - 1] = '\0';
+	if (*out && out[strlen(out) - 1] == '/')
+		out[strlen(out) - 1] = '\0';
+	return 0;
+}
+
 int
 idem_git_history(const char *dir, const char *since, const void *signers,
 		 struct idem_git_commit_check **out, size_t *n, struct idem_error *err)
 {
 	git_repository *repo = NULL;
 	git_revwalk *walk = NULL;
-	char probe[PATH_MAX + 2], pathspec[1024];
+	char pathspec[1024];
 	struct signed_commit *pending = NULL;
 	struct remembered last = { .valid = 0 };
 	size_t npending = 0;
@@ -442,13 +457,8 @@ idem_git_history(const char *dir, const char *since, const void *signers,
 	*n = 0;
 	if (open_repo(&repo, dir, err) < 0)
 		return -1;
-	/* the directory as a path from the top of the work tree */
-	snprintf(probe, sizeof(probe), "%s/x", dir);
-	if (relative(repo, probe, pathspec, sizeof(pathspec), err) < 0)
+	if (dir_pathspec(repo, dir, pathspec, sizeof(pathspec), err) < 0)
 		goto out;
-	pathspec[strlen(pathspec) - 1] = '\0';
-	if (*pathspec && pathspec[strlen(pathspec) - 1] == '/')
-		pathspec[strlen(pathspec) - 1] = '\0';
 	if (git_revwalk_new(&walk, repo) != 0 || git_revwalk_push_head(walk) != 0) {
 		git_fail(err, "walking the history");
 		goto out;
@@ -510,6 +520,144 @@ idem_git_history(const char *dir, const char *since, const void *signers,
 	rc = 0;
 out:
 	git_revwalk_free(walk);
+	git_repository_free(repo);
+	return rc;
+}
+
+/* The tree a commit holds at path ("" for its root), NULL when there is
+ * none. */
+static git_tree *
+subtree_at(git_repository *repo, git_commit *commit, const char *path)
+{
+	git_tree *root = NULL, *sub = NULL;
+	git_tree_entry *entry = NULL;
+
+	if (git_commit_tree(&root, commit) != 0)
+		return NULL;
+	if (*path == '\0')
+		return root;
+	if (git_tree_entry_bypath(&entry, root, path) == 0 &&
+	    git_tree_entry_type(entry) == GIT_OBJECT_TREE)
+		git_tree_lookup(&sub, repo, git_tree_entry_id(entry));
+	git_tree_entry_free(entry);
+	git_tree_free(root);
+	return sub;
+}
+
+int
+idem_git_changed(const char *dir, const char *since, char ***names, size_t *n,
+		 struct idem_error *err)
+{
+	git_repository *repo = NULL;
+	git_object *head = NULL, *given = NULL, *base_commit = NULL;
+	git_tree *before = NULL, *after = NULL;
+	git_diff *diff = NULL;
+	git_oid base;
+	char pathspec[1024];
+	size_t i;
+	int rc = -1;
+
+	*names = NULL;
+	*n = 0;
+	if (open_repo(&repo, dir, err) < 0)
+		return -1;
+	if (dir_pathspec(repo, dir, pathspec, sizeof(pathspec), err) < 0)
+		goto out;
+	if (git_revparse_single(&head, repo, "HEAD^{commit}") != 0) {
+		git_fail(err, "HEAD");
+		goto out;
+	}
+	if (git_revparse_single(&given, repo, since) != 0 ||
+	    git_object_peel(&base_commit, given, GIT_OBJECT_COMMIT) != 0) {
+		idem_error_set(err, IDEM_EXIT_USAGE, "--since %s: no such revision", since);
+		goto out;
+	}
+	if (git_merge_base(&base, repo, git_object_id(base_commit), git_object_id(head)) != 0) {
+		idem_error_set(err, IDEM_EXIT_USAGE, "--since %s: no common ancestor with HEAD", since);
+		goto out;
+	}
+	git_object_free(base_commit);
+	if (git_object_lookup(&base_commit, repo, &base, GIT_OBJECT_COMMIT) != 0) {
+		base_commit = NULL;
+		git_fail(err, "the merge base");
+		goto out;
+	}
+	before = subtree_at(repo, (git_commit *)base_commit, pathspec);
+	after = subtree_at(repo, (git_commit *)head, pathspec);
+	if (git_diff_tree_to_tree(&diff, repo, before, after, NULL) != 0) {
+		git_fail(err, "comparing with the merge base");
+		goto out;
+	}
+	for (i = 0; i < git_diff_num_deltas(diff); i++) {
+		const git_diff_delta *d = git_diff_get_delta(diff, i);
+		const char *path = d->status == GIT_DELTA_DELETED ? d->old_file.path : d->new_file.path;
+
+		if (strchr(path, '/') != NULL)
+			continue;
+		*names = idem_ereallocarray(*names, *n + 1, sizeof(char *));
+		(*names)[(*n)++] = idem_estrdup(path);
+	}
+	rc = 0;
+out:
+	git_diff_free(diff);
+	git_tree_free(before);
+	git_tree_free(after);
+	git_object_free(base_commit);
+	git_object_free(given);
+	git_object_free(head);
+	git_repository_free(repo);
+	return rc;
+}
+
+int
+idem_git_last_change(const char *file, time_t *when, int *committed, struct idem_error *err)
+{
+	git_repository *repo = NULL;
+	git_revwalk *walk = NULL;
+	git_object *head = NULL;
+	struct remembered last = { .valid = 0 };
+	char dir[PATH_MAX], path[1024];
+	git_oid on_disk, at_head, id;
+	int rc = -1;
+
+	*committed = 0;
+	dir_of(file, dir, sizeof(dir));
+	if (open_repo(&repo, dir, err) < 0)
+		return -1;
+	if (relative(repo, file, path, sizeof(path), err) < 0)
+		goto out;
+	if (git_odb_hashfile(&on_disk, file, GIT_OBJECT_BLOB) != 0) {
+		git_fail(err, file);
+		goto out;
+	}
+	rc = 0;
+	if (git_revparse_single(&head, repo, "HEAD^{commit}") != 0)
+		goto out;
+	entry_id((git_commit *)head, path, &at_head);
+	if (!git_oid_equal(&at_head, &on_disk))
+		goto out;
+	if (git_revwalk_new(&walk, repo) != 0 || git_revwalk_push_head(walk) != 0) {
+		rc = git_fail(err, "walking the history");
+		goto out;
+	}
+	git_revwalk_sorting(walk, GIT_SORT_TOPOLOGICAL | GIT_SORT_TIME);
+	while (git_revwalk_next(&id, walk) == 0) {
+		git_commit *commit = NULL;
+		int changed;
+
+		if (git_commit_lookup(&commit, repo, &id) != 0)
+			break;
+		if ((changed = touches(commit, path, &last)) != 0) {
+			*when = (time_t)git_commit_committer(commit)->when.time;
+			*committed = 1;
+		}
+		git_commit_free(commit);
+		if (changed)
+			break;
+	}
+out:
+	git_revwalk_free(walk);
+	git_object_free(head);
 	git_repository_free(repo);
 	return rc;
 }

@@ -44,4 +44,16 @@ int idem_git_history(const char *dir, const char *since,
 		     const void *signers, struct idem_git_commit_check **out, size_t *n,
 		     struct idem_error *err);
 
+/* The names of the files directly in dir whose contents differ between
+ * HEAD and its merge base with since (a pull request's base branch): what
+ * the commits since then added, changed or removed there, in name order.
+ * Caller frees each name and the list (idem_free_list). */
+int idem_git_changed(const char *dir, const char *since, char ***names, size_t *n,
+		     struct idem_error *err);
+
+/* The committer time of the newest commit reachable from HEAD that changed
+ * file; *committed is 0, and *when unset, when the file in the work tree is
+ * not what HEAD holds at its path (not committed, or changed since). */
+int idem_git_last_change(const char *file, time_t *when, int *committed, struct idem_error *err);
+
 #endif

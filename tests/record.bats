@@ -447,7 +447,7 @@ $base-2000.yaml.sig"
 	assert_equal "$(git log --format=%s -- records | grep -c '^record: ')" 150
 	run verify-record --history -t
 	[ "$status" -eq 0 ]
-	assert_equal "$(grep -c '	record	.*	ok	pass, signed by eng@example.org$' <<<"$output")" 150
+	assert_equal "$(grep -c '	record	.*	ok	pass, signed by eng@example.org; awaiting approval$' <<<"$output")" 150
 	assert_equal "$(grep -c '	commit	.*	ok	signed by eng@example.org: ' <<<"$output")" 151
 }
 
@@ -609,7 +609,7 @@ database: "the PG* environment (idem-sandbox)"'
 	sql 'DROP SCHEMA pgboss CASCADE; DROP SCHEMA graphile_worker CASCADE; DROP SCHEMA IF EXISTS graphile_worker_private CASCADE' >/dev/null
 	[ "$status" -eq 1 ]
 	# the newest record of the rehearsal only: the graphile-worker one
-	grep -q "	record	$pgboss	ok	pass, signed by eng@example.org$" <<<"$output"
+	grep -q "	record	$pgboss	ok	pass, signed by eng@example.org; awaiting approval$" <<<"$output"
 	grep -q "	record	$graphile	stale	the graphile-worker queue's schema is version $graphile_version in the database, the record rehearsed version 1: " <<<"$output"
 	# the pg-boss record alone, newest of its own rehearsal
 	git rm -q "$graphile" "$graphile.sig" "${graphile%.yaml}.md"
