@@ -70,6 +70,9 @@ emit_value(struct render *r, const json_t *v)
 	} else if (json_is_integer(v)) {
 		snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(v));
 		s = num;
+	} else if (json_is_real(v)) {
+		idem_format_real(json_real_value(v), num);
+		s = num;
 	} else if (json_is_boolean(v)) {
 		s = json_is_true(v) ? "true" : "false";
 	} else {

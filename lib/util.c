@@ -347,6 +347,14 @@ idem_date_from_now(int days)
 }
 
 void
+idem_format_real(double v, char out[32])
+{
+	snprintf(out, 32, "%.15g", v);
+	if (strtod(out, NULL) != v)
+		snprintf(out, 32, "%.17g", v);
+}
+
+void
 idem_sha256_hex(const void *data, size_t len, char out[65])
 {
 	unsigned char digest[crypto_hash_sha256_BYTES];

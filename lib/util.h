@@ -70,6 +70,8 @@ long long idem_now_us(void);
 
 /* RFC 3339 UTC with microseconds ("2026-11-29T13:46:05.322088Z"). */
 void idem_format_time(long long us, char out[32]);
+/* The shortest of %.15g and %.17g that reads back as v. */
+void idem_format_real(double v, char out[32]);
 
 /* The UTC date days from now, "YYYY-MM-DD"; caller frees. */
 char *idem_date_from_now(int days);
