@@ -931,7 +931,7 @@ build(const struct idem_git_revision *rev, const char *reproduce, const char *ne
 	    "listed", (json_int_t)json_array_size(json_object_get(r, "evidence")),
 	    "sample_jobs", volume() ? json_integer(SAMPLE_JOBS) : json_null()));
 	json_object_set_new(r, "evidence_file", !volume() ? json_null() :
-	    json_pack("{s:s+,s:s,s:s,s:I}", "path", "evidence/", s.evidence_sha256, ".tsv.gz",
+	    json_pack("{s:s++,s:s,s:s,s:I}", "path", "evidence/", s.evidence_sha256, ".tsv.gz",
 	    "sha256", s.evidence_sha256, "format", "idem-tsv, gzip", "rows",
 	    (json_int_t)s.evidence_rows));
 	json_object_set_new(r, "calls", calls());
