@@ -1188,8 +1188,10 @@ main(int argc, char *argv[])
 		*s.evidence_tmp = '\0';
 		idem_die(IDEM_EXIT_ENV, "%s:", dir);
 	}
-	close(fd);
 	atexit(remove_evidence_tmp);
+	if (fchmod(fd, 0644) < 0)
+		idem_die(IDEM_EXIT_ENV, "%s:", s.evidence_tmp);
+	close(fd);
 	if ((evidence = idem_evidence_file_open(s.evidence_tmp, "w", &err)) == NULL)
 		idem_die_error(&err);
 	idem_map_init(&s.listed);
