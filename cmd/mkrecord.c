@@ -61,6 +61,12 @@ static struct {
 	 * SAMPLE_JOBS, those of a scenario, and those killed, retried,
 	 * published more than once or left not acked */
 	struct idem_map listed;
+	/* the rows of the evidence file: in memory, until the job rows show a
+	 * volume record, then in the file, compressed */
+	FILE *evidence;
+	char *evidence_mem;
+	size_t evidence_mem_len;
+	char evidence_dir[PATH_MAX];
 	char evidence_tmp[PATH_MAX];	/* the evidence file, until published */
 	char evidence_sha256[65];
 	long long evidence_rows;
@@ -111,12 +117,15 @@ static void
 publish_evidence(const char *dir)
 {
 	char sub[PATH_MAX], path[PATH_MAX];
+	struct idem_error err;
 
 	if (snprintf(sub, sizeof(sub), "%s/evidence", dir) >= (int)sizeof(sub) ||
 	    snprintf(path, sizeof(path), "%s/%s.tsv.gz", sub, s.evidence_sha256) >= (int)sizeof(path))
 		idem_die(IDEM_EXIT_USAGE, "%s/evidence: path too long", dir);
 	if (mkdir(sub, 0755) < 0 && errno != EEXIST)
 		idem_die(IDEM_EXIT_ENV, "%s:", sub);
+	if (idem_fsync_path(s.evidence_tmp, &err) < 0)
+		idem_die_error(&err);
 	if (link(s.evidence_tmp, path) == 0)
 		strcpy(evidence_made, path);
 	else if (errno != EEXIST)
@@ -211,13 +220,45 @@ read_worker(char **f)
 	    "script_sha256", text(f[WORKER_SCRIPT_SHA256]));
 }
 
+/* The rows so far, from memory to the evidence file, which takes the
+ * rows that follow: a record of this many jobs is a volume record. */
+static void
+spill_evidence(void)
+{
+	struct idem_error err;
+	FILE *file;
+	int fd;
+
+	if (snprintf(s.evidence_tmp, sizeof(s.evidence_tmp), "%s/.mkrecord-XXXXXX",
+	    s.evidence_dir) >= (int)sizeof(s.evidence_tmp))
+		idem_die(IDEM_EXIT_USAGE, "%s: path too long", s.evidence_dir);
+	if (mkdir(s.evidence_dir, 0755) < 0 && errno != EEXIST)
+		idem_die(IDEM_EXIT_ENV, "%s:", s.evidence_dir);
+	if ((fd = mkstemp(s.evidence_tmp)) < 0) {
+		*s.evidence_tmp = '\0';
+		idem_die(IDEM_EXIT_ENV, "%s:", s.evidence_dir);
+	}
+	atexit(remove_evidence_tmp);
+	if (fchmod(fd, 0644) < 0)
+		idem_die(IDEM_EXIT_ENV, "%s:", s.evidence_tmp);
+	close(fd);
+	if ((file = idem_evidence_file_open(s.evidence_tmp, "w", &err)) == NULL)
+		idem_die_error(&err);
+	if (fclose(s.evidence) != 0 ||
+	    fwrite(s.evidence_mem, 1, s.evidence_mem_len, file) != s.evidence_mem_len)
+		idem_die(IDEM_EXIT_ENV, "%s:", s.evidence_tmp);
+	free(s.evidence_mem);
+	s.evidence_mem = NULL;
+	s.evidence = file;
+}
+
 /*
  * The first pass: reads the stream, keeps what the record holds whatever
  * the run's size, and copies every row but the job rows (which hold the
- * payloads) to the evidence file.
+ * payloads) to the evidence.
  */
 static void
-read_stream(FILE *in, const char *name, FILE *evidence)
+read_stream(FILE *in, const char *name)
 {
 	struct idem_tsv_reader r;
 	struct idem_error err;
@@ -242,8 +283,8 @@ read_stream(FILE *in, const char *name, FILE *evidence)
 		if (rc < 0)
 			idem_die_error(&err);
 		if ((rc == IDEM_TSV_HEADER || (rc == IDEM_TSV_ROW && r.kind != IDEM_KIND_JOB)) &&
-		    idem_tsv_pass(evidence, &r) < 0)
-			idem_die(IDEM_EXIT_ENV, "%s:", s.evidence_tmp);
+		    idem_tsv_pass(s.evidence, &r) < 0)
+			idem_die(IDEM_EXIT_ENV, "%s:", *s.evidence_tmp ? s.evidence_tmp : "memory");
 		if (rc != IDEM_TSV_ROW)
 			continue;
 		s.evidence_rows += r.kind != IDEM_KIND_JOB;
@@ -297,6 +338,8 @@ read_stream(FILE *in, const char *name, FILE *evidence)
 		case IDEM_KIND_JOB:
 			if (++s.jobs <= SAMPLE_JOBS || f[JOB_SCENARIO] != NULL)
 				list_job(f[JOB_ID]);
+			if (s.jobs == ALL_JOBS + 1)
+				spill_evidence();
 			break;
 		case IDEM_KIND_PUBLISH:
 			if (f[PUBLISH_COPY] && strcmp(f[PUBLISH_COPY], "0") != 0) {
@@ -410,9 +453,13 @@ read_evidence(const char *stream_name)
 	s.counts_before = json_array();
 	s.counts_after = json_array();
 	s.logs_of = json_object();
-	if ((in = idem_evidence_file_open(s.evidence_tmp, "r", &err)) == NULL)
+	if (!volume())
+		in = fmemopen(s.evidence_mem, s.evidence_mem_len, "r");
+	else if ((in = idem_evidence_file_open(s.evidence_tmp, "r", &err)) == NULL)
 		idem_die_error(&err);
-	idem_tsv_reader_init(&r, in, s.evidence_tmp);
+	if (in == NULL)
+		idem_die(IDEM_EXIT_ENV, "fmemopen:");
+	idem_tsv_reader_init(&r, in, volume() ? s.evidence_tmp : stream_name);
 	while ((rc = idem_tsv_next(&r, &err)) != IDEM_TSV_EOF) {
 		char **f = r.fields;
 
@@ -1050,12 +1097,20 @@ publish(struct out_file *files, size_t n, const char *dir, int signed_record)
 
 	for (i = 0; i < n; i++) {
 		name_of(files[i].tmp, dir, "/.mkrecord-XXXXXX", files, n);
-		if (idem_write_temp_file(files[i].tmp, files[i].text, strlen(files[i].text), &err) < 0) {
+		if (idem_write_temp_file_unsynced(files[i].tmp, files[i].text, strlen(files[i].text),
+		    &err) < 0) {
 			unmake(files, n, 1);
 			idem_die_error(&err);
 		}
 		files[i].written = 1;
 	}
+	/* every byte on disk before any name is made; the first sync commits
+	 * them all on a journalling file system */
+	for (i = 0; i < n; i++)
+		if (idem_fsync_path(files[i].tmp, &err) < 0) {
+			unmake(files, n, 1);
+			idem_die_error(&err);
+		}
 	for (number = 1;; number++) {
 		int len = number == 1 ? snprintf(base, sizeof(base), "%s/%s-%s", dir, date, name) :
 		    snprintf(base, sizeof(base), "%s/%s-%s-%lu", dir, date, name, number);
@@ -1135,9 +1190,9 @@ main(int argc, char *argv[])
 	struct idem_error err;
 	size_t nwaits = 0, seed_len;
 	json_t *r, *stored, *totals;
-	FILE *in = stdin, *evidence;
+	FILE *in = stdin;
 	sigset_t block;
-	int c, fd, do_commit = 0, allow_dirty = 0;
+	int c, do_commit = 0, allow_dirty = 0;
 
 	argv0 = "mkrecord";
 	argv[0] = (char *)argv0;
@@ -1178,31 +1233,21 @@ main(int argc, char *argv[])
 		if ((in = fopen(path, "r")) == NULL)
 			idem_die(IDEM_EXIT_USAGE, "%s:", path);
 	}
-	/* the evidence file, written as the stream is read, then read again */
-	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-		idem_die(IDEM_EXIT_ENV, "%s:", dir);
-	if (snprintf(s.evidence_tmp, sizeof(s.evidence_tmp), "%s/.mkrecord-XXXXXX", dir) >=
-	    (int)sizeof(s.evidence_tmp))
-		idem_die(IDEM_EXIT_USAGE, "%s: path too long", dir);
-	if ((fd = mkstemp(s.evidence_tmp)) < 0) {
-		*s.evidence_tmp = '\0';
-		idem_die(IDEM_EXIT_ENV, "%s:", dir);
-	}
-	atexit(remove_evidence_tmp);
-	if (fchmod(fd, 0644) < 0)
-		idem_die(IDEM_EXIT_ENV, "%s:", s.evidence_tmp);
-	close(fd);
-	if ((evidence = idem_evidence_file_open(s.evidence_tmp, "w", &err)) == NULL)
-		idem_die_error(&err);
+	/* the evidence, kept as the stream is read, then read again: from
+	 * memory, or for a volume record from its file in dir */
+	snprintf(s.evidence_dir, sizeof(s.evidence_dir), "%s", dir);
+	if ((s.evidence = open_memstream(&s.evidence_mem, &s.evidence_mem_len)) == NULL)
+		idem_die(IDEM_EXIT_ENV, "open_memstream:");
 	idem_map_init(&s.listed);
-	read_stream(in, in == stdin ? "stdin" : path, evidence);
+	read_stream(in, in == stdin ? "stdin" : path);
 	if (in != stdin)
 		fclose(in);
-	if (fclose(evidence) != 0)
-		idem_die(IDEM_EXIT_ENV, "%s:", s.evidence_tmp);
-	if (idem_sha256_file(s.evidence_tmp, s.evidence_sha256) < 0)
+	if (fclose(s.evidence) != 0)
+		idem_die(IDEM_EXIT_ENV, "%s:", volume() ? s.evidence_tmp : "memory");
+	if (volume() && idem_sha256_file(s.evidence_tmp, s.evidence_sha256) < 0)
 		idem_die(IDEM_EXIT_ENV, "%s:", s.evidence_tmp);
 	read_evidence(in == stdin ? "stdin" : path);
+	free(s.evidence_mem);
 
 	/* the seed as committed: same bytes as the stream's, at a revision */
 	if ((seed_text = idem_read_file(seed_field("path"), &seed_len, &err)) == NULL)
@@ -1249,6 +1294,8 @@ main(int argc, char *argv[])
 	sigaddset(&block, SIGTERM);
 	sigaddset(&block, SIGHUP);
 	sigprocmask(SIG_BLOCK, &block, NULL);
+	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+		idem_die(IDEM_EXIT_ENV, "%s:", dir);
 	if (volume())
 		publish_evidence(dir);
 	{
