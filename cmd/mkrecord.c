@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +16,9 @@
 
 #include <jansson.h>
 
+#include "evidence.h"
 #include "git.h"
+#include "map.h"
 #include "path.h"
 #include "seed.h"
 #include "sig.h"
@@ -50,10 +53,86 @@ static struct {
 	json_t *expected_verdict;	/* the expect row's verdict, or NULL */
 	json_t *worker;		/* the worker row, or NULL */
 	json_t *declared_guard;	/* the declared_guard row and its probe, or NULL */
-	struct log_entry *logs;
-	size_t nlogs;
+	json_t *logs_of;	/* "job<TAB>attempt": its branch lines, [msg_id, line] */
 	long long jobs, copies;
+	/* the attempts of the stream: all of them, acked, not acked, and
+	 * deliveries after the first */
+	long long all_attempts, acked, not_acked, retried;
+	/* the jobs whose attempts a volume record lists: the first
+	 * SAMPLE_JOBS, those of a scenario, and those killed, retried,
+	 * published more than once or left not acked */
+	struct idem_map listed;
+	/* the rows of the evidence file: in memory, until the job rows show a
+	 * volume record, then in the file, compressed */
+	FILE *evidence;
+	char *evidence_mem;
+	size_t evidence_mem_len;
+	char evidence_dir[PATH_MAX];
+	char evidence_tmp[PATH_MAX];	/* the evidence file, until published */
+	char evidence_sha256[65];
+	long long evidence_rows;
 } s;
+
+/* A record lists every attempt and count row of a run of at most
+ * ALL_JOBS jobs; past that it is a volume record (idem-record(5)). */
+#define ALL_JOBS 1000
+#define SAMPLE_JOBS 100
+
+static int
+volume(void)
+{
+	return s.jobs > ALL_JOBS;
+}
+
+static void
+list_job(const char *job)
+{
+	if (job != NULL && idem_map_get(&s.listed, job) == IDEM_MAP_NONE)
+		idem_map_put(&s.listed, job, 0);
+}
+
+static int
+listed(const char *job)
+{
+	return !volume() || (job != NULL && idem_map_get(&s.listed, job) != IDEM_MAP_NONE);
+}
+
+/* The evidence file is never left behind by a run that fails: its
+ * temporary name goes at exit, and so does the name it was published
+ * under until the record is complete. */
+static char evidence_path[PATH_MAX], evidence_made[PATH_MAX];
+static int evidence_kept;
+
+static void
+remove_evidence_tmp(void)
+{
+	if (*s.evidence_tmp)
+		unlink(s.evidence_tmp);
+	if (*evidence_made && !evidence_kept)
+		unlink(evidence_made);
+}
+
+/* Links the evidence file as dir/evidence/SHA256.tsv.gz: a file of that
+ * name holds the same bytes already, and stays. */
+static void
+publish_evidence(const char *dir)
+{
+	char sub[PATH_MAX], path[PATH_MAX];
+	struct idem_error err;
+
+	if (snprintf(sub, sizeof(sub), "%s/evidence", dir) >= (int)sizeof(sub) ||
+	    snprintf(path, sizeof(path), "%s/%s.tsv.gz", sub, s.evidence_sha256) >= (int)sizeof(path))
+		idem_die(IDEM_EXIT_USAGE, "%s/evidence: path too long", dir);
+	if (mkdir(sub, 0755) < 0 && errno != EEXIST)
+		idem_die(IDEM_EXIT_ENV, "%s:", sub);
+	if (idem_fsync_path(s.evidence_tmp, &err) < 0)
+		idem_die_error(&err);
+	if (link(s.evidence_tmp, path) == 0)
+		strcpy(evidence_made, path);
+	else if (errno != EEXIST)
+		idem_die(IDEM_EXIT_ENV, "%s:", path);
+	strcpy(evidence_path, path);
+}
 
 static json_t *
 text(const char *v)
@@ -142,6 +221,43 @@ read_worker(char **f)
 	    "script_sha256", text(f[WORKER_SCRIPT_SHA256]));
 }
 
+/* The rows so far, from memory to the evidence file, which takes the
+ * rows that follow: a record of this many jobs is a volume record. */
+static void
+spill_evidence(void)
+{
+	struct idem_error err;
+	FILE *file;
+	int fd;
+
+	if (snprintf(s.evidence_tmp, sizeof(s.evidence_tmp), "%s/.mkrecord-XXXXXX",
+	    s.evidence_dir) >= (int)sizeof(s.evidence_tmp))
+		idem_die(IDEM_EXIT_USAGE, "%s: path too long", s.evidence_dir);
+	if (mkdir(s.evidence_dir, 0755) < 0 && errno != EEXIST)
+		idem_die(IDEM_EXIT_ENV, "%s:", s.evidence_dir);
+	if ((fd = mkstemp(s.evidence_tmp)) < 0) {
+		*s.evidence_tmp = '\0';
+		idem_die(IDEM_EXIT_ENV, "%s:", s.evidence_dir);
+	}
+	atexit(remove_evidence_tmp);
+	if (fchmod(fd, 0644) < 0)
+		idem_die(IDEM_EXIT_ENV, "%s:", s.evidence_tmp);
+	close(fd);
+	if ((file = idem_evidence_file_open(s.evidence_tmp, "w", &err)) == NULL)
+		idem_die_error(&err);
+	if (fclose(s.evidence) != 0 ||
+	    fwrite(s.evidence_mem, 1, s.evidence_mem_len, file) != s.evidence_mem_len)
+		idem_die(IDEM_EXIT_ENV, "%s:", s.evidence_tmp);
+	free(s.evidence_mem);
+	s.evidence_mem = NULL;
+	s.evidence = file;
+}
+
+/*
+ * The first pass: reads the stream, keeps what the record holds whatever
+ * the run's size, and copies every row but the job rows (which hold the
+ * payloads) to the evidence.
+ */
 static void
 read_stream(FILE *in, const char *name)
 {
@@ -155,8 +271,6 @@ read_stream(FILE *in, const char *name)
 	s.findings = json_array();
 	s.attempts = json_array();
 	s.recovers = json_array();
-	s.counts_before = json_array();
-	s.counts_after = json_array();
 	s.guards = json_array();
 	s.measures = json_array();
 	s.queries = json_object();
@@ -169,8 +283,12 @@ read_stream(FILE *in, const char *name)
 
 		if (rc < 0)
 			idem_die_error(&err);
+		if ((rc == IDEM_TSV_HEADER || (rc == IDEM_TSV_ROW && r.kind != IDEM_KIND_JOB)) &&
+		    idem_tsv_pass(s.evidence, &r) < 0)
+			idem_die(IDEM_EXIT_ENV, "%s:", *s.evidence_tmp ? s.evidence_tmp : "memory");
 		if (rc != IDEM_TSV_ROW)
 			continue;
+		s.evidence_rows += r.kind != IDEM_KIND_JOB;
 		switch (r.kind) {
 		case IDEM_KIND_SEED: {
 			json_t *o = json_object();
@@ -219,31 +337,34 @@ read_stream(FILE *in, const char *name)
 			    "within_ms", number_or_text(f[6])));
 			break;
 		case IDEM_KIND_JOB:
-			s.jobs++;
+			if (++s.jobs <= SAMPLE_JOBS || f[JOB_SCENARIO] != NULL)
+				list_job(f[JOB_ID]);
+			if (s.jobs == ALL_JOBS + 1)
+				spill_evidence();
 			break;
 		case IDEM_KIND_PUBLISH:
-			if (f[PUBLISH_MSG_ID] && f[PUBLISH_PUBLISHED_AT])
-				json_object_set_new(s.published_at, f[PUBLISH_MSG_ID],
-				    json_string(f[PUBLISH_PUBLISHED_AT]));
-			if (f[PUBLISH_COPY] && strcmp(f[PUBLISH_COPY], "0") != 0)
+			if (f[PUBLISH_COPY] && strcmp(f[PUBLISH_COPY], "0") != 0) {
 				s.copies++;
+				list_job(f[PUBLISH_JOB_ID]);
+			}
 			break;
 		case IDEM_KIND_KILL:
+			list_job(f[KILL_JOB_ID]);
 			json_array_append_new(s.kills, json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
 			    "scenario", text(f[1]), "job", text(f[2]), "attempt", number_or_text(f[3]),
 			    "step", text(f[4]), "pid", number_or_text(f[5]), "killed_at", text(f[6]),
 			    "observed", text(f[KILL_OBSERVED])));
 			break;
 		case IDEM_KIND_ATTEMPT:
-			json_array_append_new(s.attempts, json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
-			    "job", text(f[1]), "msg_id", message_id(f[2]), "msg", text(f[2]),
-			    "attempt", number_or_text(f[3]),
-			    "pid", number_or_text(f[4]), "consumed_at", text(f[5]), "committed_at", text(f[6]),
-			    "acked_at", text(f[7]), "rows_written", number_or_text(f[8]), "branch", text(f[9]),
-			    "written_at", text(f[ATTEMPT_WRITTEN_AT]),
-			    "rows_updated", number_or_text(f[ATTEMPT_ROWS_UPDATED])));
+			s.all_attempts++;
+			s.acked += f[ATTEMPT_ACKED_AT] != NULL;
+			s.not_acked += f[ATTEMPT_ACKED_AT] == NULL;
+			s.retried += idem_tsv_number(&r, ATTEMPT_ATTEMPT, 1) > 1;
+			if (f[ATTEMPT_ACKED_AT] == NULL || idem_tsv_number(&r, ATTEMPT_ATTEMPT, 1) > 1)
+				list_job(f[ATTEMPT_JOB_ID]);
 			break;
 		case IDEM_KIND_MISSED:
+			list_job(f[MISSED_JOB_ID]);
 			json_array_append_new(s.missed, json_pack("{s:o,s:o,s:o,s:o,s:o}",
 			    "what", text(f[MISSED_WHAT]), "scenario", text(f[MISSED_SCENARIO]),
 			    "job", text(f[MISSED_JOB_ID]), "attempt", number_or_text(f[MISSED_ATTEMPT]),
@@ -258,26 +379,10 @@ read_stream(FILE *in, const char *name)
 		case IDEM_KIND_LOG:
 			if (f[LOG_LINE] && strncmp(f[LOG_LINE], FINDING, strlen(FINDING)) == 0)
 				json_array_append_new(s.findings, json_string(f[LOG_LINE] + 9));
-			if (f[LOG_LINE] && strstr(f[LOG_LINE], "branch=")) {
-				struct log_entry *l;
-
-				s.logs = idem_ereallocarray(s.logs, s.nlogs + 1, sizeof(*s.logs));
-				l = &s.logs[s.nlogs++];
-				l->job = idem_log_value(f[LOG_LINE], "job");
-				l->attempt = idem_log_value(f[LOG_LINE], "attempt");
-				l->msg_id = idem_log_value(f[LOG_LINE], "msg_id");
-				l->line = idem_estrdup(f[LOG_LINE]);
-			}
 			break;
 		case IDEM_KIND_QUERY:
 			if (f[1] && strcmp(f[1], "after") == 0 && f[2])
 				json_object_set_new(s.queries, f[2], text(f[3]));
-			break;
-		case IDEM_KIND_COUNT_ROW:
-			json_array_append_new(f[1] && strcmp(f[1], "before") == 0 ? s.counts_before :
-			    s.counts_after, json_pack("{s:o,s:o,s:o,s:o}", "scope", text(f[2]),
-			    "key", text(f[3]), "expected", number_or_text(f[4]),
-			    "observed", number_or_text(f[5])));
 			break;
 		case IDEM_KIND_GUARD:
 			json_array_append_new(s.guards, json_pack("{s:o,s:o,s:o,s:o,s:o}", "kind", text(f[1]),
@@ -309,9 +414,103 @@ read_stream(FILE *in, const char *name)
 		}
 	}
 	idem_tsv_reader_free(&r);
+}
+
+/* A branch line of the log, under its job and attempt. */
+static void
+add_log(const char *line)
+{
+	char *job = idem_log_value(line, "job"), *attempt = idem_log_value(line, "attempt");
+	char *msg_id = idem_log_value(line, "msg_id"), *key;
+	json_t *lines;
+
+	if (job != NULL && attempt != NULL && listed(job)) {
+		if (asprintf(&key, "%s\t%s", job, attempt) < 0)
+			idem_die(IDEM_EXIT_ENV, "asprintf:");
+		if ((lines = json_object_get(s.logs_of, key)) == NULL)
+			json_object_set_new(s.logs_of, key, lines = json_array());
+		json_array_append_new(lines, json_pack("[o,s]", text(msg_id), line));
+		free(key);
+	}
+	free(job);
+	free(attempt);
+	free(msg_id);
+}
+
+/*
+ * The second pass, over the evidence file the first wrote: the attempts
+ * the record lists, with their publish times and branch lines, and the
+ * count rows: all of them, or in a volume record the totals and the rows
+ * of the after phase that differ from what was expected.
+ */
+static void
+read_evidence(const char *stream_name)
+{
+	struct idem_tsv_reader r;
+	struct idem_error err;
+	FILE *in;
+	int rc;
+
+	s.counts_before = json_array();
+	s.counts_after = json_array();
+	s.logs_of = json_object();
+	if (!volume())
+		in = fmemopen(s.evidence_mem, s.evidence_mem_len, "r");
+	else if ((in = idem_evidence_file_open(s.evidence_tmp, "r", &err)) == NULL)
+		idem_die_error(&err);
+	if (in == NULL)
+		idem_die(IDEM_EXIT_ENV, "fmemopen:");
+	idem_tsv_reader_init(&r, in, volume() ? s.evidence_tmp : stream_name);
+	while ((rc = idem_tsv_next(&r, &err)) != IDEM_TSV_EOF) {
+		char **f = r.fields;
+
+		if (rc < 0)
+			idem_die_error(&err);
+		if (rc != IDEM_TSV_ROW)
+			continue;
+		switch (r.kind) {
+		case IDEM_KIND_PUBLISH:
+			if (f[PUBLISH_MSG_ID] && f[PUBLISH_PUBLISHED_AT] && listed(f[PUBLISH_JOB_ID]))
+				json_object_set_new(s.published_at, f[PUBLISH_MSG_ID],
+				    json_string(f[PUBLISH_PUBLISHED_AT]));
+			break;
+		case IDEM_KIND_ATTEMPT:
+			if (!listed(f[ATTEMPT_JOB_ID]))
+				break;
+			json_array_append_new(s.attempts, json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}",
+			    "job", text(f[1]), "msg_id", message_id(f[2]), "msg", text(f[2]),
+			    "attempt", number_or_text(f[3]),
+			    "pid", number_or_text(f[4]), "consumed_at", text(f[5]), "committed_at", text(f[6]),
+			    "acked_at", text(f[7]), "rows_written", number_or_text(f[8]), "branch", text(f[9]),
+			    "written_at", text(f[ATTEMPT_WRITTEN_AT]),
+			    "rows_updated", number_or_text(f[ATTEMPT_ROWS_UPDATED])));
+			break;
+		case IDEM_KIND_LOG:
+			if (f[LOG_LINE] && strstr(f[LOG_LINE], "branch="))
+				add_log(f[LOG_LINE]);
+			break;
+		case IDEM_KIND_COUNT_ROW: {
+			int before = f[COUNT_PHASE] && strcmp(f[COUNT_PHASE], "before") == 0;
+			int total = f[COUNT_SCOPE] && strcmp(f[COUNT_SCOPE], "total") == 0;
+
+			if (volume() && !total && (before || (f[COUNT_EXPECTED] && f[COUNT_OBSERVED] &&
+			    strcmp(f[COUNT_EXPECTED], f[COUNT_OBSERVED]) == 0)))
+				break;
+			json_array_append_new(before ? s.counts_before : s.counts_after,
+			    json_pack("{s:o,s:o,s:o,s:o}", "scope", text(f[COUNT_SCOPE]),
+			    "key", text(f[COUNT_KEY]), "expected", number_or_text(f[COUNT_EXPECTED]),
+			    "observed", number_or_text(f[COUNT_OBSERVED])));
+			break;
+		}
+		default:
+			break;
+		}
+	}
+	idem_tsv_reader_free(&r);
+	fclose(in);
 	if (json_array_size(s.counts_after) == 0)
 		idem_die(IDEM_EXIT_USAGE, "%s: no count rows after the run: end the pipeline with "
-		    "count-effects before mkrecord", name);
+		    "count-effects before mkrecord", stream_name);
 }
 
 static const char *
@@ -344,16 +543,19 @@ seed_json_field(const char *name)
 static json_t *
 log_of(const char *job, long long attempt, const char *msg)
 {
-	json_t *lines = json_array();
-	char a[32];
+	json_t *lines = json_array(), *l;
+	char *key;
 	size_t i;
 
-	snprintf(a, sizeof(a), "%lld", attempt);
-	for (i = 0; i < s.nlogs; i++)
-		if (s.logs[i].job && s.logs[i].attempt && strcmp(s.logs[i].job, job) == 0 &&
-		    strcmp(s.logs[i].attempt, a) == 0 &&
-		    (s.logs[i].msg_id == NULL || strcmp(s.logs[i].msg_id, msg) == 0))
-			json_array_append_new(lines, json_string(s.logs[i].line));
+	if (asprintf(&key, "%s\t%lld", job, attempt) < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	json_array_foreach(json_object_get(s.logs_of, key), i, l) {
+		const char *m = json_string_value(json_array_get(l, 0));
+
+		if (m == NULL || (msg != NULL && strcmp(m, msg) == 0))
+			json_array_append(lines, json_array_get(l, 1));
+	}
+	free(key);
 	return lines;
 }
 
@@ -456,9 +658,21 @@ calls(void)
 static json_t *
 evidence(void)
 {
-	json_t *rows = json_array(), *a, *per_attempt = calls_of_attempts();
+	json_t *rows = json_array(), *a, *per_attempt = calls_of_attempts(), *kills_of = json_object();
+	json_t *kill, *none = json_array();
 	size_t i;
 
+	/* each attempt is held against the kills of its job alone */
+	json_array_foreach(s.kills, i, kill) {
+		const char *job = json_string_value(json_object_get(kill, "job"));
+		json_t *list;
+
+		if (job == NULL)
+			continue;
+		if ((list = json_object_get(kills_of, job)) == NULL)
+			json_object_set_new(kills_of, job, list = json_array());
+		json_array_append(list, kill);
+	}
 	json_array_foreach(s.attempts, i, a) {
 		const char *job = json_string_value(json_object_get(a, "job"));
 		long long attempt = json_integer_value(json_object_get(a, "attempt"));
@@ -466,7 +680,8 @@ evidence(void)
 		char outcome[128];
 		json_t *row, *published;
 
-		idem_path_outcome(a, s.kills, s.recovers, outcome, sizeof(outcome));
+		kill = job ? json_object_get(kills_of, job) : NULL;
+		idem_path_outcome(a, kill ? kill : none, s.recovers, outcome, sizeof(outcome));
 		row = json_object();
 		json_object_set(row, "job", json_object_get(a, "job"));
 		json_object_set(row, "msg_id", json_object_get(a, "msg_id"));
@@ -486,30 +701,83 @@ evidence(void)
 		json_array_append_new(rows, row);
 	}
 	json_decref(per_attempt);
+	json_decref(kills_of);
+	json_decref(none);
 	return rows;
+}
+
+/* "job<TAB>killed_at" of a kill or recover row, or NULL without them. */
+static char *
+job_and_time(const json_t *row)
+{
+	const char *job = json_string_value(json_object_get(row, "job"));
+	const char *at = json_string_value(json_object_get(row, "killed_at"));
+	char *key;
+
+	if (job == NULL || at == NULL)
+		return NULL;
+	if (asprintf(&key, "%s\t%s", job, at) < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	return key;
+}
+
+/* The measures, each rate with its 95% Wilson interval in the units of
+ * its value: "per 1000" and "per 100" by the measure's name. */
+static json_t *
+measures(void)
+{
+	json_t *out = json_deep_copy(s.measures), *m;
+	size_t i;
+
+	json_array_foreach(out, i, m) {
+		const char *name = json_string_value(json_object_get(m, "name"));
+		json_t *k = json_object_get(m, "numerator"), *n = json_object_get(m, "denominator");
+		double scale = 0, low, high;
+
+		if (name != NULL && strstr(name, "_per_1000_") != NULL)
+			scale = 1000;
+		else if (name != NULL && strstr(name, "_per_100_") != NULL)
+			scale = 100;
+		if (scale == 0 || !json_is_integer(k) || !json_is_integer(n) ||
+		    idem_evidence_wilson(json_integer_value(k), json_integer_value(n), &low, &high) < 0) {
+			json_object_set_new(m, "interval", json_null());
+			continue;
+		}
+		json_object_set_new(m, "interval", json_pack("{s:f,s:f,s:f}",
+		    "low", round(low * scale * 1e6) / 1e6, "high", round(high * scale * 1e6) / 1e6,
+		    "confidence", 0.95));
+	}
+	return out;
 }
 
 static json_t *
 kill_points(void)
 {
-	json_t *out = json_array(), *kill, *rec;
-	size_t i, j;
+	json_t *out = json_array(), *kill, *rec, *recover_of = json_object();
+	size_t i;
+	char *key;
 
+	/* the recover row of a kill: the last with its job and killed_at */
+	json_array_foreach(s.recovers, i, rec) {
+		if ((key = job_and_time(rec)) != NULL)
+			json_object_set(recover_of, key, rec);
+		free(key);
+	}
 	json_array_foreach(s.kills, i, kill) {
 		json_t *row = json_deep_copy(kill);
 
 		json_object_del(row, "pid");
 		json_object_set_new(row, "recovery_ms", json_null());
 		json_object_set_new(row, "acked_at", json_null());
-		json_array_foreach(s.recovers, j, rec)
-			if (json_equal(json_object_get(rec, "job"), json_object_get(kill, "job")) &&
-			    json_equal(json_object_get(rec, "killed_at"), json_object_get(kill, "killed_at"))) {
-				json_object_set(row, "msg_id", json_object_get(rec, "msg_id"));
-				json_object_set(row, "acked_at", json_object_get(rec, "acked_at"));
-				json_object_set(row, "recovery_ms", json_object_get(rec, "recovery_ms"));
-			}
+		if ((key = job_and_time(kill)) != NULL && (rec = json_object_get(recover_of, key)) != NULL) {
+			json_object_set(row, "msg_id", json_object_get(rec, "msg_id"));
+			json_object_set(row, "acked_at", json_object_get(rec, "acked_at"));
+			json_object_set(row, "recovery_ms", json_object_get(rec, "recovery_ms"));
+		}
+		free(key);
 		json_array_append_new(out, row);
 	}
+	json_decref(recover_of);
 	return out;
 }
 
@@ -671,7 +939,7 @@ build(const struct idem_git_revision *rev, const char *reproduce, const char *ne
 	 * worker other than the one the seed declares proves nothing of it */
 	pass = passes(totals) && json_array_size(s.missed) == 0 &&
 	    !json_is_false(worker_as_declared());
-	json_object_set_new(r, "record", json_integer(4));
+	json_object_set_new(r, "record", json_integer(5));
 	json_object_set_new(r, "rehearsal", text(seed_field("rehearsal")));
 	json_object_set_new(r, "verdict", json_string(pass ? "pass" : "fail"));
 	json_object_set_new(r, "expected_verdict",
@@ -705,6 +973,15 @@ build(const struct idem_git_revision *rev, const char *reproduce, const char *ne
 	json_object_set_new(r, "kill_points", kill_points());
 	json_object_set_new(r, "missed", json_incref(s.missed));
 	json_object_set_new(r, "evidence", evidence());
+	json_object_set_new(r, "attempts", json_pack("{s:I,s:I,s:I,s:I,s:I,s:o}",
+	    "total", (json_int_t)s.all_attempts, "acked", (json_int_t)s.acked,
+	    "not_acked", (json_int_t)s.not_acked, "retried", (json_int_t)s.retried,
+	    "listed", (json_int_t)json_array_size(json_object_get(r, "evidence")),
+	    "sample_jobs", volume() ? json_integer(SAMPLE_JOBS) : json_null()));
+	json_object_set_new(r, "evidence_file", !volume() ? json_null() :
+	    json_pack("{s:s++,s:s,s:s,s:I}", "path", "evidence/", s.evidence_sha256, ".tsv.gz",
+	    "sha256", s.evidence_sha256, "format", "idem-tsv, gzip", "rows",
+	    (json_int_t)s.evidence_rows));
 	json_object_set_new(r, "calls", calls());
 	json_object_foreach(totals, name, row)
 		json_array_append_new(total_rows, json_pack("{s:s,s:O,s:O}", "name", name,
@@ -728,7 +1005,7 @@ build(const struct idem_git_revision *rev, const char *reproduce, const char *ne
 	    "total_rows", total_rows));
 	json_object_set_new(r, "duplicate_keys", dups);
 	json_object_set_new(r, "duplicate_calls", dup_calls);
-	json_object_set_new(r, "measures", json_incref(s.measures));
+	json_object_set_new(r, "measures", measures());
 	json_object_set_new(r, "waiting", waiting);
 	json_object_set_new(r, "reconciliation_owner", text(seed_field("reconciliation_owner")));
 	json_object_set_new(r, "next_review", json_string(next_review));
@@ -821,12 +1098,20 @@ publish(struct out_file *files, size_t n, const char *dir, int signed_record)
 
 	for (i = 0; i < n; i++) {
 		name_of(files[i].tmp, dir, "/.mkrecord-XXXXXX", files, n);
-		if (idem_write_temp_file(files[i].tmp, files[i].text, strlen(files[i].text), &err) < 0) {
+		if (idem_write_temp_file_unsynced(files[i].tmp, files[i].text, strlen(files[i].text),
+		    &err) < 0) {
 			unmake(files, n, 1);
 			idem_die_error(&err);
 		}
 		files[i].written = 1;
 	}
+	/* every byte on disk before any name is made; the first sync commits
+	 * them all on a journalling file system */
+	for (i = 0; i < n; i++)
+		if (idem_fsync_path(files[i].tmp, &err) < 0) {
+			unmake(files, n, 1);
+			idem_die_error(&err);
+		}
 	for (number = 1;; number++) {
 		int len = number == 1 ? snprintf(base, sizeof(base), "%s/%s-%s", dir, date, name) :
 		    snprintf(base, sizeof(base), "%s/%s-%s-%lu", dir, date, name, number);
@@ -1020,9 +1305,21 @@ main(int argc, char *argv[])
 		if ((in = fopen(path, "r")) == NULL)
 			idem_die(IDEM_EXIT_USAGE, "%s:", path);
 	}
+	/* the evidence, kept as the stream is read, then read again: from
+	 * memory, or for a volume record from its file in dir */
+	snprintf(s.evidence_dir, sizeof(s.evidence_dir), "%s", dir);
+	if ((s.evidence = open_memstream(&s.evidence_mem, &s.evidence_mem_len)) == NULL)
+		idem_die(IDEM_EXIT_ENV, "open_memstream:");
+	idem_map_init(&s.listed);
 	read_stream(in, in == stdin ? "stdin" : path);
 	if (in != stdin)
 		fclose(in);
+	if (fclose(s.evidence) != 0)
+		idem_die(IDEM_EXIT_ENV, "%s:", volume() ? s.evidence_tmp : "memory");
+	if (volume() && idem_sha256_file(s.evidence_tmp, s.evidence_sha256) < 0)
+		idem_die(IDEM_EXIT_ENV, "%s:", s.evidence_tmp);
+	read_evidence(in == stdin ? "stdin" : path);
+	free(s.evidence_mem);
 
 	/* the seed as committed: same bytes as the stream's, at a revision */
 	if ((seed_text = idem_read_file(seed_field("path"), &seed_len, &err)) == NULL)
@@ -1071,6 +1368,8 @@ main(int argc, char *argv[])
 	sigprocmask(SIG_BLOCK, &block, NULL);
 	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
 		idem_die(IDEM_EXIT_ENV, "%s:", dir);
+	if (volume())
+		publish_evidence(dir);
 	{
 		size_t n = 0;
 
@@ -1084,7 +1383,7 @@ main(int argc, char *argv[])
 		sig_path = key_path != NULL ? out[0].path : "";
 	}
 	if (do_commit) {
-		const char *files[3] = { record, sig_path, md_path };
+		const char *files[4] = { record, sig_path, md_path, evidence_path };
 
 		json_t *external;
 		char calls[96] = "";
@@ -1102,11 +1401,12 @@ main(int argc, char *argv[])
 		    (long long)json_integer_value(json_object_get(json_object_get(totals, "duplicates"), "observed")),
 		    calls, record) < 0)
 			idem_die(IDEM_EXIT_ENV, "asprintf:");
-		if (idem_git_commit(files, 3, message, &key, commit, &err) < 0) {
+		if (idem_git_commit(files, *evidence_path ? 4 : 3, message, &key, commit, &err) < 0) {
 			unmake(out, 3, 0);
 			idem_die_error(&err);
 		}
 	}
+	evidence_kept = 1;
 	if (key_path != NULL)
 		idem_key_wipe(&key);
 	if (strcmp(format, "md") == 0)

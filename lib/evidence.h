@@ -57,4 +57,13 @@ void idem_evidence_kill(struct idem_evidence *ev, const char *scenario, const ch
  * -1 on a write error. */
 int idem_evidence_write(struct idem_evidence *ev, FILE *out);
 
+/* The 95% Wilson score interval of k events in n trials, as proportions
+ * in [0, 1]; -1 when there is none (n < 1, k < 0 or k > n). */
+int idem_evidence_wilson(long long k, long long n, double *low, double *high);
+
+/* The evidence file beside a volume record (idem-record(5)): an idem-tsv
+ * stream compressed with gzip, read and written as a stdio stream. Write
+ * mode makes path (mode 0644); a write error shows at fclose. */
+FILE *idem_evidence_file_open(const char *path, const char *mode, struct idem_error *err);
+
 #endif

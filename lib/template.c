@@ -70,10 +70,16 @@ emit_value(struct render *r, const json_t *v)
 	} else if (json_is_integer(v)) {
 		snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(v));
 		s = num;
+	} else if (json_is_real(v)) {
+		idem_format_real(json_real_value(v), num);
+		s = num;
 	} else if (json_is_boolean(v)) {
 		s = json_is_true(v) ? "true" : "false";
 	} else {
-		s = text = idem_json_canonical(v);
+		/* as idem_json_canonical writes it, without the seed module */
+		s = text = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+		if (s == NULL)
+			return;
 	}
 	for (p = s; *p; p++) {
 		if (r->escape == IDEM_ESCAPE_MARKDOWN && *p == '|')

@@ -195,8 +195,8 @@ idem_read_file_max(const char *path, size_t max, size_t *len, struct idem_error 
 	return buf;
 }
 
-int
-idem_write_temp_file(char *tmpl, const char *data, size_t len, struct idem_error *err)
+static int
+write_temp(char *tmpl, const char *data, size_t len, int sync, struct idem_error *err)
 {
 	int fd;
 	size_t off = 0;
@@ -214,7 +214,7 @@ idem_write_temp_file(char *tmpl, const char *data, size_t len, struct idem_error
 		}
 		off += (size_t)w;
 	}
-	if (fchmod(fd, 0644) < 0 || fsync(fd) < 0) {
+	if (fchmod(fd, 0644) < 0 || (sync && fsync(fd) < 0)) {
 		idem_error_set(err, IDEM_EXIT_ENV, "%s:", tmpl);
 		goto fail;
 	}
@@ -229,6 +229,30 @@ fail:
 		close(fd);
 	unlink(tmpl);
 	return -1;
+}
+
+int
+idem_write_temp_file(char *tmpl, const char *data, size_t len, struct idem_error *err)
+{
+	return write_temp(tmpl, data, len, 1, err);
+}
+
+int
+idem_write_temp_file_unsynced(char *tmpl, const char *data, size_t len, struct idem_error *err)
+{
+	return write_temp(tmpl, data, len, 0, err);
+}
+
+int
+idem_fsync_path(const char *path, struct idem_error *err)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
+
+	if (fd < 0)
+		return idem_error_set(err, IDEM_EXIT_ENV, "%s:", path);
+	rc = fsync(fd);
+	close(fd);
+	return rc < 0 ? idem_error_set(err, IDEM_EXIT_ENV, "%s:", path) : 0;
 }
 
 int
@@ -344,6 +368,14 @@ idem_date_from_now(int days)
 	gmtime_r(&t, &tm);
 	strftime(buf, sizeof(buf), "%Y-%m-%d", &tm);
 	return idem_estrdup(buf);
+}
+
+void
+idem_format_real(double v, char out[32])
+{
+	snprintf(out, 32, "%.15g", v);
+	if (strtod(out, NULL) != v)
+		snprintf(out, 32, "%.17g", v);
 }
 
 void

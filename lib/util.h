@@ -51,6 +51,11 @@ char *idem_read_file_max(const char *path, size_t max, size_t *len, struct idem_
 /* Write data to a new file made from tmpl, a path that ends in XXXXXX as
  * for mkstemp, which becomes its name; mode 0644, synced. */
 int idem_write_temp_file(char *tmpl, const char *data, size_t len, struct idem_error *err);
+/* The same, not synced: for several files, each then synced with
+ * idem_fsync_path, which costs one journal commit rather than one each. */
+int idem_write_temp_file_unsynced(char *tmpl, const char *data, size_t len,
+				  struct idem_error *err);
+int idem_fsync_path(const char *path, struct idem_error *err);
 
 /* Write data to path through a temporary file in the same directory and a
  * rename, so a failure leaves no partial file. */
@@ -70,6 +75,8 @@ long long idem_now_us(void);
 
 /* RFC 3339 UTC with microseconds ("2026-11-29T13:46:05.322088Z"). */
 void idem_format_time(long long us, char out[32]);
+/* The shortest of %.15g and %.17g that reads back as v. */
+void idem_format_real(double v, char out[32]);
 
 /* The UTC date days from now, "YYYY-MM-DD"; caller frees. */
 char *idem_date_from_now(int days);

@@ -75,7 +75,7 @@ emit(yaml_emitter_t *e, const json_t *v)
 		snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(v));
 		return scalar(e, num, 0);
 	case JSON_REAL:
-		snprintf(num, sizeof(num), "%.17g", json_real_value(v));
+		idem_format_real(json_real_value(v), num);
 		return scalar(e, num, 0);
 	case JSON_TRUE:
 		return scalar(e, "true", 0);

@@ -114,11 +114,24 @@ commit_charge_seed() {
 # A record as mkrecord wrote it in format 2, before the external call:
 # without external, calls, the calls of each attempt and the external
 # count expected.
+# A record as mkrecord wrote it in format 4, before the attempts summary,
+# the evidence file and the measures' intervals.
+as_format_4() {
+	awk '/^record: 5$/ { print "record: 4"; next }
+		/^attempts:$/ { skip = 1; next }
+		/^evidence_file: null$/ { next }
+		/^  interval: null$/ { next }
+		/^  interval:$/ { skip = 2; next }
+		skip == 1 && /^  / { next }
+		skip == 2 && /^    / { next }
+		{ skip = 0; print }' "$1"
+}
+
 as_format_2() {
-	awk '/^record: 4$/ { print "record: 2"; next }
+	as_format_4 "$1" | awk '/^record: 4$/ { print "record: 2"; next }
 		/^expected_verdict: / || /^missed: \[\]$/ { next }
 		/^external: null$/ || /^calls: \[\]$/ || /^  calls: \[\]$/ || /^    external: null$/ { next }
-		{ print }' "$1"
+		{ print }'
 }
 
 git_ssh() {
@@ -516,7 +529,7 @@ $base-2000.yaml.sig"
 	version=$(idem_schema_version)
 	with_queue "$(printf 'queue\tidem\trehearsal_invoice_line\t%s' "$version")" >"$BATS_TEST_TMPDIR/run.tsv"
 	r=$(mkrecord -k "$key" <"$BATS_TEST_TMPDIR/run.tsv")
-	grep -q '^record: 4$' "$r"
+	grep -q '^record: 5$' "$r"
 	assert_equal "$(sed -n '/^queue:$/,/^database:/p' "$r")" "queue:
   kind: \"idem\"
   name: \"rehearsal_invoice_line\"
@@ -540,12 +553,52 @@ database: "the PG* environment (idem-sandbox)"'
 	grep -q '^| queue library | pg-boss, version not recorded |$' "${r%.yaml}.md"
 }
 
-@test "a record of a format other than 1, 2, 3 or 4 is refused" {
+@test "a record of a format other than 1, 2, 3, 4 or 5 is refused" {
 	r=$(mkrecord -k "$key" <"$RUN")
-	sed -i 's/^record: 4$/record: 5/' "$r"
+	sed -i 's/^record: 5$/record: 6/' "$r"
 	resign "$r"
 	run -1 verify-record "$r"
-	[[ "$output" == *"$r: not an idem record of format 1, 2, 3 or 4"* ]]
+	[[ "$output" == *"$r: not an idem record of format 1, 2, 3, 4 or 5"* ]]
+}
+
+@test "a record of format 4, made before the evidence file and the intervals, still verifies" {
+	r=$(mkrecord -k "$key" <"$RUN")
+	as_format_4 "$r" >"$r.old"
+	mv "$r.old" "$r"
+	grep -q '^record: 4$' "$r"
+	! grep -q 'interval\|^attempts:\|^evidence_file:' "$r"
+	resign "$r"
+	run -0 verify-record "$r"
+}
+
+@test "each rate carries its 95% Wilson interval, which verify-record recomputes" {
+	r=$(mkrecord -k "$key" <"$RUN")
+	# 0 duplicates over 6 jobs: up to 390 per 1000, not a proof of none
+	assert_equal "$(sed -n '/name: "duplicate_effects_per_1000_jobs"/,/^- name/p' "$r" | sed -n '/^  interval:$/,/confidence/p')" '  interval:
+    low: 0
+    high: 390.334288
+    confidence: 0.95'
+	grep -A 12 'name: "recovery_ms_max"' "$r" | grep -q '^  interval: null$'
+	run -0 verify-record "$r"
+	sed -i 's/^    high: 390.334288$/    high: 39.033429/' "$r"
+	resign "$r"
+	run -1 verify-record "$r"
+	assert_equal "${lines[1]}" "$r: measure duplicate_effects_per_1000_jobs: the record's interval is 0 to 39.033429, 0 of 6 give 0 to 390.334288"
+}
+
+@test "a small record lists every attempt, and its summary counts them" {
+	r=$(mkrecord -k "$key" <"$RUN")
+	attempts=$(grep -c '^attempt	' "$RUN")
+	grep -q "^  total: $attempts$" "$r"
+	grep -q "^  listed: $attempts$" "$r"
+	grep -q '^  sample_jobs: null$' "$r"
+	grep -q '^evidence_file: null$' "$r"
+	[ ! -d records/evidence ]
+	[ -z "$(find records -name '.mkrecord-*')" ]
+	sed -i "s/^  total: $attempts$/  total: $((attempts + 1))/" "$r"
+	resign "$r"
+	run -1 verify-record "$r"
+	assert_equal "${lines[1]}" "$r: attempts: total is $((attempts + 1)), the record's evidence has $attempts"
 }
 
 @test "verify-record --history -d: a record of another version of its queue's schema is stale" {
@@ -683,7 +736,7 @@ database: "the PG* environment (idem-sandbox)"'
 	charge_run >"$BATS_TEST_TMPDIR/charge.tsv"
 	r=$(mkrecord -k "$key" -c <"$BATS_TEST_TMPDIR/charge.tsv")
 	run -0 verify-record "$r"
-	grep -q '^record: 4$' "$r"
+	grep -q '^record: 5$' "$r"
 	grep -q '^verdict: "pass"$' "$r"
 	assert_equal "$(sed -n '/^external:$/,/^jobs:/p' "$r")" 'external:
   name: "payment charge"

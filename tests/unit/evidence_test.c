@@ -1,3 +1,4 @@
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,5 +148,20 @@ main(void)
 	    strstr(out, "attempt\tjob-0001\t0f8c\t2\t\\N\t2026-11-30T00:53:21.000000Z\t\\N\t2026-11-30T00:53:22.000000Z\t\\N\tconflict-noop\t") != NULL,
 	    "branch lines by message and attempt");
 	free(out);
+	{
+		/* published values of the Wilson score interval at 95% */
+		double low, high;
+
+		CHECK(idem_evidence_wilson(0, 6, &low, &high) == 0 && low == 0.0 &&
+		    fabs(high - 0.390334) < 1e-6, "wilson: 0 of 6 is [0, 0.390334]");
+		CHECK(idem_evidence_wilson(0, 1000000, &low, &high) == 0 && low == 0.0 &&
+		    fabs(high - 3.841444e-6) < 1e-12, "wilson: 0 of 1000000 is [0, 3.841444e-6]");
+		CHECK(idem_evidence_wilson(5, 100, &low, &high) == 0 && fabs(low - 0.021544) < 1e-6 &&
+		    fabs(high - 0.111750) < 1e-6, "wilson: 5 of 100 is [0.021544, 0.111750]");
+		CHECK(idem_evidence_wilson(3, 3, &low, &high) == 0 && fabs(low - 0.438503) < 1e-6 &&
+		    high == 1.0, "wilson: 3 of 3 is [0.438503, 1]");
+		CHECK(idem_evidence_wilson(0, 0, &low, &high) == -1, "wilson: no trials, no interval");
+		CHECK(idem_evidence_wilson(7, 6, &low, &high) == -1, "wilson: more events than trials");
+	}
 	return unit_done("evidence");
 }
