@@ -7,7 +7,7 @@ load helper
 setup_file() {
 	sandbox_up
 	cd "$BATS_TEST_DIRNAME/.."
-	sed 's/visibility_timeout: 2s/visibility_timeout: 300ms/; s/within: 2s/within: 100ms/' \
+	sed 's/visibility_timeout: 2s/visibility_timeout: 1s/; s/within: 2s/within: 100ms/' \
 		seeds/invoice-line.yaml >"$IDEM_TEST_ROOT/seed.yaml"
 	queue_reset
 	idem-worker --setup -g unique

@@ -6,7 +6,7 @@
 # run's stream, $RUN.
 invoice_line_run() {
 	cd "$BATS_TEST_DIRNAME/.."
-	sed 's/visibility_timeout: 2s/visibility_timeout: 300ms/; s/within: 2s/within: 100ms/' \
+	sed 's/visibility_timeout: 2s/visibility_timeout: 1s/; s/within: 2s/within: 100ms/' \
 		seeds/invoice-line.yaml >"$IDEM_TEST_ROOT/seed.yaml"
 	queue_reset
 	idem-worker --setup -g unique
