@@ -3,17 +3,12 @@
 # ssh-keygen and git as referees, both ways.
 
 load helper
+load records-helper
 
 setup_file() {
 	sandbox_up
-	cd "$BATS_TEST_DIRNAME/.."
-	sed 's/visibility_timeout: 2s/visibility_timeout: 1s/; s/within: 2s/within: 100ms/' \
-		seeds/invoice-line.yaml >"$IDEM_TEST_ROOT/seed.yaml"
-	queue_reset
-	idem-worker --setup -g unique
-	export RUN="$IDEM_TEST_ROOT/run.tsv"
+	invoice_line_run
 	export REPRODUCE="idem-worker --setup -g unique && seed-gen seed.yaml | count-effects --before | dup-publish | kill-at -- idem-worker --guard unique | count-effects"
-	(cd "$IDEM_TEST_ROOT" && seed-gen seed.yaml | count-effects --before | dup-publish | kill-at -- idem-worker --guard unique | count-effects >"$RUN")
 }
 
 teardown_file() {

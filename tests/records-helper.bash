@@ -1,5 +1,5 @@
-# Shared by the tests of approvals and of the pull-request check: one real
-# rehearsal of the example seed, and a team's repository to record it in.
+# Shared by the tests of records, of approvals and of the pull-request check:
+# one real rehearsal of the example seed, and a team's repository to record it in.
 
 # Runs the example seed (shorter waits) once against idem-worker with the
 # unique guard on the file's sandbox: $IDEM_TEST_ROOT/seed.yaml and the
