@@ -184,8 +184,9 @@ idem_handoff_block(const char *command, int sql, size_t width)
 			p += op - 1;
 			continue;
 		}
+		/* room for the " \\" of a break at a blank */
 		col = indent + (size_t)(p - line) + 1;
-		if (col > width && (brk_op > line || brk > line)) {
+		if (col + (sql ? 0 : 2) > width && !quote && (brk_op > line || brk > line)) {
 			const char *at = brk_op > line ? brk_op : brk;
 
 			fprintf(out, "%*s%.*s%s\n", (int)indent, "", (int)(at - line), line,
@@ -193,6 +194,7 @@ idem_handoff_block(const char *command, int sql, size_t width)
 			line = at + strspn(at, " ");
 			indent = 8;
 			brk = brk_op = NULL;
+			quote = 0;
 			p = line - 1;
 		}
 	}
