@@ -119,3 +119,12 @@ readable() {
 	[[ "$output" == *":6: a task name holding # or ;"* ]]
 	[[ "$output" == *":7: an empty section"* ]]
 }
+
+@test "a browser draws the timeline: a headless Chromium screenshot, kept out of the repository" {
+	command -v chromium >/dev/null || command -v chromium-browser >/dev/null ||
+		skip "no Chromium installed: tests/tools/svg-screenshot is the check"
+	r=$(mkrecord -k "$key" <"$fixtures/race.tsv")
+	png=$("$BATS_TEST_DIRNAME/tools/svg-screenshot" "${r%.yaml}.svg" "$BATS_TEST_TMPDIR/race.png")
+	assert_equal "$png" "$BATS_TEST_TMPDIR/race.png"
+	[ -z "$(git status --porcelain -- '*.png')" ]
+}
