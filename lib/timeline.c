@@ -9,7 +9,7 @@
 
 /* What a lane holds: bars from start to end, and marks at start. */
 enum mark {
-	BAR_ACKED, BAR_KILLED, BAR_OPEN, GAP, PUBLISH, COMMIT, KILL, ACK, CALL
+	BAR_ACKED, BAR_KILLED, BAR_OPEN, GAP, PENDING, PUBLISH, COMMIT, KILL, ACK, CALL
 };
 
 struct item {
@@ -351,7 +351,7 @@ job_section(struct timeline *tl, const json_t *record, const json_t *rows, const
 			idem_timeline_duration(at(tl, next, "consumed_at") - end, d, sizeof(d));
 			add(lane, GAP, end, at(tl, next, "consumed_at"), "visibility gap %s, redelivery", d);
 		} else {
-			add(lane, GAP, end, tl->span, "never redelivered, pending");
+			add(lane, PENDING, end, tl->span, "never redelivered, pending");
 		}
 	}
 	snprintf(sec->name, sizeof(sec->name), "%s%s%s", job, scen,
@@ -460,6 +460,7 @@ build(struct timeline *tl, const json_t *record)
 
 static const char *const mermaid_tags[] = {
 	[BAR_ACKED] = "done, ", [BAR_KILLED] = "crit, ", [BAR_OPEN] = "active, ", [GAP] = "",
+	[PENDING] = "active, ",
 	[PUBLISH] = "milestone, ", [COMMIT] = "milestone, ", [KILL] = "crit, milestone, ",
 	[ACK] = "done, milestone, ", [CALL] = "milestone, ",
 };
@@ -568,8 +569,10 @@ svg_item(FILE *out, const struct timeline *tl, const struct item *it, int y)
 		    x, mid - 5, x2 - x < 2 ? 2 : x2 - x, fill[it->mark]);
 		break;
 	case GAP:
-		fprintf(out, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#888\" "
-		    "stroke-dasharray=\"4 3\"/>", x, mid, x2, mid);
+	case PENDING:
+		fprintf(out, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"%s\" "
+		    "stroke-width=\"%s\" stroke-dasharray=\"4 3\"/>", x, mid, x2, mid,
+		    it->mark == GAP ? "#888" : "#e67e22", it->mark == GAP ? "1" : "2");
 		break;
 	case PUBLISH:
 		fprintf(out, "<circle cx=\"%.1f\" cy=\"%d\" r=\"3.5\" fill=\"#fff\" stroke=\"#555\"/>", x, mid);
@@ -600,7 +603,8 @@ idem_timeline_svg(const json_t *record)
 {
 	static const struct { enum mark mark; const char *name; } legend[] = {
 		{ BAR_ACKED, "attempt, acked" }, { BAR_KILLED, "attempt, killed" },
-		{ BAR_OPEN, "attempt, not acked" }, { GAP, "visibility gap" }, { PUBLISH, "publish" },
+		{ BAR_OPEN, "attempt, not acked" }, { GAP, "visibility gap" },
+		{ PENDING, "pending" }, { PUBLISH, "publish" },
 		{ COMMIT, "commit" }, { KILL, "kill" }, { ACK, "ack" }, { CALL, "external call" },
 	};
 	struct timeline tl;
@@ -608,12 +612,13 @@ idem_timeline_svg(const json_t *record)
 	char *buf = NULL, d[32];
 	size_t len = 0, i, j, k, rows = 0;
 	long long step, t;
-	int y, height, hist_top;
+	int x, y, height, hist_top;
 	FILE *out;
 
 	build(&tl, record);
+	/* a row for each section's name, and one for each of its lanes */
 	for (i = 0; i < tl.n; i++)
-		rows += tl.sections[i].n;
+		rows += tl.sections[i].n + 1;
 	hist_top = SVG_TOP + (int)rows * SVG_ROW + 30;
 	height = hist_top + (json_array_size(hist) > 0 ? 40 + 18 * (int)json_array_size(hist) : 0) + 10;
 	if ((out = open_memstream(&buf, &len)) == NULL)
@@ -633,20 +638,20 @@ idem_timeline_svg(const json_t *record)
 	if (tl.shown < tl.jobs)
 		fprintf(out, " (the jobs of the scenarios, %zu of %zu)", tl.shown, tl.jobs);
 	fputs("</text>\n", out);
-	for (i = 0; i < sizeof(legend) / sizeof(legend[0]); i++) {
+	for (i = 0, x = 10; i < sizeof(legend) / sizeof(legend[0]); i++) {
 		struct item it = { .mark = legend[i].mark, .start = 0, .end = 0 };
 		struct timeline one = { .span = 1 };
-		int x = 10 + (int)i * 105;
 
 		snprintf(it.label, sizeof(it.label), "%s", legend[i].name);
 		/* draw the legend's mark at x: an axis of one ms, x at 0 */
 		fprintf(out, "<g transform=\"translate(%d 24)\">", x - SVG_LABELS + 8);
-		if (it.mark == GAP)
+		if (it.mark == GAP || it.mark == PENDING)
 			it.end = 1, one.span = (SVG_WIDTH - SVG_LABELS - SVG_RIGHT) / 18;
 		if (it.mark <= BAR_OPEN)
 			it.end = 1, one.span = (SVG_WIDTH - SVG_LABELS - SVG_RIGHT) / 14;
 		svg_item(out, &one, &it, 0);
-		fprintf(out, "</g><text x=\"%d\" y=\"39\">%s</text>\n", x + 22, legend[i].name);
+		fprintf(out, "</g><text x=\"%d\" y=\"39\">%s</text>\n", x + 30, legend[i].name);
+		x += 36 + 6 * (int)strlen(legend[i].name);
 	}
 	step = tick_step(tl.span > 0 ? tl.span : 1);
 	for (t = 0; t <= tl.span; t += step) {
@@ -660,16 +665,14 @@ idem_timeline_svg(const json_t *record)
 	for (i = 0; i < tl.n; i++) {
 		const struct section *sec = &tl.sections[i];
 
-		fprintf(out, "<line x1=\"0\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#bbb\"/>\n", y,
-		    SVG_WIDTH, y);
+		fprintf(out, "<line x1=\"0\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#bbb\"/>\n"
+		    "<text x=\"6\" y=\"%d\" font-weight=\"bold\">", y, SVG_WIDTH, y, y + 15);
+		xml_text(out, sec->name);
+		fputs("</text>\n", out);
+		y += SVG_ROW;
 		for (j = 0; j < sec->n; j++, y += SVG_ROW) {
-			if (j == 0) {
-				fprintf(out, "<text x=\"6\" y=\"%d\" font-weight=\"bold\">", y + 15);
-				xml_text(out, sec->name);
-				fputs("</text>\n", out);
-			}
 			fprintf(out, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\" fill=\"#555\">",
-			    SVG_LABELS - 6, y + 15);
+			    SVG_LABELS - 12, y + 15);
 			xml_text(out, sec->lanes[j].name);
 			fputs("</text>\n", out);
 			for (k = 0; k < sec->lanes[j].n; k++)
