@@ -613,7 +613,7 @@ database: "the PG* environment (idem-sandbox)"'
 	grep -q "	record	$pgboss	ok	pass, signed by eng@example.org$" <<<"$output"
 	grep -q "	record	$graphile	stale	the graphile-worker queue's schema is version $graphile_version in the database, the record rehearsed version 1: " <<<"$output"
 	# the pg-boss record alone, newest of its own rehearsal
-	git rm -q "$graphile" "$graphile.sig" "${graphile%.yaml}.md"
+	git rm -q "$graphile" "$graphile.sig" "${graphile%.yaml}.md" "${graphile%.yaml}.svg"
 	git_ssh -c user.signingkey="$key" commit -q -S -m "records: one queue at a time"
 	queue_in_seed pg-boss
 	node -e 'process.stdout.write(require("pg-boss").getConstructionPlans())' | psql -X -q -v ON_ERROR_STOP=1 >/dev/null
