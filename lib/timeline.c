@@ -733,7 +733,8 @@ idem_timeline_histogram(const json_t *record)
 			hi = ms[n];
 		n++;
 	}
-	bins = n == 0 ? 0 : hi == lo ? 1 : 8;
+	/* eight ranges at most, no more than there are recovery times */
+	bins = n == 0 ? 0 : hi == lo ? 1 : n < 8 ? (int)n : 8;
 	width = bins > 1 ? (hi - lo) / bins + 1 : 1;
 	for (i = 0; i < n; i++) {
 		b = bins > 1 ? (int)((ms[i] - lo) / width) : 0;

@@ -38,8 +38,9 @@ char *idem_timeline_mermaid(const json_t *record);
 char *idem_timeline_svg(const json_t *record);
 
 /* The histogram of a volume run's recovery times, for the handoff: a list
- * of {range, kills, bar}, empty for a run that is not a volume run or had
- * no recovery. Caller decrefs. */
+ * of {range, kills, bar} in ranges of equal width, eight at most and no
+ * more than there are recovery times; empty for a run that is not a
+ * volume run or had no recovery. Caller decrefs. */
 json_t *idem_timeline_histogram(const json_t *record);
 
 #endif

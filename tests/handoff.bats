@@ -84,6 +84,21 @@ readable() {
 	grep -q '^    call POST /v1/charges 0 killed :milestone, ' "$BATS_TEST_TMPDIR/pending.md"
 }
 
+@test "the handoff of a volume run: the scenarios' jobs on the timeline, a histogram of recovery times" {
+	handoff volume
+	readable "$BATS_TEST_TMPDIR/volume.md" records/*-invoice-line-volume.svg
+	kills=$(grep -c '^kill	kills	' "$fixtures/volume.tsv")
+	dups=$(awk -F '\t' '$1 == "publish" && $3 != "0"' "$fixtures/volume.tsv" | wc -l)
+	grep -q "^    title the jobs of the scenarios, $((kills + dups)) of 80, in ms from the run's start$" \
+		"$BATS_TEST_TMPDIR/volume.md"
+	assert_equal "$(grep -c '^    section .* kills$' "$BATS_TEST_TMPDIR/volume.md")" "$kills"
+	assert_equal "$(grep -c '^    section .* duplicate publish$' "$BATS_TEST_TMPDIR/volume.md")" "$dups"
+	# the histogram counts every kill, in the handoff and in the drawing
+	assert_equal "$(sed -n '/^| recovery time | kills | |$/,/^$/p' "$BATS_TEST_TMPDIR/volume.md" |
+		awk -F ' [|] ' 'NR > 2 && NF > 2 { n += $2 } END { print n }')" "$kills"
+	grep -q 'recovery time, kill to clean retry ack: kills per range' records/*-invoice-line-volume.svg
+}
+
 @test "a committed record has its timeline beside it, in the same signed commit" {
 	r=$(mkrecord -k "$key" -c <"$fixtures/pass.tsv")
 	base=${r%.yaml}

@@ -146,10 +146,23 @@ main(void)
 	    "the killed and the pending jobs, not the others");
 	free(text);
 	hist = idem_timeline_histogram(record);
-	CHECK(json_array_size(hist) == 8, "eight ranges of recovery time");
+	CHECK(json_array_size(hist) == 2, "no more ranges than recovery times");
 	v = json_array_get(hist, 0);
-	CHECK_STR(json_string_value(json_object_get(v, "range")), "2100 ms to 2200 ms", "the first range");
+	CHECK_STR(json_string_value(json_object_get(v, "range")), "2100 ms to 2500 ms", "the first range");
 	CHECK(json_integer_value(json_object_get(v, "kills")) == 1, "one kill in the first range");
+	CHECK(json_integer_value(json_object_get(json_array_get(hist, 1), "kills")) == 1,
+	    "the slowest in the last range");
+	json_decref(hist);
+	/* eight more kills: ten recovery times in eight ranges */
+	for (t = 0; t < 8; t++)
+		json_array_append_new(json_object_get(record, "kill_points"), json_pack("{s:s,s:I}",
+		    "job", "job-0009", "recovery_ms", (json_int_t)(2100 + t * 100)));
+	hist = idem_timeline_histogram(record);
+	CHECK(json_array_size(hist) == 8, "eight ranges at most");
+	CHECK_STR(json_string_value(json_object_get(json_array_get(hist, 0), "range")),
+	    "2100 ms to 2200 ms", "ranges of equal width from the fastest");
+	CHECK(json_integer_value(json_object_get(json_array_get(hist, 0), "kills")) == 3,
+	    "the fastest range counts its kills");
 	CHECK(json_integer_value(json_object_get(json_array_get(hist, 7), "kills")) == 1,
 	    "the slowest in the last range");
 	json_decref(hist);
