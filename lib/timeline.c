@@ -325,7 +325,7 @@ job_section(struct timeline *tl, const json_t *record, const json_t *rows, const
 		    outcome ? outcome : "");
 		add(lane, COMMIT, at(tl, row, "committed_at"), -1, "commit msg %s", msg ? msg : "");
 		json_array_foreach(json_object_get(row, "calls"), j, call)
-			add(lane, CALL, at(tl, call, "at"), -1, "call %s %s %lld %s", str(call, "method"),
+			add(lane, CALL, at(tl, call, "at"), -1, "external call %s %s %lld %s", str(call, "method"),
 			    str(call, "path"), (long long)json_integer_value(json_object_get(call, "status")),
 			    str(call, "answer") ? str(call, "answer") : "");
 		if (killed >= 0)
@@ -452,7 +452,7 @@ build(struct timeline *tl, const json_t *record)
 			snprintf(sec->lanes[0].name, sizeof(sec->lanes[0].name), "no worker");
 		}
 		sec = &tl->sections[tl->n - 1];
-		add(&sec->lanes[0], CALL, at(tl, call, "at"), -1, "call %s %s %lld %s", str(call, "method"),
+		add(&sec->lanes[0], CALL, at(tl, call, "at"), -1, "external call %s %s %lld %s", str(call, "method"),
 		    str(call, "path"), (long long)json_integer_value(json_object_get(call, "status")),
 		    str(call, "answer") ? str(call, "answer") : "");
 	}

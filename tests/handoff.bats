@@ -81,7 +81,7 @@ readable() {
 	assert_golden "$BATS_TEST_TMPDIR/pending.md" "$golden/pending.md"
 	readable "$BATS_TEST_TMPDIR/pending.md" records/*-charge-pending.svg
 	grep -q 'never redelivered, pending' "$BATS_TEST_TMPDIR/pending.md"
-	grep -q '^    call POST /v1/charges 0 killed :milestone, ' "$BATS_TEST_TMPDIR/pending.md"
+	grep -q '^    external call POST /v1/charges 0 killed :milestone, ' "$BATS_TEST_TMPDIR/pending.md"
 }
 
 @test "the handoff of a volume run: the scenarios' jobs on the timeline, a histogram of recovery times" {
@@ -125,14 +125,17 @@ readable() {
 }
 
 @test "the Mermaid checker refuses what the gantt grammar would not read" {
-	printf '```mermaid\ngantt\n    dateFormat x\n    section a: b\n    t1 :done, 5, 1\n    x#y :0, 1\n    section empty\n```\n' \
-		>"$BATS_TEST_TMPDIR/bad.md"
+	printf '%s\n' '```mermaid' gantt '    dateFormat x' '    section a: b' '    t1 :done, 5, 1' \
+		'    x#y :0, 1' '    section empty' '    section words the lexer takes for its own' \
+		'    Call POST :0, 1' '    2026-12-01 run :0, 1' '```' >"$BATS_TEST_TMPDIR/bad.md"
 	run "$BUILD/tests/mermaid-check" "$BATS_TEST_TMPDIR/bad.md"
 	[ "$status" -eq 1 ]
 	[[ "$output" == *":4: a section name empty or holding :, # or ;"* ]]
 	[[ "$output" == *":5: a task that ends before it starts"* ]]
 	[[ "$output" == *":6: a task name holding # or ;"* ]]
 	[[ "$output" == *":7: an empty section"* ]]
+	[[ "$output" == *":9: a task name starting with a keyword: Call POST"* ]]
+	[[ "$output" == *":10: a task name starting with a date: 2026-12-01 run"* ]]
 }
 
 @test "a browser draws the timeline: a headless Chromium screenshot, kept out of the repository" {

@@ -4,19 +4,23 @@
  * d3 time directives, todayMarker off, sections and tasks. A task is
  * NAME :TAGS, START, END with tags among active, done, crit and milestone
  * (each once), START and END integers of milliseconds, END not before
- * START; a name holds no ":", "#" or ";" and starts with no keyword; no
- * section is empty. Prints FILE:LINE: why for each fault; exits 1 when there
+ * START; a name holds no ":", "#" or ";" and starts with nothing the
+ * lexer reads as a token of its own (a keyword such as click or call, in
+ * any case, a date, "%" or "}"); no section is empty. Prints FILE:LINE: why for each fault; exits 1 when there
  * is one or no block at all, 2 when a file cannot be read. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+/* The words that the gantt lexer reads as tokens before a task's text,
+ * whatever their case: a task named so is not a task. */
 static const char *const keywords[] = {
 	"gantt", "title", "section", "dateFormat", "axisFormat", "todayMarker", "tickInterval",
 	"excludes", "includes", "weekday", "weekend", "inclusiveEndDates", "topAxis", "click",
-	"accTitle", "accDescr", "displayMode", NULL
+	"call", "href", "accTitle", "accDescr", "accDescription", "displayMode", NULL
 };
 
 static const char *file;
@@ -34,7 +38,27 @@ starts_with_word(const char *s, const char *word)
 {
 	size_t n = strlen(word);
 
-	return strncmp(s, word, n) == 0 && (s[n] == '\0' || isspace((unsigned char)s[n]));
+	return strncasecmp(s, word, n) == 0 && (s[n] == '\0' || !isalnum((unsigned char)s[n]));
+}
+
+/* A task's text the lexer reads as something else: a keyword, a date
+ * (YYYY-MM-DD), a comment (%), or a closing brace. */
+static const char *
+lexed_otherwise(const char *name)
+{
+	int k;
+
+	for (k = 0; keywords[k]; k++)
+		if (starts_with_word(name, keywords[k]))
+			return "a task name starting with a keyword";
+	if (isdigit((unsigned char)name[0]) && isdigit((unsigned char)name[1]) &&
+	    isdigit((unsigned char)name[2]) && isdigit((unsigned char)name[3]) && name[4] == '-' &&
+	    isdigit((unsigned char)name[5]) && isdigit((unsigned char)name[6]) && name[7] == '-' &&
+	    isdigit((unsigned char)name[8]) && isdigit((unsigned char)name[9]))
+		return "a task name starting with a date";
+	if (name[0] == '%' || name[0] == '}')
+		return "a task name starting with % or }";
+	return NULL;
 }
 
 /* A decimal integer of milliseconds: digits only, no leading zero. */
@@ -68,7 +92,8 @@ check_task(int line, char *text)
 {
 	static const char *const tags[] = { "active", "done", "crit", "milestone", NULL };
 	char *colon = strchr(text, ':'), *name, *data, *item, *save;
-	int seen[4] = { 0 }, numbers = 0, t, k;
+	const char *why;
+	int seen[4] = { 0 }, numbers = 0, t;
 	long long v[2] = { 0, 0 };
 
 	*colon = '\0';
@@ -78,9 +103,8 @@ check_task(int line, char *text)
 		fault(line, "a task without a name", data);
 	if (strpbrk(name, "#;") != NULL)
 		fault(line, "a task name holding # or ;", name);
-	for (k = 0; keywords[k]; k++)
-		if (starts_with_word(name, keywords[k]))
-			fault(line, "a task name starting with a keyword", name);
+	if ((why = lexed_otherwise(name)) != NULL)
+		fault(line, why, name);
 	if (strpbrk(data, ":#;") != NULL)
 		fault(line, "task data holding :, # or ;", data);
 	for (item = strtok_r(data, ",", &save); item; item = strtok_r(NULL, ",", &save)) {

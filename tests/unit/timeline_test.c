@@ -119,7 +119,7 @@ main(void)
 	    "the killed attempt ends at the kill");
 	CHECK(has(text, "    KILL at after-commit :crit, milestone, 300, 300\n"), "the kill");
 	CHECK(has(text, "    visibility gap 2000 ms, redelivery :300, 2300\n"), "the visibility gap");
-	CHECK(has(text, "    call POST /v1/charges 0 killed :milestone, 250, 250\n"),
+	CHECK(has(text, "    external call POST /v1/charges 0 killed :milestone, 250, 250\n"),
 	    "the call on the same axis");
 	CHECK(has(text, "    msg 1 try 2 found-existing, acked :done, 2300, 2310\n"), "the redelivery");
 	CHECK(has(text, "    section job 2 x race, two lanes on one key\n"),
