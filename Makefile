@@ -103,7 +103,8 @@ $(BUILD)/tests/%: tests/tools/%.c lib/*.h $(BUILD)/lib/libidem.a
 
 test: $(addprefix $(BUILD)/tests/,$(TEST_TOOLS))
 
-# node-postgres for the tests' workers, exactly as the committed lockfile says.
+# node-postgres for the tests' workers, and Mermaid's parser in jsdom for the
+# handoff's timeline, exactly as the committed lockfile says.
 tests/node/node_modules/.package-lock.json: tests/node/package.json tests/node/package-lock.json
 	npm ci --prefix tests/node --no-audit --no-fund
 	@touch $@

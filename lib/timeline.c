@@ -190,6 +190,7 @@ add(struct lane *lane, enum mark mark, long long start, long long end, const cha
 static struct lane *
 lane_of(struct section *sec, const char *msg)
 {
+	char raw[96];
 	size_t i;
 
 	for (i = 0; i < sec->n; i++)
@@ -198,8 +199,8 @@ lane_of(struct section *sec, const char *msg)
 	sec->lanes = idem_ereallocarray(sec->lanes, sec->n + 1, sizeof(*sec->lanes));
 	memset(&sec->lanes[sec->n], 0, sizeof(*sec->lanes));
 	sec->lanes[sec->n].msg = msg ? idem_estrdup(msg) : NULL;
-	snprintf(sec->lanes[sec->n].name, sizeof(sec->lanes[sec->n].name), "msg %s",
-	    msg ? msg : "none");
+	snprintf(raw, sizeof(raw), "msg %s", msg ? msg : "none");
+	plain(sec->lanes[sec->n].name, sizeof(sec->lanes[sec->n].name), raw);
 	return &sec->lanes[sec->n++];
 }
 
@@ -509,7 +510,8 @@ idem_timeline_mermaid(const json_t *record)
 	return buf;
 }
 
-/* XML text: the few characters that are markup, as entities. */
+/* XML text: the few characters that are markup, as entities; control
+ * characters, which XML 1.0 does not allow, as blanks. */
 static void
 xml_text(FILE *out, const char *s)
 {
@@ -519,7 +521,7 @@ xml_text(FILE *out, const char *s)
 		case '<': fputs("&lt;", out); break;
 		case '>': fputs("&gt;", out); break;
 		case '"': fputs("&quot;", out); break;
-		default: putc(*s, out);
+		default: putc((unsigned char)*s < 0x20 || *s == 0x7f ? ' ' : *s, out);
 		}
 }
 

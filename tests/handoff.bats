@@ -2,8 +2,9 @@
 # The handoff as reviewers read it: golden handoffs of a pass, a fail, a
 # race and a run with pending jobs, made by mkrecord from the streams of
 # real runs (tests/fixtures/handoff, made by its make-streams); their
-# Mermaid timelines checked against the gantt grammar's rules, their SVG
-# timelines by an XML parser. No database: mkrecord reads the stream.
+# Mermaid timelines checked against the gantt grammar's rules and by
+# Mermaid's own parser (tests/node), their SVG timelines by an XML parser.
+# No database: mkrecord reads the stream.
 
 load helper
 
@@ -37,8 +38,8 @@ handoff() {
 
 # What every golden handoff must hold to: lines of at most 120 characters
 # outside tables, no millisecond count above 10,000 and no microsecond
-# timestamp, a Mermaid timeline the gantt grammar accepts, an SVG timeline
-# that is well-formed XML.
+# timestamp, a Mermaid timeline the gantt grammar and Mermaid's parser
+# accept, an SVG timeline that is well-formed XML.
 readable() {
 	local md=$1 svg=$2
 	run awk 'length > 120 && !/^\|/ { print FILENAME ":" FNR ": " length " characters" }' "$md"
@@ -48,6 +49,8 @@ readable() {
 	run grep -nE 'T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z' "$md"
 	[ -z "$output" ] || { echo "microsecond timestamps: $output"; return 1; }
 	"$BUILD/tests/mermaid-check" "$md"
+	# and Mermaid's own parser, from tests/node
+	node "$BATS_TEST_DIRNAME/node/mermaid-parse.mjs" "$md"
 	if command -v xmllint >/dev/null; then
 		xmllint --noout "$svg"
 	else

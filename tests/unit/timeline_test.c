@@ -133,6 +133,11 @@ main(void)
 	CHECK(has(text, "<title>a&amp;b: pass"), "the rehearsal's name escaped");
 	CHECK(has(text, "</svg>\n"), "the document ends");
 	free(text);
+	json_object_set_new(record, "rehearsal", json_string("a\001" "b"));
+	text = idem_timeline_svg(record);
+	CHECK(has(text, "<title>a b: pass") && !has(text, "\x01"),
+	    "a control character, which XML forbids, becomes a blank");
+	free(text);
 	hist = idem_timeline_histogram(record);
 	CHECK(json_array_size(hist) == 0, "no histogram for a run of a few jobs");
 	json_decref(hist);
