@@ -4,6 +4,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "map.h"
 #include "timeline.h"
 #include "util.h"
 
@@ -31,6 +32,14 @@ struct section {
 	char name[160];
 	struct lane *lanes;
 	size_t n;
+};
+
+/* A job of the evidence: its rows, in order, and whether it is one of a
+ * scenario's: killed, delivered more than once, or not acked. */
+struct job {
+	const char *name;
+	size_t *rows, n;
+	int of_scenario;
 };
 
 struct timeline {
@@ -105,6 +114,13 @@ static const char *
 str(const json_t *o, const char *key)
 {
 	return json_string_value(json_object_get(o, key));
+}
+
+/* A text of the record, or "" when it has none. */
+static const char *
+text_of(const json_t *o, const char *key)
+{
+	return str(o, key) ? str(o, key) : "";
 }
 
 long long
@@ -243,25 +259,6 @@ kill_of(const json_t *record, const json_t *row, const char *msg)
 	return NULL;
 }
 
-static int
-is_scenario_job(const json_t *record, const json_t *rows, const char *job)
-{
-	const json_t *row, *k;
-	size_t i, n = 0;
-
-	json_array_foreach(json_object_get(record, "kill_points"), i, k)
-		if (strcmp(str(k, "job") ? str(k, "job") : "", job) == 0)
-			return 1;
-	/* more than one delivery, or one that was not acked */
-	json_array_foreach(rows, i, row) {
-		if (strcmp(str(row, "job") ? str(row, "job") : "", job) != 0)
-			continue;
-		if (n++ > 0 || (str(row, "outcome") && strcmp(str(row, "outcome"), "acked") != 0))
-			return 1;
-	}
-	return 0;
-}
-
 /* Two lanes whose attempts overlap in time: deliveries at once, a race. */
 static int
 lanes_overlap(const struct section *sec)
@@ -282,29 +279,40 @@ lanes_overlap(const struct section *sec)
 }
 
 static void
-job_section(struct timeline *tl, const json_t *record, const json_t *rows, const char *job)
+add_call(const struct timeline *tl, struct lane *lane, const json_t *call)
 {
+	add(lane, CALL, at(tl, call, "at"), -1, "external call %s %s %lld %s", text_of(call, "method"),
+	    text_of(call, "path"), (long long)json_integer_value(json_object_get(call, "status")),
+	    text_of(call, "answer"));
+}
+
+static void
+job_section(struct timeline *tl, const json_t *record, const json_t *rows, const struct job *jb)
+{
+	const char *job = jb->name;
 	struct section *sec;
 	const json_t *row, *k, *call;
 	char buf[32], scen[128] = "";
-	size_t i, j;
+	size_t i, j, r;
 
 	tl->sections = idem_ereallocarray(tl->sections, tl->n + 1, sizeof(*tl->sections));
 	sec = &tl->sections[tl->n++];
 	memset(sec, 0, sizeof(*sec));
 	json_array_foreach(json_object_get(record, "kill_points"), i, k)
-		if (strcmp(str(k, "job") ? str(k, "job") : "", job) == 0 && str(k, "scenario") &&
+		if (strcmp(text_of(k, "job"), job) == 0 && str(k, "scenario") &&
 		    strstr(scen, str(k, "scenario")) == NULL)
 			snprintf(scen + strlen(scen), sizeof(scen) - strlen(scen), " %s", str(k, "scenario"));
-	json_array_foreach(rows, i, row) {
-		const char *msg = msg_text(row, buf, sizeof(buf)), *outcome = str(row, "outcome");
+	for (r = 0; r < jb->n; r++) {
+		const char *msg, *outcome;
 		struct lane *lane;
-		long long consumed = at(tl, row, "consumed_at"), end, killed = -1;
+		long long consumed, end, killed = -1;
 		const json_t *next = NULL;
 		enum mark bar;
 
-		if (strcmp(str(row, "job") ? str(row, "job") : "", job) != 0)
-			continue;
+		row = json_array_get(rows, jb->rows[r]);
+		msg = msg_text(row, buf, sizeof(buf));
+		outcome = str(row, "outcome");
+		consumed = at(tl, row, "consumed_at");
 		lane = lane_of(sec, msg);
 		if (lane->n == 0)
 			add(lane, PUBLISH, at(tl, row, "published_at"), -1, "publish msg %s", msg ? msg : "");
@@ -322,26 +330,22 @@ job_section(struct timeline *tl, const json_t *record, const json_t *rows, const
 			end = at(tl, row, "written_at");
 		add(lane, bar, consumed, end, "msg %s try %lld %s, %s", msg ? msg : "",
 		    (long long)json_integer_value(json_object_get(row, "attempt")),
-		    str(row, "branch") ? str(row, "branch") : "no branch logged",
-		    outcome ? outcome : "");
+		    str(row, "branch") ? str(row, "branch") : "no branch logged", text_of(row, "outcome"));
 		add(lane, COMMIT, at(tl, row, "committed_at"), -1, "commit msg %s", msg ? msg : "");
 		json_array_foreach(json_object_get(row, "calls"), j, call)
-			add(lane, CALL, at(tl, call, "at"), -1, "external call %s %s %lld %s", str(call, "method"),
-			    str(call, "path"), (long long)json_integer_value(json_object_get(call, "status")),
-			    str(call, "answer") ? str(call, "answer") : "");
+			add_call(tl, lane, call);
 		if (killed >= 0)
-			add(lane, KILL, killed, -1, "KILL at %s", str(k, "step"));
+			add(lane, KILL, killed, -1, "KILL at %s", text_of(k, "step"));
 		add(lane, ACK, at(tl, row, "acked_at"), -1, "ack msg %s", msg ? msg : "");
 		if (at(tl, row, "acked_at") >= 0)
 			continue;
 		/* the visibility gap: to the message's next delivery, if any */
-		for (j = i + 1; j < json_array_size(rows) && next == NULL; j++) {
-			const json_t *r2 = json_array_get(rows, j);
+		for (j = r + 1; j < jb->n && next == NULL; j++) {
+			const json_t *r2 = json_array_get(rows, jb->rows[j]);
 			char b2[32];
 			const char *m2 = msg_text(r2, b2, sizeof(b2));
 
-			if (json_equal(json_object_get(r2, "job"), json_object_get(row, "job")) &&
-			    m2 && msg && strcmp(m2, msg) == 0)
+			if (m2 && msg && strcmp(m2, msg) == 0)
 				next = r2;
 		}
 		if (end < 0)
@@ -406,36 +410,63 @@ span_of(const json_t *record, long long start)
 	return last;
 }
 
+/*
+ * The jobs of the evidence in the order they first appear, each with its
+ * rows, in one pass: a job of a kill point, one delivered more than once
+ * and one not acked are the scenarios'. Sets *n; caller frees.
+ */
+static struct job *
+jobs_of(const json_t *record, size_t *n)
+{
+	const json_t *rows = json_object_get(record, "evidence"), *row, *k;
+	struct job *jobs = NULL;
+	struct idem_map index;
+	size_t i, at;
+
+	idem_map_init(&index);
+	*n = 0;
+	json_array_foreach(rows, i, row) {
+		struct job *jb;
+
+		if ((at = idem_map_get(&index, text_of(row, "job"))) == IDEM_MAP_NONE) {
+			jobs = idem_ereallocarray(jobs, *n + 1, sizeof(*jobs));
+			jobs[*n] = (struct job){ .name = text_of(row, "job") };
+			idem_map_put(&index, text_of(row, "job"), at = (*n)++);
+		}
+		jb = &jobs[at];
+		jb->rows = idem_ereallocarray(jb->rows, jb->n + 1, sizeof(*jb->rows));
+		jb->rows[jb->n++] = i;
+		if (jb->n > 1 || strcmp(text_of(row, "outcome"), "acked") != 0)
+			jb->of_scenario = 1;
+	}
+	json_array_foreach(json_object_get(record, "kill_points"), i, k)
+		if ((at = idem_map_get(&index, text_of(k, "job"))) != IDEM_MAP_NONE)
+			jobs[at].of_scenario = 1;
+	idem_map_free(&index);
+	return jobs;
+}
+
 static void
 build(struct timeline *tl, const json_t *record)
 {
-	const json_t *rows = json_object_get(record, "evidence"), *row, *call;
-	const char **jobs = NULL;
-	size_t njobs = 0, i, j;
+	const json_t *rows = json_object_get(record, "evidence"), *call;
+	struct job *jobs;
+	size_t njobs, i;
 	int volume;
 
 	memset(tl, 0, sizeof(*tl));
 	tl->start_us = idem_timeline_start(record);
 	tl->span = span_of(record, tl->start_us);
-	json_array_foreach(rows, i, row) {
-		const char *job = str(row, "job") ? str(row, "job") : "";
-
-		for (j = 0; j < njobs && strcmp(jobs[j], job) != 0; j++)
-			;
-		if (j == njobs) {
-			jobs = idem_ereallocarray(jobs, njobs + 1, sizeof(*jobs));
-			jobs[njobs++] = job;
-		}
-	}
+	jobs = jobs_of(record, &njobs);
 	tl->jobs = njobs;
 	volume = njobs > IDEM_TIMELINE_VOLUME ||
 	    json_integer_value(json_object_get(record, "jobs")) > IDEM_TIMELINE_VOLUME;
 	for (i = 0; i < njobs; i++) {
-		if (volume && (tl->shown == IDEM_TIMELINE_MAX_JOBS ||
-		    !is_scenario_job(record, rows, jobs[i])))
-			continue;
-		job_section(tl, record, rows, jobs[i]);
-		tl->shown++;
+		if (!volume || (tl->shown < IDEM_TIMELINE_MAX_JOBS && jobs[i].of_scenario)) {
+			job_section(tl, record, rows, &jobs[i]);
+			tl->shown++;
+		}
+		free(jobs[i].rows);
 	}
 	free(jobs);
 	/* calls that no attempt made */
@@ -452,10 +483,7 @@ build(struct timeline *tl, const json_t *record)
 			lane_of(sec, NULL);
 			snprintf(sec->lanes[0].name, sizeof(sec->lanes[0].name), "no worker");
 		}
-		sec = &tl->sections[tl->n - 1];
-		add(&sec->lanes[0], CALL, at(tl, call, "at"), -1, "external call %s %s %lld %s", str(call, "method"),
-		    str(call, "path"), (long long)json_integer_value(json_object_get(call, "status")),
-		    str(call, "answer") ? str(call, "answer") : "");
+		add_call(tl, &tl->sections[tl->n - 1].lanes[0], call);
 	}
 }
 
