@@ -612,9 +612,12 @@ svg_item(FILE *out, const struct timeline *tl, const struct item *it, int y)
 		    x, mid - 5, x + 4, mid, x, mid + 5, x - 4, mid);
 		break;
 	case KILL:
-		fprintf(out, "<path d=\"M%.1f %d l8 8 m0 -8 l-8 8\" stroke=\"#c0392b\" stroke-width=\"2.5\"/>"
-		    "<text x=\"%.1f\" y=\"%d\" font-size=\"9\" fill=\"#c0392b\">KILL</text>",
-		    x - 4, mid - 4, x + 6, mid - 4);
+		fprintf(out, "<path d=\"M%.1f %d l8 8 m0 -8 l-8 8\" stroke=\"#c0392b\" stroke-width=\"2.5\"/>",
+		    x - 4, mid - 4);
+		/* a kill of the run, not the legend's, says so in words too */
+		if (strncmp(it->label, "KILL", 4) == 0)
+			fprintf(out, "<text x=\"%.1f\" y=\"%d\" font-size=\"9\" fill=\"#c0392b\">KILL</text>",
+			    x + 6, mid - 4);
 		break;
 	case ACK:
 		fprintf(out, "<path d=\"M%.1f %d l3 4 l6 -8\" fill=\"none\" stroke=\"#2e8b57\" "
