@@ -29,8 +29,9 @@ LIBOBJ = $(BUILD)/lib/util.o $(BUILD)/lib/tsv.o $(BUILD)/lib/seed.o \
 	$(BUILD)/lib/template.o $(BUILD)/lib/pg.o $(BUILD)/lib/embed.o $(BUILD)/lib/step.o \
 	$(BUILD)/lib/sig.o $(BUILD)/lib/yamljson.o $(BUILD)/lib/git.o $(BUILD)/lib/peer.o \
 	$(BUILD)/lib/failpoint.o $(BUILD)/lib/map.o $(BUILD)/lib/evidence.o $(BUILD)/lib/queue.o \
-	$(BUILD)/lib/vendor.o $(BUILD)/lib/path.o $(BUILD)/lib/evidence_file.o
-UNIT = tsv util seed template sig yamljson pg map evidence queue
+	$(BUILD)/lib/vendor.o $(BUILD)/lib/path.o $(BUILD)/lib/evidence_file.o $(BUILD)/lib/timeline.o \
+	$(BUILD)/lib/handoff.o
+UNIT = tsv util seed template sig yamljson pg map evidence queue timeline handoff
 FUZZ = tsv seed record sshsig signers key template vendor
 FUZZ_SECONDS = 60
 FUZZ_CC = clang
@@ -96,7 +97,7 @@ fuzz: deps
 	@FUZZ="$(FUZZ)" FUZZ_SECONDS="$(FUZZ_SECONDS)" tests/fuzz/run
 
 # Programs that only the command tests run, beside the real ones.
-TEST_TOOLS = signers-check peer-of failpoint-kill
+TEST_TOOLS = signers-check peer-of failpoint-kill mermaid-check
 
 $(BUILD)/tests/%: tests/tools/%.c lib/*.h $(BUILD)/lib/libidem.a
 	@mkdir -p $(@D)
@@ -104,7 +105,8 @@ $(BUILD)/tests/%: tests/tools/%.c lib/*.h $(BUILD)/lib/libidem.a
 
 test: $(addprefix $(BUILD)/tests/,$(TEST_TOOLS))
 
-# node-postgres for the tests' workers, exactly as the committed lockfile says.
+# node-postgres for the tests' workers, and Mermaid's parser in jsdom for the
+# handoff's timeline, exactly as the committed lockfile says.
 tests/node/node_modules/.package-lock.json: tests/node/package.json tests/node/package-lock.json
 	npm ci --prefix tests/node --no-audit --no-fund
 	@touch $@

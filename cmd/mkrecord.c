@@ -18,11 +18,13 @@
 
 #include "evidence.h"
 #include "git.h"
+#include "handoff.h"
 #include "map.h"
 #include "path.h"
 #include "seed.h"
 #include "sig.h"
 #include "template.h"
+#include "timeline.h"
 #include "tsv.h"
 #include "util.h"
 #include "yamljson.h"
@@ -1153,6 +1155,85 @@ publish(struct out_file *files, size_t n, const char *dir, int signed_record)
 	free(date);
 }
 
+/* The name publish will most likely give the record: the first of
+ * dir/DATE-REHEARSAL, -2, -3 and on with none of its files there. The
+ * handoff names the record by it; when another run takes the name first,
+ * the handoff is rendered again for the name the record got. */
+static char *
+likely_record(const char *dir, const char *const *suffixes)
+{
+	char *date = idem_date_from_now(0), *base = NULL, path[PATH_MAX];
+	struct stat st;
+	unsigned long number;
+	size_t i;
+
+	for (number = 1; number < ULONG_MAX; number++) {
+		free(base);
+		if ((number == 1 ? asprintf(&base, "%s/%s-%s", dir, date, seed_field("rehearsal")) :
+		    asprintf(&base, "%s/%s-%s-%lu", dir, date, seed_field("rehearsal"), number)) < 0)
+			idem_die(IDEM_EXIT_ENV, "asprintf:");
+		for (i = 0; suffixes[i]; i++) {
+			snprintf(path, sizeof(path), "%s%s", base, suffixes[i]);
+			if (lstat(path, &st) == 0)
+				break;
+		}
+		if (suffixes[i] == NULL)
+			break;
+	}
+	free(date);
+	if (asprintf(&date, "%s.yaml", base) < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	free(base);
+	return date;
+}
+
+/* The signer as the handoff names it: the key's fingerprint, and its
+ * principal in dir/allowed_signers when a line there allows it. */
+struct signer {
+	char fingerprint[64], *principal, signers[PATH_MAX];
+};
+
+static void
+find_signer(struct signer *who, const struct idem_key *key, const char *dir)
+{
+	struct idem_signers *signers;
+	struct idem_error err;
+
+	idem_handoff_fingerprint(key->public_key, who->fingerprint);
+	snprintf(who->signers, sizeof(who->signers), "%s/allowed_signers", dir);
+	who->principal = NULL;
+	if ((signers = idem_signers_load(who->signers, &err)) != NULL) {
+		who->principal = idem_signers_find(signers, key->public_key, "idem-record", time(NULL),
+		    &err);
+		idem_signers_free(signers);
+	}
+}
+
+/* The handoff of the record named record: the record r with the
+ * conveniences of the handoff, rendered, prose folded to its width. */
+static char *
+handoff(const json_t *r, const char *record, const struct signer *who)
+{
+	json_t *ctx = json_deep_copy(r);
+	struct idem_error err;
+	char *md, *folded, svg[PATH_MAX];
+	const char *slash = strrchr(record, '/');
+	struct idem_handoff_files files = { .record = record, .svg = svg,
+		.signers = who ? who->signers : NULL, .principal = who ? who->principal : NULL,
+		.fingerprint = who ? who->fingerprint : NULL };
+
+	snprintf(svg, sizeof(svg), "%.*s.svg", (int)(strlen(slash ? slash + 1 : record) - 5),
+	    slash ? slash + 1 : record);
+	idem_handoff_context(ctx, &files);
+	if ((md = idem_template_render("handoff.md", idem_tpl_handoff, ctx, IDEM_ESCAPE_MARKDOWN,
+	    &err)) == NULL)
+		idem_die_error(&err);
+	folded = idem_handoff_fold(md, IDEM_HANDOFF_WIDTH);
+	free(md);
+	json_decref(ctx);
+	return folded;
+}
+
 static char *
 default_reproduce(void)
 {
@@ -1245,9 +1326,13 @@ main(int argc, char *argv[])
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *dir = "records", *key_path = NULL, *format = "yaml", *path = "-", *approval = NULL;
+	static const char *const suffixes[] = { ".yaml", ".yaml.sig", ".md", ".svg", NULL };
 	char *reproduce = NULL, *next_review = NULL, **waits = NULL, *yaml, *md, *sig = NULL;
-	struct out_file out[3];
-	const char *record, *sig_path, *md_path;
+	char *svg, *likely;
+	struct out_file out[4];
+	struct signer who = { .principal = NULL };
+	size_t nout = 0;
+	const char *record, *sig_path, *md_path, *svg_path;
 	char commit[41];
 	char seed_sha[65], *seed_text, *message = NULL;
 	struct idem_git_revision rev;
@@ -1300,6 +1385,8 @@ main(int argc, char *argv[])
 		idem_die(IDEM_EXIT_USAGE, "-c: a record is committed signed: give -k key");
 	if (key_path != NULL && idem_key_load(&key, key_path, &err) < 0)
 		idem_die_error(&err);
+	if (key_path != NULL)
+		find_signer(&who, &key, dir);
 	if (optind < argc && strcmp(argv[optind], "-") != 0) {
 		path = argv[optind];
 		if ((in = fopen(path, "r")) == NULL)
@@ -1351,9 +1438,9 @@ main(int argc, char *argv[])
 	if ((yaml = idem_yaml_from_json(stored, &err)) == NULL)
 		idem_die_error(&err);
 	json_decref(stored);
-	if ((md = idem_template_render("handoff.md", idem_tpl_handoff, r, IDEM_ESCAPE_MARKDOWN,
-	    &err)) == NULL)
-		idem_die_error(&err);
+	likely = likely_record(dir, suffixes);
+	md = handoff(r, likely, key_path != NULL ? &who : NULL);
+	svg = idem_timeline_svg(r);
 
 	/* a signature that does not verify is never written */
 	if (key_path != NULL && (sig = idem_sig_sign(&key, "idem-record", yaml, strlen(yaml))) == NULL)
@@ -1370,20 +1457,35 @@ main(int argc, char *argv[])
 		idem_die(IDEM_EXIT_ENV, "%s:", dir);
 	if (volume())
 		publish_evidence(dir);
-	{
-		size_t n = 0;
+	if (key_path != NULL)
+		out[nout++] = (struct out_file){ .text = sig, .suffix = ".yaml.sig" };
+	out[nout++] = (struct out_file){ .text = md, .suffix = ".md" };
+	out[nout++] = (struct out_file){ .text = svg, .suffix = ".svg" };
+	out[nout++] = (struct out_file){ .text = yaml, .suffix = ".yaml" };
+	publish(out, nout, dir, key_path != NULL);
+	record = out[nout - 1].path;
+	svg_path = out[nout - 2].path;
+	md_path = out[nout - 3].path;
+	sig_path = key_path != NULL ? out[0].path : "";
+	if (strcmp(record, likely) != 0) {
+		/* another run took the name: the handoff names the record's own */
+		char tmp[PATH_MAX];
 
-		if (key_path != NULL)
-			out[n++] = (struct out_file){ .text = sig, .suffix = ".yaml.sig" };
-		out[n++] = (struct out_file){ .text = md, .suffix = ".md" };
-		out[n++] = (struct out_file){ .text = yaml, .suffix = ".yaml" };
-		publish(out, n, dir, key_path != NULL);
-		record = out[n - 1].path;
-		md_path = out[n - 2].path;
-		sig_path = key_path != NULL ? out[0].path : "";
+		free(md);
+		md = handoff(r, record, key_path != NULL ? &who : NULL);
+		name_of(tmp, dir, "/.mkrecord-XXXXXX", out, nout);
+		if (idem_write_temp_file(tmp, md, strlen(md), &err) < 0) {
+			unmake(out, nout, 0);
+			idem_die_error(&err);
+		}
+		if (rename(tmp, md_path) < 0) {
+			unlink(tmp);
+			unmake(out, nout, 0);
+			idem_die(IDEM_EXIT_ENV, "%s:", md_path);
+		}
 	}
 	if (do_commit) {
-		const char *files[4] = { record, sig_path, md_path, evidence_path };
+		const char *files[5] = { record, sig_path, md_path, svg_path, evidence_path };
 
 		json_t *external;
 		char calls[96] = "";
@@ -1401,8 +1503,8 @@ main(int argc, char *argv[])
 		    (long long)json_integer_value(json_object_get(json_object_get(totals, "duplicates"), "observed")),
 		    calls, record) < 0)
 			idem_die(IDEM_EXIT_ENV, "asprintf:");
-		if (idem_git_commit(files, *evidence_path ? 4 : 3, message, &key, commit, &err) < 0) {
-			unmake(out, 3, 0);
+		if (idem_git_commit(files, *evidence_path ? 5 : 4, message, &key, commit, &err) < 0) {
+			unmake(out, nout, 0);
 			idem_die_error(&err);
 		}
 	}
@@ -1416,6 +1518,9 @@ main(int argc, char *argv[])
 	json_decref(r);
 	free(yaml);
 	free(md);
+	free(svg);
+	free(likely);
+	free(who.principal);
 	free(sig);
 	free(reproduce);
 	free(next_review);

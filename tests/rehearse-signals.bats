@@ -200,9 +200,9 @@ ended_by() {
 		interrupt "$sig" alone
 		ended_by "$sig"
 		r=$(sed -n 's/^rehearse: interrupted while verifying the record: //p' "$err")
-		[ -f "$r" ] && [ -f "$r.sig" ] && [ -f "${r%.yaml}.md" ]
+		[ -f "$r" ] && [ -f "$r.sig" ] && [ -f "${r%.yaml}.md" ] && [ -f "${r%.yaml}.svg" ]
 		verify-record -f records/allowed_signers "$r"
-		rm "$r" "$r.sig" "${r%.yaml}.md"
+		rm "$r" "$r.sig" "${r%.yaml}.md" "${r%.yaml}.svg"
 		assert_equal "$(ls -A records)" allowed_signers
 	done
 }

@@ -1,0 +1,151 @@
+#!/usr/bin/env bats
+# The handoff as reviewers read it: golden handoffs of a pass, a fail, a
+# race and a run with pending jobs, made by mkrecord from the streams of
+# real runs (tests/fixtures/handoff, made by its make-streams); their
+# Mermaid timelines checked against the gantt grammar's rules and by
+# Mermaid's own parser (tests/node), their SVG timelines by an XML parser.
+# No database: mkrecord reads the stream.
+
+load helper
+
+fixtures="$BATS_TEST_DIRNAME/fixtures/handoff"
+golden="$BATS_TEST_DIRNAME/golden/handoff"
+fixture_key="$BATS_TEST_DIRNAME/fixtures/keys/idem-test-fixture-NOT-SECRET_ed25519"
+
+# A repository with the fixtures' seeds committed at a fixed time, so the
+# seed revision is the same on every run, and the fixture key allowed.
+setup() {
+	new_repo "$BATS_TEST_TMPDIR/repo"
+	cp "$fixtures"/*.yaml .
+	git add ./*.yaml
+	GIT_AUTHOR_DATE="2026-12-01T10:00:00Z" GIT_COMMITTER_DATE="2026-12-01T10:00:00Z" \
+		git commit -q -m "seeds"
+	key="$BATS_TEST_TMPDIR/key"
+	cp "$fixture_key" "$key"
+	chmod 600 "$key"
+	mkdir records
+	echo "eng@example.org namespaces=\"idem-record,git\" $(cat "$fixture_key.pub")" >records/allowed_signers
+}
+
+# handoff NAME [OPTION...]: the handoff of fixture NAME as mkrecord -f md
+# prints it, the record's date and time of making replaced by fixed words.
+handoff() {
+	mkrecord -k "$key" -n 2027-03-01 -f md "${@:2}" <"$fixtures/$1.tsv" >"$BATS_TEST_TMPDIR/$1.raw"
+	sed -E -e 's/^Record made [^;]*;/Record made CREATED;/' \
+		-e 's/[0-9]{4}-[0-9]{2}-[0-9]{2}-(invoice-line|charge)/DATE-\1/g' \
+		"$BATS_TEST_TMPDIR/$1.raw" >"$BATS_TEST_TMPDIR/$1.md"
+}
+
+# What every golden handoff must hold to: lines of at most 120 characters
+# outside tables, no millisecond count above 10,000 and no microsecond
+# timestamp, a Mermaid timeline the gantt grammar and Mermaid's parser
+# accept, an SVG timeline that is well-formed XML.
+readable() {
+	local md=$1 svg=$2
+	run awk 'length > 120 && !/^\|/ { print FILENAME ":" FNR ": " length " characters" }' "$md"
+	[ -z "$output" ] || { echo "$output"; return 1; }
+	run grep -nE '(^|[^0-9.])(1000[1-9]|100[1-9][0-9]|10[1-9][0-9]{2}|1[1-9][0-9]{3}|[2-9][0-9]{4}|[0-9]{6,}) ?ms' "$md"
+	[ -z "$output" ] || { echo "raw milliseconds: $output"; return 1; }
+	run grep -nE 'T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z' "$md"
+	[ -z "$output" ] || { echo "microsecond timestamps: $output"; return 1; }
+	"$BUILD/tests/mermaid-check" "$md"
+	# and Mermaid's own parser, from tests/node
+	node "$BATS_TEST_DIRNAME/node/mermaid-parse.mjs" "$md"
+	if command -v xmllint >/dev/null; then
+		xmllint --noout "$svg"
+	else
+		python3 -c 'import sys, xml.etree.ElementTree as t; t.parse(sys.argv[1])' "$svg"
+	fi
+}
+
+@test "the handoff of a passing run: the golden one, readable, its timeline valid" {
+	handoff pass -w reviewer-queue=26h -w owner-approval=90m
+	assert_golden "$BATS_TEST_TMPDIR/pass.md" "$golden/pass.md"
+	readable "$BATS_TEST_TMPDIR/pass.md" records/*-invoice-line.svg
+}
+
+@test "the handoff of a failing run: the golden one, readable, its timeline valid" {
+	handoff fail
+	assert_golden "$BATS_TEST_TMPDIR/fail.md" "$golden/fail.md"
+	readable "$BATS_TEST_TMPDIR/fail.md" records/*-invoice-line.svg
+}
+
+@test "the handoff of a race: the golden one, two lanes on one key" {
+	handoff race
+	assert_golden "$BATS_TEST_TMPDIR/race.md" "$golden/race.md"
+	readable "$BATS_TEST_TMPDIR/race.md" records/*-invoice-line-race.svg
+	grep -q '^    section job-0005 race, two lanes on one key$' "$BATS_TEST_TMPDIR/race.md"
+	# both deliveries of the raced job, each in its own lane of the drawing
+	[ "$(grep -c '>msg [0-9]*</text>' records/*-invoice-line-race.svg)" -eq 7 ]
+}
+
+@test "the handoff of a run with pending jobs: the golden one, the calls on the same axis" {
+	handoff pending
+	assert_golden "$BATS_TEST_TMPDIR/pending.md" "$golden/pending.md"
+	readable "$BATS_TEST_TMPDIR/pending.md" records/*-charge-pending.svg
+	grep -q 'never redelivered, pending' "$BATS_TEST_TMPDIR/pending.md"
+	grep -q '^    external call POST /v1/charges 0 killed :milestone, ' "$BATS_TEST_TMPDIR/pending.md"
+}
+
+@test "the handoff of a volume run: the scenarios' jobs on the timeline, a histogram of recovery times" {
+	handoff volume
+	readable "$BATS_TEST_TMPDIR/volume.md" records/*-invoice-line-volume.svg
+	kills=$(grep -c '^kill	kills	' "$fixtures/volume.tsv")
+	dups=$(awk -F '\t' '$1 == "publish" && $3 != "0"' "$fixtures/volume.tsv" | wc -l)
+	grep -q "^    title the jobs of the scenarios, $((kills + dups)) of 80, in ms from the run's start$" \
+		"$BATS_TEST_TMPDIR/volume.md"
+	assert_equal "$(grep -c '^    section .* kills$' "$BATS_TEST_TMPDIR/volume.md")" "$kills"
+	assert_equal "$(grep -c '^    section .* duplicate publish$' "$BATS_TEST_TMPDIR/volume.md")" "$dups"
+	# the histogram counts every kill, in the handoff and in the drawing
+	assert_equal "$(sed -n '/^| recovery time | kills | |$/,/^$/p' "$BATS_TEST_TMPDIR/volume.md" |
+		awk -F ' [|] ' 'NR > 2 && NF > 2 { n += $2 } END { print n }')" "$kills"
+	grep -q 'recovery time, kill to clean retry ack: kills per range' records/*-invoice-line-volume.svg
+}
+
+@test "a committed record has its timeline beside it, in the same signed commit" {
+	r=$(mkrecord -k "$key" -c <"$fixtures/pass.tsv")
+	base=${r%.yaml}
+	[ -s "$base.svg" ]
+	assert_equal "$(git show --name-only --format= HEAD | sort | tr '\n' ' ')" \
+		"$base.md $base.svg $base.yaml $base.yaml.sig "
+	grep -qF "[$(basename "$base").svg]($(basename "$base").svg)" "$base.md"
+	# the commands of the handoff, run as written, verify the record
+	grep -qxF "    verify-record $r" "$base.md"
+	verify-record "$r"
+	sed -n '/^    ssh-keygen -Y verify/,/[^\\]$/p' "$base.md" | sed 's/^ *//' >"$BATS_TEST_TMPDIR/verify.sh"
+	sh "$BATS_TEST_TMPDIR/verify.sh"
+	# the handoff names the signer by the key's fingerprint, as ssh-keygen prints it
+	fp=$(ssh-keygen -l -f "$fixture_key.pub" | cut -d ' ' -f 2)
+	grep -qF "Signed by \`eng@example.org\`, key \`$fp\`." "$base.md"
+}
+
+@test "the handoff names the record by the name it got when that name was taken" {
+	r1=$(mkrecord -k "$key" <"$fixtures/pass.tsv")
+	r2=$(mkrecord -k "$key" <"$fixtures/pass.tsv")
+	[ "$r1" != "$r2" ]
+	grep -qxF "    verify-record $r2" "${r2%.yaml}.md"
+	grep -qxF "    verify-record $r1" "${r1%.yaml}.md"
+}
+
+@test "the Mermaid checker refuses what the gantt grammar would not read" {
+	printf '%s\n' '```mermaid' gantt '    dateFormat x' '    section a: b' '    t1 :done, 5, 1' \
+		'    x#y :0, 1' '    section empty' '    section words the lexer takes for its own' \
+		'    Call POST :0, 1' '    2026-12-01 run :0, 1' '```' >"$BATS_TEST_TMPDIR/bad.md"
+	run "$BUILD/tests/mermaid-check" "$BATS_TEST_TMPDIR/bad.md"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *":4: a section name empty or holding :, # or ;"* ]]
+	[[ "$output" == *":5: a task that ends before it starts"* ]]
+	[[ "$output" == *":6: a task name holding # or ;"* ]]
+	[[ "$output" == *":7: an empty section"* ]]
+	[[ "$output" == *":9: a task name starting with a keyword: Call POST"* ]]
+	[[ "$output" == *":10: a task name starting with a date: 2026-12-01 run"* ]]
+}
+
+@test "a browser draws the timeline: a headless Chromium screenshot, kept out of the repository" {
+	command -v chromium >/dev/null || command -v chromium-browser >/dev/null ||
+		skip "no Chromium installed: tests/tools/svg-screenshot is the check"
+	r=$(mkrecord -k "$key" <"$fixtures/race.tsv")
+	png=$("$BATS_TEST_DIRNAME/tools/svg-screenshot" "${r%.yaml}.svg" "$BATS_TEST_TMPDIR/race.png")
+	assert_equal "$png" "$BATS_TEST_TMPDIR/race.png"
+	[ -z "$(git status --porcelain -- '*.png')" ]
+}
