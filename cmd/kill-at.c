@@ -24,6 +24,7 @@
 #include <libpq-fe.h>
 #include <sodium.h>
 
+#include "baseline.h"
 #include "evidence.h"
 #include "failpoint.h"
 #include "map.h"
@@ -165,6 +166,9 @@ static struct {
 	size_t nsessions;
 	struct idem_map session_index;	/* "pid start": sessions */
 	int peer_failed;
+	/* the sequential baseline, run first */
+	struct idem_baseline base;
+	int in_baseline;
 } k;
 
 static void
@@ -233,6 +237,7 @@ read_stream(FILE *hold)
 				k.worker_command = idem_estrdup(r.fields[SEED_WORKER_COMMAND]);
 			k.visibility_timeout_ms = idem_tsv_number(&r, SEED_VISIBILITY_TIMEOUT_MS, 0);
 			k.max_attempts = idem_tsv_number(&r, SEED_MAX_ATTEMPTS, 0);
+			k.base.job_scope = strcmp(r.fields[SEED_KEY_SCOPE], "job") == 0;
 			break;
 		case IDEM_KIND_EXTERNAL:
 			k.external_name = idem_estrdup(r.fields[EXTERNAL_NAME]);
@@ -261,11 +266,14 @@ read_stream(FILE *hold)
 			    find_scenario(r.fields[JOB_SCENARIO]) : -1;
 			k.jobs[k.njobs].copies = 0;
 			idem_map_put(&k.job_index, k.jobs[k.njobs].id, k.njobs);
+			idem_baseline_job(&k.base, r.fields[JOB_ID], r.fields[JOB_BUSINESS_KEY],
+			    r.fields[JOB_SCENARIO] != NULL);
 			k.njobs++;
 			break;
 		case IDEM_KIND_PUBLISH:
 			k.msg_ids = idem_ereallocarray(k.msg_ids, k.nmsgs + 1, sizeof(char *));
 			k.msg_ids[k.nmsgs++] = idem_estrdup(r.fields[PUBLISH_MSG_ID]);
+			idem_baseline_message(&k.base, r.fields[PUBLISH_JOB_ID], r.fields[PUBLISH_MSG_ID]);
 			if ((job = find_job(r.fields[PUBLISH_JOB_ID])) != NULL)
 				k.jobs[job - k.jobs].copies++;
 			break;
@@ -1222,7 +1230,7 @@ stop_workers(void)
 static int
 run(long long deadline_us)
 {
-	char *ids = msg_id_array();
+	char *ids = k.in_baseline ? idem_estrdup(k.base.ids) : msg_id_array();
 	long long next_check = 0, end = idem_now_us() + deadline_us, checks = 0;
 	struct pollfd *fds = NULL;
 	struct idem_error err;
@@ -1276,7 +1284,7 @@ run(long long deadline_us)
 			if (++checks % RESCUE_EVERY == 0 &&
 			    idem_failpoint_rescue(k.fp, k.visibility_timeout_ms, &err) < 0)
 				idem_die_error(&err);
-			if (all_fired() && everything_acked())
+			if ((k.in_baseline || all_fired()) && everything_acked())
 				rc = 0;
 			else if (idem_now_us() > end)
 				rc = 1;
@@ -1300,11 +1308,11 @@ run(long long deadline_us)
 			    PQgetvalue(res, (int)i, 0), PQgetvalue(res, (int)i, 1),
 			    PQgetvalue(res, (int)i, 2), PQgetvalue(res, (int)i, 3));
 		PQclear(res);
-		for (i = 0; i < k.nkills; i++)
+		for (i = 0; !k.in_baseline && i < k.nkills; i++)
 			if (!k.kills[i].fired)
 				idem_warn("deadline: step %s of job %s, attempt %lld, never reached (scenario %s)",
 				    k.kills[i].step, k.kills[i].job_id, k.kills[i].attempt, k.kills[i].scenario);
-		for (i = 0; i < k.nraces; i++)
+		for (i = 0; !k.in_baseline && i < k.nraces; i++)
 			if (!k.races[i].done)
 				idem_warn("deadline: race at %s on business key %s never met by two workers",
 				    k.races[i].step, k.races[i].business_key);
@@ -1514,7 +1522,9 @@ write_evidence(void)
 	if (idem_evidence_write(ev, stdout) < 0)
 		idem_die(IDEM_EXIT_ENV, "write error on standard output:");
 	write_calls();
-	write_missed();
+	/* after a failed baseline no fault was tried, so none was missed */
+	if (k.base.result != IDEM_BASELINE_FAILED)
+		write_missed();
 }
 
 static void
@@ -1587,6 +1597,7 @@ free_all(void)
 	}
 	free(k.clients);
 	idem_evidence_free(k.ev);
+	idem_baseline_free(&k.base);
 	for (i = 0; i < MAX_WORKERS; i++)
 		free(k.workers[i].partial);
 }
@@ -1654,6 +1665,54 @@ setup_signals(void)
 		idem_die(IDEM_EXIT_ENV, "signalfd:");
 }
 
+/*
+ * The sequential baseline: the jobs in no fault run first, with one
+ * worker, while the messages of the faults are held back, and their
+ * effects are counted; the faults are let go after. Returns 0 when it
+ * passed or had no jobs, 1 when it failed, 128+N when kill-at got signal N.
+ */
+static int
+run_baseline(long long deadline_us)
+{
+	struct idem_error err;
+	int rc, nworkers = k.nworkers, i;
+	size_t n;
+
+	for (n = 0; n < k.nkills; n++)
+		idem_baseline_fault_job(&k.base, k.kills[n].job_id);
+	for (n = 0; n < k.nraces; n++)
+		idem_baseline_fault_key(&k.base, k.races[n].business_key);
+	for (n = 0; n < k.nfaults; n++)
+		idem_baseline_fault_key(&k.base, k.faults[n].business_key);
+	if (idem_baseline_plan(&k.base) == 0)
+		return 0;
+	if (idem_baseline_count(&k.base, k.conn, k.effect_table, k.key_columns, 0, &err) < 0 ||
+	    idem_baseline_hold_back(&k.base, &k.q, k.conn, &err) < 0)
+		idem_die_error(&err);
+	k.in_baseline = 1;
+	k.nworkers = 1;
+	rc = run(deadline_us);
+	k.nworkers = nworkers;
+	k.in_baseline = 0;
+	k.stopping = 0;
+	for (i = 0; i < MAX_WORKERS; i++)
+		k.workers[i].restarts = 0;
+	if (idem_baseline_let_go(&k.base, &k.q, k.conn, &err) < 0)
+		idem_die_error(&err);
+	if (rc > 128)
+		return rc;
+	if (idem_baseline_count(&k.base, k.conn, k.effect_table, k.key_columns, 1, &err) < 0 ||
+	    idem_baseline_judge(&k.base, &k.q, k.conn, &err) < 0)
+		idem_die_error(&err);
+	if (k.base.result != IDEM_BASELINE_FAILED)
+		return 0;
+	idem_warn("baseline failed: %lld of %lld effects, %lld duplicate, %lld missing, "
+	    "%lld messages unacked; no fault was forced", k.base.effects_observed,
+	    k.base.effects_expected, k.base.duplicates, k.base.missing, k.base.unacked);
+	idem_baseline_explain(&k.base, stderr, 10);
+	return 1;
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -1700,6 +1759,7 @@ main(int argc, char *argv[])
 		}
 	}
 	k.ev = idem_evidence_new();
+	idem_baseline_init(&k.base);
 	if ((hold = open_memstream(&held, &held_len)) == NULL)
 		idem_die(IDEM_EXIT_ENV, "open_memstream:");
 	read_stream(hold);
@@ -1738,13 +1798,16 @@ main(int argc, char *argv[])
 	start_vendor();
 	setup_socket();
 	start_watchdog();
-	rc = run(deadline_ms * 1000);
+	if ((rc = run_baseline(deadline_ms * 1000)) == 0)
+		rc = run(deadline_ms * 1000);
 	if (rc > 128) {
 		idem_warn("stopped by signal %d; workers stopped", rc - 128);
 	} else {
 		if (fwrite(held, 1, held_len, stdout) != held_len)
 			idem_die(IDEM_EXIT_ENV, "write error on standard output:");
 		write_worker();
+		if (idem_baseline_write(&k.base, stdout) < 0)
+			idem_die(IDEM_EXIT_ENV, "write error on standard output:");
 		write_evidence();
 	}
 	remove_failpoints();

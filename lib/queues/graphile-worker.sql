@@ -96,3 +96,12 @@ SELECT j.id::text, p.job_id, p.copy, j.attempts
 FROM graphile_worker._private_jobs j
 JOIN idem.published p ON p.kind = 'graphile-worker' AND p.msg_id = j.id::text
 WHERE j.id = ANY ($1::text[]::bigint[]) ORDER BY p.job_id, p.copy
+
+-- @hold-back
+-- the messages of the faults, not run while the baseline runs
+UPDATE graphile_worker._private_jobs SET run_at = 'infinity'
+WHERE id = ANY ($1::text[]::bigint[]) AND locked_at IS NULL AND attempts = 0
+
+-- @let-go
+UPDATE graphile_worker._private_jobs SET run_at = now()
+WHERE id = ANY ($1::text[]::bigint[]) AND run_at = 'infinity'

@@ -61,3 +61,12 @@ SELECT count(*) FROM idem.message WHERE msg_id = ANY ($1::text[]::bigint[]) AND 
 -- @unacked-list
 SELECT msg_id::text, job_id, copy, read_ct FROM idem.message
 WHERE msg_id = ANY ($1::text[]::bigint[]) AND acked_at IS NULL ORDER BY msg_id
+
+-- @hold-back
+-- the messages of the faults, hidden while the baseline runs
+UPDATE idem.message SET visible_at = 'infinity'
+WHERE msg_id = ANY ($1::text[]::bigint[]) AND acked_at IS NULL AND read_ct = 0
+
+-- @let-go
+UPDATE idem.message SET visible_at = clock_timestamp()
+WHERE msg_id = ANY ($1::text[]::bigint[]) AND visible_at = 'infinity'

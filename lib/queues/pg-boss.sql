@@ -113,3 +113,12 @@ SELECT j.id::text, p.job_id, p.copy, j.retry_count + CASE WHEN j.started_on IS N
 FROM pgboss.job j JOIN idem.published p ON p.kind = 'pg-boss' AND p.msg_id = j.id::text
 WHERE j.name = :'queue' AND j.id = ANY ($1::text[]::uuid[]) AND j.state <> 'completed'
 ORDER BY p.job_id, p.copy
+
+-- @hold-back
+-- the messages of the faults, not started while the baseline runs
+UPDATE pgboss.job SET start_after = 'infinity'
+WHERE name = :'queue' AND id = ANY ($1::text[]::uuid[]) AND state = 'created'
+
+-- @let-go
+UPDATE pgboss.job SET start_after = now()
+WHERE name = :'queue' AND id = ANY ($1::text[]::uuid[]) AND start_after = 'infinity'
