@@ -49,6 +49,7 @@ static struct {
 	json_t *expected_verdict;	/* the expect row's verdict, or NULL */
 	json_t *worker;		/* the worker row, or NULL */
 	json_t *declared_guard;	/* the declared_guard row and its probe, or NULL */
+	json_t *baseline;	/* the baseline row, or NULL */
 	struct log_entry *logs;
 	size_t nlogs;
 	long long jobs, copies;
@@ -121,6 +122,27 @@ words_of(const char *command)
 
 /* The worker as kill-at ran it: for the seed's command run as
  * /bin/sh -c "exec COMMAND", the command is COMMAND. */
+/* The baseline row of kill-at: the jobs in no fault, run first; when it
+ * failed, no fault was forced, and the summary says so with its counts. */
+static json_t *
+baseline_of(char **f)
+{
+	json_t *b = json_pack("{s:s,s:o,s:o,s:o,s:{s:o,s:o},s:o,s:o}", "result", f[BASELINE_RESULT],
+	    "jobs", number_or_text(f[BASELINE_JOBS]), "messages", number_or_text(f[BASELINE_MESSAGES]),
+	    "unacked", number_or_text(f[BASELINE_UNACKED]), "effects",
+	    "expected", number_or_text(f[BASELINE_EXPECTED]),
+	    "observed", number_or_text(f[BASELINE_OBSERVED]),
+	    "duplicates", number_or_text(f[BASELINE_DUPLICATES]),
+	    "missing", number_or_text(f[BASELINE_MISSING]));
+
+	if (strcmp(f[BASELINE_RESULT], "failed") == 0)
+		json_object_set_new(b, "summary", json_sprintf("baseline failed: %s of %s effects, "
+		    "%s duplicate, %s missing, %s of %s messages unacked; no fault was forced",
+		    f[BASELINE_OBSERVED], f[BASELINE_EXPECTED], f[BASELINE_DUPLICATES],
+		    f[BASELINE_MISSING], f[BASELINE_UNACKED], f[BASELINE_MESSAGES]));
+	return b;
+}
+
 static void
 read_worker(char **f)
 {
@@ -292,6 +314,9 @@ read_stream(FILE *in, const char *name)
 			break;
 		case IDEM_KIND_WORKER:
 			read_worker(f);
+			break;
+		case IDEM_KIND_BASELINE:
+			s.baseline = baseline_of(f);
 			break;
 		case IDEM_KIND_MEASURE:
 			json_array_append_new(s.measures, json_pack("{s:o,s:o,s:o,s:o,s:o,s:{s:o,s:o}}",
@@ -653,6 +678,14 @@ valid_date(const char *d)
 	return end != NULL && *end == '\0' && strlen(d) == 10;
 }
 
+/* A baseline that failed fails the record, whatever the counts say. */
+static int
+baseline_failed(void)
+{
+	return s.baseline != NULL &&
+	    strcmp(json_string_value(json_object_get(s.baseline, "result")), "failed") == 0;
+}
+
 static json_t *
 build(const struct idem_git_revision *rev, const char *reproduce, const char *next_review,
       json_t *waiting)
@@ -669,7 +702,7 @@ build(const struct idem_git_revision *rev, const char *reproduce, const char *ne
 	/* a kill point or race the run did not reach proves nothing, and a
 	 * worker other than the one the seed declares proves nothing of it */
 	pass = passes(totals) && json_array_size(s.missed) == 0 &&
-	    !json_is_false(worker_as_declared());
+	    !json_is_false(worker_as_declared()) && !baseline_failed();
 	json_object_set_new(r, "record", json_integer(4));
 	json_object_set_new(r, "rehearsal", text(seed_field("rehearsal")));
 	json_object_set_new(r, "verdict", json_string(pass ? "pass" : "fail"));
@@ -703,6 +736,7 @@ build(const struct idem_git_revision *rev, const char *reproduce, const char *ne
 	    json_null());
 	json_object_set_new(r, "kill_points", kill_points());
 	json_object_set_new(r, "missed", json_incref(s.missed));
+	json_object_set_new(r, "baseline", s.baseline ? json_incref(s.baseline) : json_null());
 	json_object_set_new(r, "evidence", evidence());
 	json_object_set_new(r, "calls", calls());
 	json_object_foreach(totals, name, row)

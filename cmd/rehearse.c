@@ -54,6 +54,7 @@ struct child {
 	pid_t pid;		/* also its process group */
 	int ended, status;	/* its wait status once reaped */
 	int after_signal;	/* reaped after rehearse signalled it */
+	int may_find;		/* its exit 1 is a finding the record shows */
 	int err_fd;		/* its standard error, passed on line by line */
 	char partial[4096];	/* a line not yet ended */
 	size_t partial_len;
@@ -310,10 +311,10 @@ cause(const struct child *c, int n, int last_may_find)
 	int i;
 
 	for (i = 0; i < n; i++)
-		if (failed_of_itself(&c[i], last_may_find && i == n - 1))
+		if (failed_of_itself(&c[i], c[i].may_find || (last_may_find && i == n - 1)))
 			return i;
 	for (i = 0; i < n; i++)
-		if (failed(&c[i], last_may_find && i == n - 1))
+		if (failed(&c[i], c[i].may_find || (last_may_find && i == n - 1)))
 			return i;
 	return -1;
 }
@@ -859,6 +860,8 @@ main(int argc, char *argv[])
 	stages[2].name = stages[2].command = "dup-publish";
 	stages[3].name = "kill-at";
 	stages[3].command = kill_at;
+	/* kill-at's 1, a failed baseline or a deadline, leaves a whole stream */
+	stages[3].may_find = 1;
 	stages[4].name = stages[4].command = "count-effects";
 	if ((fd = open(stream_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
 		idem_die(IDEM_EXIT_ENV, "%s:", stream_path);
@@ -871,6 +874,8 @@ main(int argc, char *argv[])
 		goto out;
 	}
 	counts_status = status_of(&stages[STAGES - 1]);
+	if (status_of(&stages[3]) == IDEM_EXIT_FINDING)
+		counts_status = IDEM_EXIT_FINDING;
 
 	snprintf(record_out, sizeof(record_out), "%s/record", work);
 	if ((fd = open(record_out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)

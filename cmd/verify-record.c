@@ -217,7 +217,7 @@ check_arithmetic(struct check *c)
 	const char *verdict;
 	size_t len = 0, i, missed;
 	FILE *f = open_memstream(&buf, &len);
-	int pass = 1, other_worker;
+	int pass = 1, other_worker, baseline_failed;
 
 	if (f == NULL)
 		idem_die(IDEM_EXIT_ENV, "open_memstream:");
@@ -299,16 +299,21 @@ check_arithmetic(struct check *c)
 	/* nor does a run of another worker than the one the seed declares */
 	other_worker = json_is_false(json_object_get(json_object_get(json_object_get(c->record,
 	    "worker"), "observed"), "as_declared"));
+	/* nor one whose baseline failed, which forced no fault */
+	baseline_failed = str(c->record, "baseline.result") != NULL &&
+	    strcmp(str(c->record, "baseline.result"), "failed") == 0;
 	verdict = str(c->record, "verdict");
-	if (pass && missed > 0 && verdict && strcmp(verdict, "pass") == 0)
+	if (pass && baseline_failed && verdict && strcmp(verdict, "pass") == 0)
+		reason(c, "verdict: the record says pass, but its baseline failed");
+	else if (pass && missed > 0 && verdict && strcmp(verdict, "pass") == 0)
 		reason(c, "verdict: the record says pass, but the run missed %zu kill points or races",
 		    missed);
 	else if (pass && other_worker && verdict && strcmp(verdict, "pass") == 0)
 		reason(c, "verdict: the record says pass, but not the worker the ticket names ran");
-	else if (verdict == NULL ||
-	    strcmp(verdict, pass && missed == 0 && !other_worker ? "pass" : "fail") != 0)
+	else if (verdict == NULL || strcmp(verdict,
+	    pass && missed == 0 && !other_worker && !baseline_failed ? "pass" : "fail") != 0)
 		reason(c, "verdict: the record says %s, its counts say %s", verdict ? verdict : "nothing",
-		    pass && missed == 0 && !other_worker ? "pass" : "fail");
+		    pass && missed == 0 && !other_worker && !baseline_failed ? "pass" : "fail");
 	jobs = num(c->record, "jobs");
 	kills = json_object_get(c->record, "kill_points");
 	ms = idem_ereallocarray(NULL, json_array_size(kills) + 1, sizeof(*ms));
