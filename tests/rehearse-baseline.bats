@@ -1,0 +1,45 @@
+#!/usr/bin/env bats
+# rehearse and the baseline: a baseline that fails ends in a record that
+# says so, with no fault forced.
+
+load helper
+load rehearse-helper
+
+setup() {
+	cd "$BATS_TEST_DIRNAME/.."
+	root=$PWD
+	rehearse_setup
+	sed 's/visibility_timeout: 2s/visibility_timeout: 300ms/; s/within: 2s/within: 100ms/' \
+		"$root/seeds/invoice-line.yaml" >seeds/invoice-line.yaml
+}
+
+teardown() {
+	rm -rf "$T"
+}
+
+@test "a baseline that fails: the record says baseline failed with its counts, and no fault was forced" {
+	# a second job of inv-1006, in no scenario: delivered one after the
+	# other, without a guard, they write the line twice
+	sed -i '/id: job-0006/a\  - { id: job-0007, payload: { invoice_id: inv-1006, line_no: 1, amount_cents: 310, currency: EUR } }' \
+		seeds/invoice-line.yaml
+	commit_signed "seed and signers"
+	run --separate-stderr env TMPDIR="$T" rehearse -k "$key" -f records/allowed_signers \
+		-w 'idem-worker --guard none' seeds/invoice-line.yaml
+	[ "$status" -eq 1 ]
+	r="$output"
+	[[ "$stderr" == *'kill-at: baseline failed: 2 of 1 effects, 1 duplicate, 0 missing, 0 messages unacked; no fault was forced'* ]]
+	grep -q '^verdict: "fail"$' "$r"
+	grep -A 12 '^baseline:' "$r" >"$BATS_TEST_TMPDIR/baseline"
+	grep -q '^  result: "failed"$' "$BATS_TEST_TMPDIR/baseline"
+	grep -q '^  jobs: 2$' "$BATS_TEST_TMPDIR/baseline"
+	grep -q '^  summary: "baseline failed: 2 of 1 effects, 1 duplicate, 0 missing, 0 of 2 messages unacked; no fault was forced"$' "$BATS_TEST_TMPDIR/baseline"
+	# no fault was forced: nothing killed, nothing missed, only the
+	# baseline's jobs were delivered
+	grep -q '^kill_points: \[\]$' "$r"
+	grep -q '^missed: \[\]$' "$r"
+	assert_equal "$(sed -n 's/^- job: "\(job-[0-9]*\)"$/\1/p' "$r" | sort -u | tr '\n' ' ')" 'job-0006 job-0007 '
+	grep -q 'Baseline (the jobs in no scenario, run first with one worker): \*\*failed\*\*, 2 of 1 effects; \*\*baseline failed' "${r%.yaml}.md"
+	# the record is whole: it verifies, and its verdict agrees
+	run verify-record -f records/allowed_signers "$r"
+	[ "$status" -eq 0 ]
+}
