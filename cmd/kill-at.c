@@ -31,6 +31,7 @@
 #include "peer.h"
 #include "pg.h"
 #include "queue.h"
+#include "role.h"
 #include "seed.h"
 #include "step.h"
 #include "tsv.h"
@@ -169,6 +170,9 @@ static struct {
 	/* the sequential baseline, run first */
 	struct idem_baseline base;
 	int in_baseline;
+	/* the seed's sandbox account, as which the workers run */
+	char *account;
+	struct idem_role role;
 } k;
 
 static void
@@ -238,6 +242,8 @@ read_stream(FILE *hold)
 			k.visibility_timeout_ms = idem_tsv_number(&r, SEED_VISIBILITY_TIMEOUT_MS, 0);
 			k.max_attempts = idem_tsv_number(&r, SEED_MAX_ATTEMPTS, 0);
 			k.base.job_scope = strcmp(r.fields[SEED_KEY_SCOPE], "job") == 0;
+			if (r.fields[SEED_SANDBOX_ACCOUNT] && *r.fields[SEED_SANDBOX_ACCOUNT])
+				k.account = idem_estrdup(r.fields[SEED_SANDBOX_ACCOUNT]);
 			break;
 		case IDEM_KIND_EXTERNAL:
 			k.external_name = idem_estrdup(r.fields[EXTERNAL_NAME]);
@@ -478,6 +484,8 @@ spawn(int index)
 		setenv("IDEM_DATABASE_URL", k.database_url, 1);
 		snprintf(value, sizeof(value), "%d", index);
 		setenv("IDEM_WORKER", value, 1);
+		if (k.account != NULL)
+			idem_role_setenv(&k.role, k.conn);
 		execvp(k.command[0], k.command);
 		fprintf(stderr, "kill-at: %s: %s\n", k.command[0], strerror(errno));
 		_exit(127);
@@ -1598,6 +1606,8 @@ free_all(void)
 	free(k.clients);
 	idem_evidence_free(k.ev);
 	idem_baseline_free(&k.base);
+	idem_role_close(&k.role);
+	free(k.account);
 	for (i = 0; i < MAX_WORKERS; i++)
 		free(k.workers[i].partial);
 }
@@ -1663,6 +1673,37 @@ setup_signals(void)
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	if ((k.signal_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK)) < 0)
 		idem_die(IDEM_EXIT_ENV, "signalfd:");
+}
+
+/* The sandbox account: the role the workers run as, confined to its list
+ * before they start (see lib/role). */
+static void
+confine_account(void)
+{
+	struct idem_error err;
+
+	if (k.account == NULL)
+		return;
+	if (idem_role_open(&k.role, k.conn, k.account, &k.q, k.effect_table, &err) < 0 ||
+	    idem_role_confine(&k.role, k.conn, &err) < 0)
+		idem_die_error(&err);
+}
+
+/* What the account held at the end, and what it could not do; more than
+ * its list is a finding. */
+static void
+check_account(void)
+{
+	struct idem_error err;
+
+	if (k.account == NULL)
+		return;
+	if (idem_role_finish(&k.role, k.conn, &err) < 0)
+		idem_die_error(&err);
+	if (k.role.beyond > 0 || k.role.held > 0)
+		idem_warn("sandbox account %s: %zu privileges beyond its list, %zu things it may not "
+		    "do that it could: see the grant and denied rows", k.account, k.role.beyond,
+		    k.role.held);
 }
 
 /*
@@ -1793,6 +1834,7 @@ main(int argc, char *argv[])
 	    idem_pg_clock_skew(k.conn, &k.skew_us, &err) < 0)
 		idem_die_error(&err);
 	free(version);
+	confine_account();
 	setup_signals();
 	install_failpoints();
 	start_vendor();
@@ -1803,10 +1845,12 @@ main(int argc, char *argv[])
 	if (rc > 128) {
 		idem_warn("stopped by signal %d; workers stopped", rc - 128);
 	} else {
+		check_account();
 		if (fwrite(held, 1, held_len, stdout) != held_len)
 			idem_die(IDEM_EXIT_ENV, "write error on standard output:");
 		write_worker();
-		if (idem_baseline_write(&k.base, stdout) < 0)
+		if (idem_baseline_write(&k.base, stdout) < 0 ||
+		    (k.account != NULL && idem_role_write(&k.role, stdout) < 0))
 			idem_die(IDEM_EXIT_ENV, "write error on standard output:");
 		write_evidence();
 	}

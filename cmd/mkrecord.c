@@ -50,6 +50,7 @@ static struct {
 	json_t *worker;		/* the worker row, or NULL */
 	json_t *declared_guard;	/* the declared_guard row and its probe, or NULL */
 	json_t *baseline;	/* the baseline row, or NULL */
+	json_t *account;	/* the grant and denied rows, or NULL */
 	struct log_entry *logs;
 	size_t nlogs;
 	long long jobs, copies;
@@ -122,6 +123,42 @@ words_of(const char *command)
 
 /* The worker as kill-at ran it: for the seed's command run as
  * /bin/sh -c "exec COMMAND", the command is COMMAND. */
+/* The sandbox account: what it held while the setup ran and at the end
+ * of the run, read from the catalog, and what it could not do; what it
+ * held beyond its list, and what it could do that it may not, are its
+ * findings. */
+static void
+account_row(enum idem_kind kind, char **f)
+{
+	json_t *a = s.account;
+
+	if (a == NULL)
+		a = s.account = json_pack("{s:s,s:[],s:[],s:[],s:[]}", "role", f[GRANT_ROLE], "setup",
+		    "held", "denied", "findings");
+	if (kind == IDEM_KIND_DENIED) {
+		int held = strcmp(f[DENIED_HELD], "yes") == 0;
+
+		json_array_append_new(json_object_get(a, "denied"), json_pack("{s:s,s:s,s:b}",
+		    "object", f[DENIED_OBJECT], "privilege", f[DENIED_PRIVILEGE], "held", held));
+		if (held)
+			json_array_append_new(json_object_get(a, "findings"), json_sprintf("could %s%s%s, "
+			    "which it may not", f[DENIED_PRIVILEGE], *f[DENIED_OBJECT] ? " " : "",
+			    f[DENIED_OBJECT]));
+		return;
+	}
+	if (strcmp(f[GRANT_PHASE], "setup") == 0) {
+		json_array_append_new(json_object_get(a, "setup"), json_pack("{s:s,s:s,s:s}",
+		    "type", f[GRANT_TYPE], "object", f[GRANT_OBJECT], "privilege", f[GRANT_PRIVILEGE]));
+		return;
+	}
+	json_array_append_new(json_object_get(a, "held"), json_pack("{s:s,s:s,s:s,s:b}",
+	    "type", f[GRANT_TYPE], "object", f[GRANT_OBJECT], "privilege", f[GRANT_PRIVILEGE],
+	    "listed", strcmp(f[GRANT_LISTED], "yes") == 0));
+	if (strcmp(f[GRANT_LISTED], "no") == 0)
+		json_array_append_new(json_object_get(a, "findings"), json_sprintf("held %s on %s %s, "
+		    "beyond its list", f[GRANT_PRIVILEGE], f[GRANT_TYPE], f[GRANT_OBJECT]));
+}
+
 /* The baseline row of kill-at: the jobs in no fault, run first; when it
  * failed, no fault was forced, and the summary says so with its counts. */
 static json_t *
@@ -317,6 +354,10 @@ read_stream(FILE *in, const char *name)
 			break;
 		case IDEM_KIND_BASELINE:
 			s.baseline = baseline_of(f);
+			break;
+		case IDEM_KIND_GRANT:
+		case IDEM_KIND_DENIED:
+			account_row(r.kind, f);
 			break;
 		case IDEM_KIND_MEASURE:
 			json_array_append_new(s.measures, json_pack("{s:o,s:o,s:o,s:o,s:o,s:{s:o,s:o}}",
@@ -723,6 +764,7 @@ build(const struct idem_git_revision *rev, const char *reproduce, const char *ne
 	    number_or_text(seed_field("visibility_timeout_ms")), "max_attempts",
 	    number_or_text(seed_field("max_attempts"))));
 	json_object_set_new(r, "sandbox_account", text(seed_field("sandbox_account")));
+	json_object_set_new(r, "account", s.account ? json_incref(s.account) : json_null());
 	json_object_set_new(r, "effect", json_pack("{s:o,s:o,s:o,s:o,s:o}", "name",
 	    text(seed_field("effect_name")), "table", text(seed_field("effect_table")),
 	    "key", seed_json_field("key_columns"), "key_scope", text(seed_field("key_scope")),

@@ -29,6 +29,7 @@
 #include "pg.h"
 #include "seed.h"
 #include "sig.h"
+#include "role.h"
 #include "util.h"
 
 static const char synopsis[] =
@@ -709,6 +710,54 @@ make_throwaway_key(char **key, char **signers)
 	    "and list its public key in allowed_signers for a record others can trust\n");
 }
 
+/* The environment the setup command changes, to put back after it. */
+struct setup_env {
+	char *values[4];
+};
+
+static const char *const setup_vars[4] = { "PGUSER", "DATABASE_URL", "IDEM_DATABASE_URL",
+	"IDEM_DATABASE" };
+
+/* The setup command runs as the seed's sandbox account, with the rights
+ * of a setup (kill-at confines it before the workers start). */
+static void
+account_for_setup(const struct idem_seed *seed, struct setup_env *saved)
+{
+	struct idem_queue q;
+	struct idem_role role;
+	struct idem_error err;
+	PGconn *conn;
+	int i;
+
+	for (i = 0; i < 4; i++)
+		saved->values[i] = getenv(setup_vars[i]) ? idem_estrdup(getenv(setup_vars[i])) : NULL;
+	if (idem_queue_open(&q, seed->queue_kind, seed->queue, &err) < 0 ||
+	    (conn = idem_pg_connect(NULL, &err)) == NULL)
+		idem_die_error(&err);
+	if (idem_role_open(&role, conn, seed->sandbox_account, &q, seed->effect_table, &err) < 0 ||
+	    idem_role_for_setup(&role, conn, &err) < 0)
+		idem_die_error(&err);
+	idem_role_setenv(&role, conn);
+	fprintf(stderr, "rehearse: the setup runs as the sandbox account %s\n", seed->sandbox_account);
+	idem_role_close(&role);
+	PQfinish(conn);
+	idem_queue_close(&q);
+}
+
+static void
+restore_env(struct setup_env *saved)
+{
+	int i;
+
+	for (i = 0; i < 4; i++) {
+		if (saved->values[i] != NULL)
+			setenv(setup_vars[i], saved->values[i], 1);
+		else
+			unsetenv(setup_vars[i]);
+		free(saved->values[i]);
+	}
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -838,6 +887,10 @@ main(int argc, char *argv[])
 
 	fprintf(stderr, "+ %s | mkrecord -k %s -o %s%s\n", pipeline, q_key, q_dir, commit ? " -c" : "");
 	if (setup != NULL) {
+		struct setup_env saved;
+
+		if (seed.sandbox_account != NULL && *seed.sandbox_account)
+			account_for_setup(&seed, &saved);
 		/* shell text of any shape: bash runs it, not exec */
 		if (setup_command != NULL) {
 			char *q_setup = idem_shell_quote(setup);
@@ -847,6 +900,8 @@ main(int argc, char *argv[])
 			free(q_setup);
 		}
 		i = run_one(&set_up, setup, setup_run ? setup_run : setup, -1, STOP);
+		if (seed.sandbox_account != NULL && *seed.sandbox_account)
+			restore_env(&saved);
 		stop_if_interrupted();
 		if (i >= 0) {
 			status = report_failure(&set_up);

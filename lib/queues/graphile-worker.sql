@@ -105,3 +105,25 @@ WHERE id = ANY ($1::text[]::bigint[]) AND locked_at IS NULL AND attempts = 0
 -- @let-go
 UPDATE graphile_worker._private_jobs SET run_at = now()
 WHERE id = ANY ($1::text[]::bigint[]) AND run_at = 'infinity'
+
+-- @setup-schemas
+-- the setup command runs graphile-worker's migration in a schema it owns
+SELECT format('ALTER SCHEMA graphile_worker OWNER TO %I', $1::text)
+WHERE to_regnamespace('graphile_worker') IS NOT NULL
+
+-- @account
+-- the sandbox account's rights ($1, the role): what graphile-worker's
+-- own statements do to take, complete (a DELETE of the job it holds
+-- locked: its ack) and fail jobs, and to publish; no TRUNCATE
+SELECT s FROM (VALUES
+	(1, format('GRANT USAGE ON SCHEMA graphile_worker TO %I', $1::text)),
+	(2, format('GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA graphile_worker TO %I',
+		   $1::text)),
+	(3, format('GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA graphile_worker TO %I',
+		   $1::text))
+) v(n, s) WHERE to_regnamespace('graphile_worker') IS NOT NULL ORDER BY n
+
+-- @denied
+SELECT o, p FROM (VALUES ('graphile_worker._private_jobs', 'TRUNCATE'),
+	('graphile_worker._private_job_queues', 'TRUNCATE'),
+	('graphile_worker._private_tasks', 'TRUNCATE'), ('idem.message', 'SELECT')) v(o, p)
