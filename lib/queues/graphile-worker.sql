@@ -120,7 +120,24 @@ SELECT s FROM (VALUES
 	(2, format('GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA graphile_worker TO %I',
 		   $1::text)),
 	(3, format('GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA graphile_worker TO %I',
-		   $1::text))
+		   $1::text)),
+	-- its private tables keep row level security on, with no policy: a
+	-- role that does not own them sees no row, unless a policy lets it
+	-- see the rows of its own task
+	(4, format('DROP POLICY IF EXISTS %1$I ON graphile_worker._private_tasks; '
+		   'CREATE POLICY %1$I ON graphile_worker._private_tasks TO %2$I '
+		   'USING (identifier = %3$L) WITH CHECK (identifier = %3$L)',
+		   'idem_account_' || $1::text, $1::text, :'queue')),
+	(5, format('DROP POLICY IF EXISTS %1$I ON graphile_worker._private_jobs; '
+		   'CREATE POLICY %1$I ON graphile_worker._private_jobs TO %2$I '
+		   'USING (task_id IN (SELECT id FROM graphile_worker._private_tasks '
+		   'WHERE identifier = %3$L))', 'idem_account_' || $1::text, $1::text, :'queue')),
+	(6, format('DROP POLICY IF EXISTS %1$I ON graphile_worker._private_job_queues; '
+		   'CREATE POLICY %1$I ON graphile_worker._private_job_queues TO %2$I USING (true)',
+		   'idem_account_' || $1::text, $1::text)),
+	(7, format('DROP POLICY IF EXISTS %1$I ON graphile_worker._private_known_crontabs; '
+		   'CREATE POLICY %1$I ON graphile_worker._private_known_crontabs TO %2$I USING (true)',
+		   'idem_account_' || $1::text, $1::text))
 ) v(n, s) WHERE to_regnamespace('graphile_worker') IS NOT NULL ORDER BY n
 
 -- @denied
