@@ -27,9 +27,9 @@
 #include <unistd.h>
 
 #include "pg.h"
+#include "role.h"
 #include "seed.h"
 #include "sig.h"
-#include "role.h"
 #include "util.h"
 
 static const char synopsis[] =
