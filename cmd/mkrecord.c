@@ -28,10 +28,6 @@ static const char synopsis[] =
 	"usage: mkrecord [-o dir] [-k key] [-c] [-r reproduce] [-n next-review]\n"
 	"                [-w cause=duration] [-f format] [--allow-dirty] [file]\n";
 
-static const char *const wait_causes[] = {
-	"reviewer-queue", "sandbox-availability", "vendor-limit", "owner-approval", NULL
-};
-
 /* kill-at's note for a kill point that cannot happen (kill-at(1), kill) */
 #define FINDING "kill-at: ack in the effect's transaction: "
 
@@ -826,9 +822,9 @@ parse_wait(char **specs, size_t n)
 		if (eq == NULL)
 			idem_die(IDEM_EXIT_USAGE, "-w %s: expected cause=duration", specs[i]);
 		*eq = '\0';
-		for (c = 0; wait_causes[c] && strcmp(wait_causes[c], specs[i]) != 0; c++)
+		for (c = 0; idem_wait_causes[c] && strcmp(idem_wait_causes[c], specs[i]) != 0; c++)
 			;
-		if (wait_causes[c] == NULL)
+		if (idem_wait_causes[c] == NULL)
 			idem_die(IDEM_EXIT_USAGE, "-w %s: the cause is one of reviewer-queue, "
 			    "sandbox-availability, vendor-limit, owner-approval", specs[i]);
 		if ((ms = idem_parse_duration_ms(eq + 1)) < 0)

@@ -34,7 +34,7 @@
 
 static const char synopsis[] =
 	"usage: rehearse [-d conninfo] [-w worker] [-s setup] [-k key]\n"
-	"                [-f allowed-signers] [-o dir] [-c] [-K] seed\n";
+	"                [-f allowed-signers] [-o dir] [-W cause=duration] [-c] [-K] seed\n";
 
 #define STAGES 5
 #define GRACE_MS 1000		/* from SIGTERM (or the forwarded signal) to SIGKILL */
@@ -710,6 +710,33 @@ make_throwaway_key(char **key, char **signers)
 	    "and list its public key in allowed_signers for a record others can trust\n");
 }
 
+/* A waiting time of -W, checked now rather than after the run, added to
+ * the words for mkrecord -w. */
+static void
+add_wait(char **waits, const char *spec)
+{
+	const char *eq = strchr(spec, '=');
+	char *quoted, *more;
+	size_t c;
+
+	if (eq == NULL)
+		idem_die(IDEM_EXIT_USAGE, "-W %s: expected cause=duration", spec);
+	for (c = 0; idem_wait_causes[c] && (strlen(idem_wait_causes[c]) != (size_t)(eq - spec) ||
+	    strncmp(idem_wait_causes[c], spec, (size_t)(eq - spec)) != 0); c++)
+		;
+	if (idem_wait_causes[c] == NULL)
+		idem_die(IDEM_EXIT_USAGE, "-W %s: the cause is one of reviewer-queue, "
+		    "sandbox-availability, vendor-limit, owner-approval", spec);
+	if (idem_parse_duration_ms(eq + 1) < 0)
+		idem_die(IDEM_EXIT_USAGE, "-W %s: expected a duration such as 2h", spec);
+	quoted = idem_shell_quote(spec);
+	if (asprintf(&more, "%s -w %s", *waits ? *waits : "", quoted) < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	free(quoted);
+	free(*waits);
+	*waits = more;
+}
+
 /* The environment the setup command changes, to put back after it. */
 struct setup_env {
 	char *values[4];
@@ -770,12 +797,14 @@ main(int argc, char *argv[])
 		{ "output", required_argument, NULL, 'o' },
 		{ "commit", no_argument, NULL, 'c' },
 		{ "keep-sandbox", no_argument, NULL, 'K' },
+		{ "wait", required_argument, NULL, 'W' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *conninfo = NULL, *worker = NULL, *setup_command = NULL, *key = NULL;
 	const char *signers = NULL, *dir = "records";
+	char *waits = NULL;
 	char *throwaway_key = NULL, *throwaway_signers = NULL;
 	char *setup, *setup_run = NULL, *pipeline, *record_cmd, *q_seed, *q_key, *q_dir, *q_pipeline;
 	char *q_stream;
@@ -791,7 +820,7 @@ main(int argc, char *argv[])
 
 	argv0 = "rehearse";
 	argv[0] = (char *)argv0;
-	while ((c = getopt_long(argc, argv, "d:w:s:k:f:o:cKhV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "d:w:s:k:f:o:W:cKhV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'd': conninfo = optarg; break;
 		case 'w': worker = optarg; break;
@@ -801,6 +830,7 @@ main(int argc, char *argv[])
 		case 'o': dir = optarg; break;
 		case 'c': commit = 1; break;
 		case 'K': keep_sandbox = 1; break;
+		case 'W': add_wait(&waits, optarg); break;
 		case 'h': idem_usage(synopsis, 0);
 		case 'V': puts("rehearse " IDEM_VERSION); idem_close_stdout(); return 0;
 		default: idem_usage(synopsis, IDEM_EXIT_USAGE);
@@ -880,12 +910,13 @@ main(int argc, char *argv[])
 	q_pipeline = idem_shell_quote(pipeline);
 	snprintf(stream_path, sizeof(stream_path), "%s/stream.tsv", work);
 	q_stream = idem_shell_quote(stream_path);
-	if (asprintf(&record_cmd, "mkrecord -k %s -o %s%s -r %s < %s", q_key, q_dir,
-	    commit ? " -c" : "", q_pipeline, q_stream) < 0)
+	if (asprintf(&record_cmd, "mkrecord -k %s -o %s%s%s -r %s < %s", q_key, q_dir,
+	    commit ? " -c" : "", waits ? waits : "", q_pipeline, q_stream) < 0)
 		idem_die(IDEM_EXIT_ENV, "asprintf:");
 	free(q_stream);
 
-	fprintf(stderr, "+ %s | mkrecord -k %s -o %s%s\n", pipeline, q_key, q_dir, commit ? " -c" : "");
+	fprintf(stderr, "+ %s | mkrecord -k %s -o %s%s%s\n", pipeline, q_key, q_dir,
+	    commit ? " -c" : "", waits ? waits : "");
 	if (setup != NULL) {
 		struct setup_env saved;
 
@@ -987,6 +1018,7 @@ out:
 	free(setup_run);
 	free(record_cmd);
 	free(verify_cmd);
+	free(waits);
 	free(throwaway_key);
 	free(throwaway_signers);
 	idem_close_stdout();

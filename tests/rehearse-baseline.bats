@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
-# rehearse and the baseline: a baseline that fails ends in a record that
-# says so, with no fault forced.
+# rehearse, the baseline and the waiting times: a baseline that fails ends
+# in a record that says so, with no fault forced; waiting times given to
+# rehearse fill the record's waiting.
 
 load helper
 load rehearse-helper
@@ -42,4 +43,24 @@ teardown() {
 	# the record is whole: it verifies, and its verdict agrees
 	run verify-record -f records/allowed_signers "$r"
 	[ "$status" -eq 0 ]
+}
+
+@test "rehearse -W passes the waiting times to mkrecord: the record's waiting is filled" {
+	commit_signed "seed and signers"
+	run --separate-stderr env TMPDIR="$T" rehearse -k "$key" -f records/allowed_signers \
+		-W reviewer-queue=2h -W vendor-limit=30m seeds/invoice-line.yaml
+	[ "$status" -eq 0 ]
+	r="$output"
+	[[ "$stderr" == *"| mkrecord -k $key -o records -w reviewer-queue=2h -w vendor-limit=30m"* ]]
+	sed -n '/^waiting:/,/^[a-z]/p' "$r" >"$BATS_TEST_TMPDIR/waiting"
+	assert_equal "$(grep -o 'reviewer-queue\|vendor-limit\|7200000\|1800000' "$BATS_TEST_TMPDIR/waiting" | tr '\n' ' ')" \
+		"reviewer-queue 7200000 vendor-limit 1800000 "
+}
+
+@test "rehearse -W refuses a cause or duration it does not know before anything runs" {
+	run -2 rehearse -W coffee=1h seeds/invoice-line.yaml
+	assert_equal "$output" "rehearse: -W coffee=1h: the cause is one of reviewer-queue, sandbox-availability, vendor-limit, owner-approval"
+	run -2 rehearse -W owner-approval=soon seeds/invoice-line.yaml
+	assert_equal "$output" "rehearse: -W owner-approval=soon: expected a duration such as 2h"
+	assert_equal "$(ls -A records)" allowed_signers
 }
