@@ -30,7 +30,7 @@ LIBOBJ = $(BUILD)/lib/util.o $(BUILD)/lib/tsv.o $(BUILD)/lib/seed.o \
 	$(BUILD)/lib/failpoint.o $(BUILD)/lib/map.o $(BUILD)/lib/evidence.o $(BUILD)/lib/queue.o \
 	$(BUILD)/lib/vendor.o $(BUILD)/lib/path.o $(BUILD)/lib/baseline.o $(BUILD)/lib/role.o $(BUILD)/lib/sanitize.o
 UNIT = tsv util seed template sig yamljson pg map evidence queue
-FUZZ = tsv seed record sshsig signers key template vendor
+FUZZ = tsv seed record sshsig signers key template vendor sanitize
 FUZZ_SECONDS = 60
 FUZZ_CC = clang
 FUZZ_FLAGS = -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all

@@ -126,13 +126,15 @@ sanitize(struct idem_sanitizer *s, json_t *v, const char *path, int depth, const
 		out = json_object();
 		json_object_foreach(v, name, item) {
 			if (!plain_name(name)) {
-				char shown[80];
+				char shown[41];
 
-				snprintf(shown, sizeof(shown), "%.60s", name);
+				/* shown in printable ASCII, so the message stays one line */
+				for (i = 0; name[i] && i < sizeof(shown) - 1; i++)
+					shown[i] = name[i] > 0x20 && name[i] < 0x7f ? name[i] : '?';
+				shown[i] = '\0';
 				idem_error_set(err, IDEM_EXIT_USAGE, "%s: field %s%s\"%s\": not a plain name "
 				    "(a letter or _, then letters, digits, _ or -, at most %d): it may be "
-				    "data", where, path, *path ? "." : "", idem_utf8_valid(shown,
-				    strlen(shown)) ? shown : "?", IDEM_SANITIZE_NAME_MAX);
+				    "data", where, path, *path ? "." : "", shown, IDEM_SANITIZE_NAME_MAX);
 				json_decref(out);
 				return NULL;
 			}
