@@ -259,7 +259,12 @@ idem_sanitize_line(struct idem_sanitizer *s, const char *line, size_t len, const
 		idem_error_set(err, IDEM_EXIT_USAGE, "%s: not a JSON object; a payload is one", where);
 		return NULL;
 	}
-	if (check_shape(s, v, where, err) < 0 || (out = sanitize(s, v, "", 0, where, err)) == NULL) {
+	if ((out = sanitize(s, v, "", 0, where, err)) == NULL) {
+		json_decref(v);
+		return NULL;
+	}
+	if (check_shape(s, v, where, err) < 0) {
+		json_decref(out);
 		json_decref(v);
 		return NULL;
 	}
