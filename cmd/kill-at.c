@@ -1706,11 +1706,30 @@ check_account(void)
 		    k.role.held);
 }
 
+/* Whether a run after the baseline has nothing to do: no kill point or
+ * race, every message acked. */
+static int
+nothing_left(void)
+{
+	char *ids;
+	struct idem_error err;
+
+	if (!all_fired())
+		return 0;
+	ids = msg_id_array();
+	if (idem_failpoint_watch_acks(k.fp, ids, &err) < 0)
+		idem_die_error(&err);
+	free(ids);
+	return everything_acked();
+}
+
 /*
  * The sequential baseline: the jobs in no fault run first, with one
  * worker, while the messages of the faults are held back, and their
  * effects are counted; the faults are let go after. Returns 0 when it
- * passed or had no jobs, 1 when it failed, 128+N when kill-at got signal N.
+ * passed or had no jobs, -1 when it passed and nothing is left to run (no
+ * fault, every message acked), 1 when it failed, 128+N when kill-at got
+ * signal N.
  */
 static int
 run_baseline(long long deadline_us)
@@ -1727,8 +1746,7 @@ run_baseline(long long deadline_us)
 		idem_baseline_fault_key(&k.base, k.faults[n].business_key);
 	if (idem_baseline_plan(&k.base) == 0)
 		return 0;
-	if (idem_baseline_count(&k.base, k.conn, k.effect_table, k.key_columns, 0, &err) < 0 ||
-	    idem_baseline_hold_back(&k.base, &k.q, k.conn, &err) < 0)
+	if (idem_baseline_hold_back(&k.base, &k.q, k.conn, &err) < 0)
 		idem_die_error(&err);
 	k.in_baseline = 1;
 	k.nworkers = 1;
@@ -1742,11 +1760,11 @@ run_baseline(long long deadline_us)
 		idem_die_error(&err);
 	if (rc > 128)
 		return rc;
-	if (idem_baseline_count(&k.base, k.conn, k.effect_table, k.key_columns, 1, &err) < 0 ||
+	if (idem_baseline_count(&k.base, k.conn, k.effect_table, k.key_columns, &err) < 0 ||
 	    idem_baseline_judge(&k.base, &k.q, k.conn, &err) < 0)
 		idem_die_error(&err);
 	if (k.base.result != IDEM_BASELINE_FAILED)
-		return 0;
+		return nothing_left() ? -1 : 0;
 	idem_warn("baseline failed: %lld of %lld effects, %lld duplicate, %lld missing, "
 	    "%lld messages unacked; no fault was forced", k.base.effects_observed,
 	    k.base.effects_expected, k.base.duplicates, k.base.missing, k.base.unacked);
@@ -1840,8 +1858,11 @@ main(int argc, char *argv[])
 	start_vendor();
 	setup_socket();
 	start_watchdog();
+	/* -1: the baseline was the whole run */
 	if ((rc = run_baseline(deadline_ms * 1000)) == 0)
 		rc = run(deadline_ms * 1000);
+	else if (rc < 0)
+		rc = 0;
 	if (rc > 128) {
 		idem_warn("stopped by signal %d; workers stopped", rc - 128);
 	} else {

@@ -24,7 +24,6 @@ idem_baseline_free(struct idem_baseline *b)
 	idem_free_list(b->msg_ids, b->nmsgs);
 	idem_free_list(b->keys, b->nkeys);
 	free(b->expected);
-	free(b->before);
 	free(b->observed);
 	free(b->ids);
 	free(b->held_ids);
@@ -93,9 +92,7 @@ idem_baseline_plan(struct idem_baseline *b)
 		b->nkeys++;
 	}
 	idem_map_free(&key_index);
-	b->before = calloc(b->nkeys + 1, sizeof(*b->before));
-	b->observed = calloc(b->nkeys + 1, sizeof(*b->observed));
-	if (b->before == NULL || b->observed == NULL)
+	if ((b->observed = calloc(b->nkeys + 1, sizeof(*b->observed))) == NULL)
 		idem_die(IDEM_EXIT_ENV, "calloc:");
 	for (i = 0; i < b->nmsgs; i++) {
 		size_t j = idem_map_get(&b->job_index, b->msg_jobs[i]);
@@ -147,11 +144,11 @@ idem_baseline_let_go(const struct idem_baseline *b, const struct idem_queue *q, 
 
 int
 idem_baseline_count(struct idem_baseline *b, PGconn *conn, const char *effect_table,
-		    const char *key_columns, int after, struct idem_error *err)
+		    const char *key_columns, struct idem_error *err)
 {
 	char *table = NULL, *key = NULL, *sql = NULL, *keys = NULL;
 	const char *params[1] = { effect_table };
-	long long *into = after ? b->observed : b->before;
+	long long *into = b->observed;
 	struct idem_map index;
 	PGresult *res;
 	int rc = -1, i;
@@ -163,8 +160,10 @@ idem_baseline_count(struct idem_baseline *b, PGconn *conn, const char *effect_ta
 	i = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
 	PQclear(res);
 	memset(into, 0, b->nkeys * sizeof(*into));
-	if (!i)
-		goto counted;
+	if (!i) {
+		rc = 0;
+		goto out;
+	}
 	table = idem_pg_quote_table(conn, effect_table);
 	if ((key = idem_pg_key_sql(conn, key_columns, "")) == NULL) {
 		idem_error_set(err, IDEM_EXIT_USAGE, "the key columns %s are no array of names",
@@ -186,9 +185,6 @@ idem_baseline_count(struct idem_baseline *b, PGconn *conn, const char *effect_ta
 			into[k] = strtoll(PQgetvalue(res, i, 1), NULL, 10);
 	idem_map_free(&index);
 	PQclear(res);
-counted:
-	for (k = 0; after && k < b->nkeys; k++)
-		b->observed[k] -= b->before[k];
 	rc = 0;
 out:
 	free(table);

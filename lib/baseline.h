@@ -26,7 +26,7 @@ struct idem_baseline {
 	struct idem_map fault_keys;	/* business keys of the jobs in a fault */
 	/* the plan: the baseline's keys and messages, and the others */
 	char **keys;
-	long long *expected, *before, *observed;
+	long long *expected, *observed;
 	size_t nkeys;
 	char *ids, *held_ids;		/* text arrays of msg ids */
 	long long jobs, messages;
@@ -58,12 +58,13 @@ int idem_baseline_hold_back(const struct idem_baseline *b, const struct idem_que
 int idem_baseline_let_go(const struct idem_baseline *b, const struct idem_queue *q,
 			 PGconn *conn, struct idem_error *err);
 
-/* Counts the effects of the baseline's keys in the effect table (a table
- * not there yet counts none): before the baseline runs, then after, when
- * it also judges: passed when every message of the baseline was acked and
- * every key has as many new effects as expected. */
+/* Counts the effects of the baseline's keys in the effect table once the
+ * baseline has run, every row of each key as count-effects(1) counts them
+ * (a table that does not exist counts none); judge says whether it
+ * passed: every message of the baseline acked, and every key with as many
+ * effects as expected. */
 int idem_baseline_count(struct idem_baseline *b, PGconn *conn, const char *effect_table,
-			const char *key_columns, int after, struct idem_error *err);
+			const char *key_columns, struct idem_error *err);
 int idem_baseline_judge(struct idem_baseline *b, const struct idem_queue *q, PGconn *conn,
 			struct idem_error *err);
 

@@ -6,6 +6,8 @@
 #include "tsv.h"
 
 #define MARK "idem sandbox account"
+/* every program and setup that writes looks for the sandbox's marker */
+#define SANDBOX_GRANT "GRANT USAGE ON SCHEMA idem TO %I; GRANT SELECT ON idem.sandbox TO %I"
 
 /* What a role holds: type, schema, object and privilege, one row each. */
 static const char HELD_SQL[] =
@@ -165,8 +167,8 @@ idem_role_for_setup(struct idem_role *r, PGconn *conn, struct idem_error *err)
 	const char *params[1] = { r->name };
 
 	if (exec_formatted(conn, "giving the setup command its rights",
-	    "SELECT format('GRANT CONNECT, CREATE ON DATABASE %I TO %I', current_database(), $1)",
-	    1, params, err) < 0 || own_schemas(r, conn, err) < 0)
+	    "SELECT format('GRANT CONNECT, CREATE ON DATABASE %I TO %I; " SANDBOX_GRANT "', "
+	    "current_database(), $1, $1, $1)", 1, params, err) < 0 || own_schemas(r, conn, err) < 0)
 		return -1;
 	return exec_section(r, conn, "account", "granting the sandbox account its queue", err);
 }
@@ -245,7 +247,8 @@ idem_role_confine(struct idem_role *r, PGconn *conn, struct idem_error *err)
 	if (read_held(r, conn, "setup", 0, err) < 0 ||
 	    exec_formatted(conn, "taking the setup command's rights back",
 	    "SELECT format('REVOKE CREATE ON DATABASE %I FROM %I; REASSIGN OWNED BY %I TO CURRENT_USER; "
-	    "GRANT CONNECT ON DATABASE %I TO %I', current_database(), $1, $1, current_database(), $1)",
+	    "GRANT CONNECT ON DATABASE %I TO %I; " SANDBOX_GRANT "', current_database(), $1, $1, "
+	    "current_database(), $1, $1, $1)",
 	    1, params, err) < 0 ||
 	    exec_formatted(conn, "giving the sandbox account its schema",
 	    "SELECT format('SET client_min_messages = warning; CREATE SCHEMA IF NOT EXISTS %I; "
