@@ -32,8 +32,10 @@ publish() {
 }
 
 @test "a worker that purges its queue, reads another rehearsal's queue or creates a role is denied" {
-	# another rehearsal's message, in a queue of its own
+	# another rehearsal's message, in a queue of its own, which the same
+	# account used before
 	sql "SELECT idem.send('rehearsal_other', 'other-1', 'k', '{}')" >/dev/null
+	sql "INSERT INTO idem.queue_account VALUES ('rehearsal_other', 'rehearsal-bot')" >/dev/null
 	publish
 	cat >"$BATS_TEST_TMPDIR/intruder.sh" <<-'SH'
 		#!/bin/sh

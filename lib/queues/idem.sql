@@ -81,8 +81,10 @@ SELECT s FROM (VALUES
 	(3, format('GRANT EXECUTE ON FUNCTION idem.read(text, interval, integer), idem.ack(bigint), '
 		   'idem.send(text, text, text, jsonb, integer), '
 		   'idem.send_batch(text, text[], text[], jsonb[], integer[]) TO %I', $1::text)),
-	(4, format('INSERT INTO idem.queue_account (queue, account) VALUES (%L, %L) '
-		   'ON CONFLICT DO NOTHING', :'queue', $1::text))
+	-- this rehearsal's queue, and no other
+	(4, format('DELETE FROM idem.queue_account WHERE account = %L AND queue <> %L; '
+		   'INSERT INTO idem.queue_account (queue, account) VALUES (%L, %L) '
+		   'ON CONFLICT DO NOTHING', $1::text, :'queue', :'queue', $1::text))
 ) v(n, s) ORDER BY n
 
 -- @denied
