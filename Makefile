@@ -24,15 +24,15 @@ CFLAGS = -std=c11 -O2 -g -Wall -Wextra -Werror $(SANFLAGS) $(shell pkg-config --
 LDFLAGS = $(SANFLAGS) -Wl,--as-needed
 LDLIBS = $(shell pkg-config --libs $(PKGS)) -lm -pthread
 
-PROGS = idem-sandbox seed-gen dup-publish idem-worker kill-at count-effects mkrecord verify-record rehearse
+PROGS = idem-sandbox seed-gen seed-sanitize dup-publish idem-worker kill-at count-effects mkrecord verify-record rehearse
 LIBOBJ = $(BUILD)/lib/util.o $(BUILD)/lib/tsv.o $(BUILD)/lib/seed.o \
 	$(BUILD)/lib/template.o $(BUILD)/lib/pg.o $(BUILD)/lib/embed.o $(BUILD)/lib/step.o \
 	$(BUILD)/lib/sig.o $(BUILD)/lib/yamljson.o $(BUILD)/lib/git.o $(BUILD)/lib/peer.o \
 	$(BUILD)/lib/failpoint.o $(BUILD)/lib/map.o $(BUILD)/lib/evidence.o $(BUILD)/lib/queue.o \
 	$(BUILD)/lib/vendor.o $(BUILD)/lib/path.o $(BUILD)/lib/evidence_file.o $(BUILD)/lib/timeline.o \
-	$(BUILD)/lib/handoff.o
+	$(BUILD)/lib/handoff.o $(BUILD)/lib/baseline.o $(BUILD)/lib/role.o $(BUILD)/lib/sanitize.o
 UNIT = tsv util seed template sig yamljson pg map evidence queue timeline handoff
-FUZZ = tsv seed record sshsig signers key template vendor
+FUZZ = tsv seed record sshsig signers key template vendor sanitize
 FUZZ_SECONDS = 60
 FUZZ_CC = clang
 FUZZ_FLAGS = -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all

@@ -24,12 +24,14 @@
 #include <libpq-fe.h>
 #include <sodium.h>
 
+#include "baseline.h"
 #include "evidence.h"
 #include "failpoint.h"
 #include "map.h"
 #include "peer.h"
 #include "pg.h"
 #include "queue.h"
+#include "role.h"
 #include "seed.h"
 #include "step.h"
 #include "tsv.h"
@@ -165,6 +167,12 @@ static struct {
 	size_t nsessions;
 	struct idem_map session_index;	/* "pid start": sessions */
 	int peer_failed;
+	/* the sequential baseline, run first */
+	struct idem_baseline base;
+	int in_baseline;
+	/* the seed's sandbox account, as which the workers run */
+	char *account;
+	struct idem_role role;
 } k;
 
 static void
@@ -233,6 +241,9 @@ read_stream(FILE *hold)
 				k.worker_command = idem_estrdup(r.fields[SEED_WORKER_COMMAND]);
 			k.visibility_timeout_ms = idem_tsv_number(&r, SEED_VISIBILITY_TIMEOUT_MS, 0);
 			k.max_attempts = idem_tsv_number(&r, SEED_MAX_ATTEMPTS, 0);
+			k.base.job_scope = strcmp(r.fields[SEED_KEY_SCOPE], "job") == 0;
+			if (r.fields[SEED_SANDBOX_ACCOUNT] && *r.fields[SEED_SANDBOX_ACCOUNT])
+				k.account = idem_estrdup(r.fields[SEED_SANDBOX_ACCOUNT]);
 			break;
 		case IDEM_KIND_EXTERNAL:
 			k.external_name = idem_estrdup(r.fields[EXTERNAL_NAME]);
@@ -261,11 +272,14 @@ read_stream(FILE *hold)
 			    find_scenario(r.fields[JOB_SCENARIO]) : -1;
 			k.jobs[k.njobs].copies = 0;
 			idem_map_put(&k.job_index, k.jobs[k.njobs].id, k.njobs);
+			idem_baseline_job(&k.base, r.fields[JOB_ID], r.fields[JOB_BUSINESS_KEY],
+			    r.fields[JOB_SCENARIO] != NULL);
 			k.njobs++;
 			break;
 		case IDEM_KIND_PUBLISH:
 			k.msg_ids = idem_ereallocarray(k.msg_ids, k.nmsgs + 1, sizeof(char *));
 			k.msg_ids[k.nmsgs++] = idem_estrdup(r.fields[PUBLISH_MSG_ID]);
+			idem_baseline_message(&k.base, r.fields[PUBLISH_JOB_ID], r.fields[PUBLISH_MSG_ID]);
 			if ((job = find_job(r.fields[PUBLISH_JOB_ID])) != NULL)
 				k.jobs[job - k.jobs].copies++;
 			break;
@@ -470,6 +484,8 @@ spawn(int index)
 		setenv("IDEM_DATABASE_URL", k.database_url, 1);
 		snprintf(value, sizeof(value), "%d", index);
 		setenv("IDEM_WORKER", value, 1);
+		if (k.account != NULL)
+			idem_role_setenv(&k.role, k.conn);
 		execvp(k.command[0], k.command);
 		fprintf(stderr, "kill-at: %s: %s\n", k.command[0], strerror(errno));
 		_exit(127);
@@ -1222,7 +1238,7 @@ stop_workers(void)
 static int
 run(long long deadline_us)
 {
-	char *ids = msg_id_array();
+	char *ids = k.in_baseline ? idem_estrdup(k.base.ids) : msg_id_array();
 	long long next_check = 0, end = idem_now_us() + deadline_us, checks = 0;
 	struct pollfd *fds = NULL;
 	struct idem_error err;
@@ -1276,7 +1292,7 @@ run(long long deadline_us)
 			if (++checks % RESCUE_EVERY == 0 &&
 			    idem_failpoint_rescue(k.fp, k.visibility_timeout_ms, &err) < 0)
 				idem_die_error(&err);
-			if (all_fired() && everything_acked())
+			if ((k.in_baseline || all_fired()) && everything_acked())
 				rc = 0;
 			else if (idem_now_us() > end)
 				rc = 1;
@@ -1300,11 +1316,11 @@ run(long long deadline_us)
 			    PQgetvalue(res, (int)i, 0), PQgetvalue(res, (int)i, 1),
 			    PQgetvalue(res, (int)i, 2), PQgetvalue(res, (int)i, 3));
 		PQclear(res);
-		for (i = 0; i < k.nkills; i++)
+		for (i = 0; !k.in_baseline && i < k.nkills; i++)
 			if (!k.kills[i].fired)
 				idem_warn("deadline: step %s of job %s, attempt %lld, never reached (scenario %s)",
 				    k.kills[i].step, k.kills[i].job_id, k.kills[i].attempt, k.kills[i].scenario);
-		for (i = 0; i < k.nraces; i++)
+		for (i = 0; !k.in_baseline && i < k.nraces; i++)
 			if (!k.races[i].done)
 				idem_warn("deadline: race at %s on business key %s never met by two workers",
 				    k.races[i].step, k.races[i].business_key);
@@ -1514,7 +1530,9 @@ write_evidence(void)
 	if (idem_evidence_write(ev, stdout) < 0)
 		idem_die(IDEM_EXIT_ENV, "write error on standard output:");
 	write_calls();
-	write_missed();
+	/* after a failed baseline no fault was tried, so none was missed */
+	if (k.base.result != IDEM_BASELINE_FAILED)
+		write_missed();
 }
 
 static void
@@ -1587,6 +1605,9 @@ free_all(void)
 	}
 	free(k.clients);
 	idem_evidence_free(k.ev);
+	idem_baseline_free(&k.base);
+	idem_role_close(&k.role);
+	free(k.account);
 	for (i = 0; i < MAX_WORKERS; i++)
 		free(k.workers[i].partial);
 }
@@ -1654,6 +1675,103 @@ setup_signals(void)
 		idem_die(IDEM_EXIT_ENV, "signalfd:");
 }
 
+/* The sandbox account: the role the workers run as, confined to its list
+ * before they start (see lib/role). */
+static void
+confine_account(void)
+{
+	struct idem_error err;
+
+	if (k.account == NULL)
+		return;
+	if (idem_role_open(&k.role, k.conn, k.account, &k.q, k.effect_table, &err) < 0 ||
+	    idem_role_confine(&k.role, k.conn, &err) < 0)
+		idem_die_error(&err);
+}
+
+/* What the account held at the end, and what it could not do; more than
+ * its list is a finding. */
+static void
+check_account(void)
+{
+	struct idem_error err;
+
+	if (k.account == NULL)
+		return;
+	if (idem_role_finish(&k.role, k.conn, &err) < 0)
+		idem_die_error(&err);
+	if (k.role.beyond > 0 || k.role.held > 0)
+		idem_warn("sandbox account %s: %zu privileges beyond its list, %zu things it may not "
+		    "do that it could: see the grant and denied rows", k.account, k.role.beyond,
+		    k.role.held);
+}
+
+/* Whether a run after the baseline has nothing to do: no kill point or
+ * race, every message acked. */
+static int
+nothing_left(void)
+{
+	char *ids;
+	struct idem_error err;
+
+	if (!all_fired())
+		return 0;
+	ids = msg_id_array();
+	if (idem_failpoint_watch_acks(k.fp, ids, &err) < 0)
+		idem_die_error(&err);
+	free(ids);
+	return everything_acked();
+}
+
+/*
+ * The sequential baseline: the jobs in no fault run first, with one
+ * worker, while the messages of the faults are held back, and their
+ * effects are counted; the faults are let go after. Returns 0 when it
+ * passed or had no jobs, -1 when it passed and nothing is left to run (no
+ * fault, every message acked), 1 when it failed, 128+N when kill-at got
+ * signal N.
+ */
+static int
+run_baseline(long long deadline_us)
+{
+	struct idem_error err;
+	int rc, nworkers = k.nworkers, i;
+	size_t n;
+
+	for (n = 0; n < k.nkills; n++)
+		idem_baseline_fault_job(&k.base, k.kills[n].job_id);
+	for (n = 0; n < k.nraces; n++)
+		idem_baseline_fault_key(&k.base, k.races[n].business_key);
+	for (n = 0; n < k.nfaults; n++)
+		idem_baseline_fault_key(&k.base, k.faults[n].business_key);
+	if (idem_baseline_plan(&k.base) == 0)
+		return 0;
+	if (idem_baseline_hold_back(&k.base, &k.q, k.conn, &err) < 0)
+		idem_die_error(&err);
+	k.in_baseline = 1;
+	k.nworkers = 1;
+	rc = run(deadline_us);
+	k.nworkers = nworkers;
+	k.in_baseline = 0;
+	k.stopping = 0;
+	for (i = 0; i < MAX_WORKERS; i++)
+		k.workers[i].restarts = 0;
+	if (idem_baseline_let_go(&k.base, &k.q, k.conn, &err) < 0)
+		idem_die_error(&err);
+	if (rc > 128)
+		return rc;
+	if (idem_baseline_count(&k.base, k.conn, k.effect_table, k.key_columns, &err) < 0 ||
+	    idem_baseline_judge(&k.base, &k.q, k.conn, &err) < 0)
+		idem_die_error(&err);
+	if (k.base.result != IDEM_BASELINE_FAILED)
+		return nothing_left() ? -1 : 0;
+	idem_warn("baseline failed: %lld of %lld effects, %lld duplicate, %lld missing, "
+	    "%lld messages unacked; no fault was forced", k.base.effects_observed,
+	    k.base.effects_expected, k.base.duplicates, k.base.missing, k.base.unacked);
+	idem_baseline_explain(&k.base, stderr, 10);
+	return 1;
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -1700,6 +1818,7 @@ main(int argc, char *argv[])
 		}
 	}
 	k.ev = idem_evidence_new();
+	idem_baseline_init(&k.base);
 	if ((hold = open_memstream(&held, &held_len)) == NULL)
 		idem_die(IDEM_EXIT_ENV, "open_memstream:");
 	read_stream(hold);
@@ -1733,18 +1852,27 @@ main(int argc, char *argv[])
 	    idem_pg_clock_skew(k.conn, &k.skew_us, &err) < 0)
 		idem_die_error(&err);
 	free(version);
+	confine_account();
 	setup_signals();
 	install_failpoints();
 	start_vendor();
 	setup_socket();
 	start_watchdog();
-	rc = run(deadline_ms * 1000);
+	/* -1: the baseline was the whole run */
+	if ((rc = run_baseline(deadline_ms * 1000)) == 0)
+		rc = run(deadline_ms * 1000);
+	else if (rc < 0)
+		rc = 0;
 	if (rc > 128) {
 		idem_warn("stopped by signal %d; workers stopped", rc - 128);
 	} else {
+		check_account();
 		if (fwrite(held, 1, held_len, stdout) != held_len)
 			idem_die(IDEM_EXIT_ENV, "write error on standard output:");
 		write_worker();
+		if (idem_baseline_write(&k.base, stdout) < 0 ||
+		    (k.account != NULL && idem_role_write(&k.role, stdout) < 0))
+			idem_die(IDEM_EXIT_ENV, "write error on standard output:");
 		write_evidence();
 	}
 	remove_failpoints();

@@ -34,10 +34,6 @@ static const char synopsis[] =
 	"                [-w cause=duration] [-f format] [--allow-dirty] [file]\n"
 	"       mkrecord --approve record -k key [-c]\n";
 
-static const char *const wait_causes[] = {
-	"reviewer-queue", "sandbox-availability", "vendor-limit", "owner-approval", NULL
-};
-
 /* kill-at's note for a kill point that cannot happen (kill-at(1), kill) */
 #define FINDING "kill-at: ack in the effect's transaction: "
 
@@ -56,6 +52,8 @@ static struct {
 	json_t *worker;		/* the worker row, or NULL */
 	json_t *declared_guard;	/* the declared_guard row and its probe, or NULL */
 	json_t *logs_of;	/* "job<TAB>attempt": its branch lines, [msg_id, line] */
+	json_t *baseline;	/* the baseline row, or NULL */
+	json_t *account;	/* the grant and denied rows, or NULL */
 	long long jobs, copies;
 	/* the attempts of the stream: all of them, acked, not acked, and
 	 * deliveries after the first */
@@ -203,6 +201,63 @@ words_of(const char *command)
 
 /* The worker as kill-at ran it: for the seed's command run as
  * /bin/sh -c "exec COMMAND", the command is COMMAND. */
+/* The sandbox account: what it held while the setup ran and at the end
+ * of the run, read from the catalog, and what it could not do; what it
+ * held beyond its list, and what it could do that it may not, are its
+ * findings. */
+static void
+account_row(enum idem_kind kind, char **f)
+{
+	json_t *a = s.account;
+
+	if (a == NULL)
+		a = s.account = json_pack("{s:s,s:[],s:[],s:[],s:[]}", "role", f[GRANT_ROLE], "setup",
+		    "held", "denied", "findings");
+	if (kind == IDEM_KIND_DENIED) {
+		int held = strcmp(f[DENIED_HELD], "yes") == 0;
+
+		json_array_append_new(json_object_get(a, "denied"), json_pack("{s:s,s:s,s:b}",
+		    "object", f[DENIED_OBJECT], "privilege", f[DENIED_PRIVILEGE], "held", held));
+		if (held)
+			json_array_append_new(json_object_get(a, "findings"), json_sprintf("could %s%s%s, "
+			    "which it may not", f[DENIED_PRIVILEGE], *f[DENIED_OBJECT] ? " " : "",
+			    f[DENIED_OBJECT]));
+		return;
+	}
+	if (strcmp(f[GRANT_PHASE], "setup") == 0) {
+		json_array_append_new(json_object_get(a, "setup"), json_pack("{s:s,s:s,s:s}",
+		    "type", f[GRANT_TYPE], "object", f[GRANT_OBJECT], "privilege", f[GRANT_PRIVILEGE]));
+		return;
+	}
+	json_array_append_new(json_object_get(a, "held"), json_pack("{s:s,s:s,s:s,s:b}",
+	    "type", f[GRANT_TYPE], "object", f[GRANT_OBJECT], "privilege", f[GRANT_PRIVILEGE],
+	    "listed", strcmp(f[GRANT_LISTED], "yes") == 0));
+	if (strcmp(f[GRANT_LISTED], "no") == 0)
+		json_array_append_new(json_object_get(a, "findings"), json_sprintf("held %s on %s %s, "
+		    "beyond its list", f[GRANT_PRIVILEGE], f[GRANT_TYPE], f[GRANT_OBJECT]));
+}
+
+/* The baseline row of kill-at: the jobs in no fault, run first; when it
+ * failed, no fault was forced, and the summary says so with its counts. */
+static json_t *
+baseline_of(char **f)
+{
+	json_t *b = json_pack("{s:s,s:o,s:o,s:o,s:{s:o,s:o},s:o,s:o}", "result", f[BASELINE_RESULT],
+	    "jobs", number_or_text(f[BASELINE_JOBS]), "messages", number_or_text(f[BASELINE_MESSAGES]),
+	    "unacked", number_or_text(f[BASELINE_UNACKED]), "effects",
+	    "expected", number_or_text(f[BASELINE_EXPECTED]),
+	    "observed", number_or_text(f[BASELINE_OBSERVED]),
+	    "duplicates", number_or_text(f[BASELINE_DUPLICATES]),
+	    "missing", number_or_text(f[BASELINE_MISSING]));
+
+	if (strcmp(f[BASELINE_RESULT], "failed") == 0)
+		json_object_set_new(b, "summary", json_sprintf("baseline failed: %s of %s effects, "
+		    "%s duplicate, %s missing, %s of %s messages unacked; no fault was forced",
+		    f[BASELINE_OBSERVED], f[BASELINE_EXPECTED], f[BASELINE_DUPLICATES],
+		    f[BASELINE_MISSING], f[BASELINE_UNACKED], f[BASELINE_MESSAGES]));
+	return b;
+}
+
 static void
 read_worker(char **f)
 {
@@ -400,6 +455,13 @@ read_stream(FILE *in, const char *name)
 			break;
 		case IDEM_KIND_WORKER:
 			read_worker(f);
+			break;
+		case IDEM_KIND_BASELINE:
+			s.baseline = baseline_of(f);
+			break;
+		case IDEM_KIND_GRANT:
+		case IDEM_KIND_DENIED:
+			account_row(r.kind, f);
 			break;
 		case IDEM_KIND_MEASURE:
 			json_array_append_new(s.measures, json_pack("{s:o,s:o,s:o,s:o,s:o,s:{s:o,s:o}}",
@@ -924,6 +986,14 @@ valid_date(const char *d)
 	return end != NULL && *end == '\0' && strlen(d) == 10;
 }
 
+/* A baseline that failed fails the record, whatever the counts say. */
+static int
+baseline_failed(void)
+{
+	return s.baseline != NULL &&
+	    strcmp(json_string_value(json_object_get(s.baseline, "result")), "failed") == 0;
+}
+
 static json_t *
 build(const struct idem_git_revision *rev, const char *reproduce, const char *next_review,
       json_t *waiting)
@@ -940,7 +1010,7 @@ build(const struct idem_git_revision *rev, const char *reproduce, const char *ne
 	/* a kill point or race the run did not reach proves nothing, and a
 	 * worker other than the one the seed declares proves nothing of it */
 	pass = passes(totals) && json_array_size(s.missed) == 0 &&
-	    !json_is_false(worker_as_declared());
+	    !json_is_false(worker_as_declared()) && !baseline_failed();
 	json_object_set_new(r, "record", json_integer(5));
 	json_object_set_new(r, "rehearsal", text(seed_field("rehearsal")));
 	json_object_set_new(r, "verdict", json_string(pass ? "pass" : "fail"));
@@ -961,6 +1031,7 @@ build(const struct idem_git_revision *rev, const char *reproduce, const char *ne
 	    number_or_text(seed_field("visibility_timeout_ms")), "max_attempts",
 	    number_or_text(seed_field("max_attempts"))));
 	json_object_set_new(r, "sandbox_account", text(seed_field("sandbox_account")));
+	json_object_set_new(r, "account", s.account ? json_incref(s.account) : json_null());
 	json_object_set_new(r, "effect", json_pack("{s:o,s:o,s:o,s:o,s:o}", "name",
 	    text(seed_field("effect_name")), "table", text(seed_field("effect_table")),
 	    "key", seed_json_field("key_columns"), "key_scope", text(seed_field("key_scope")),
@@ -974,6 +1045,7 @@ build(const struct idem_git_revision *rev, const char *reproduce, const char *ne
 	    json_null());
 	json_object_set_new(r, "kill_points", kill_points());
 	json_object_set_new(r, "missed", json_incref(s.missed));
+	json_object_set_new(r, "baseline", s.baseline ? json_incref(s.baseline) : json_null());
 	json_object_set_new(r, "evidence", evidence());
 	json_object_set_new(r, "attempts", json_pack("{s:I,s:I,s:I,s:I,s:I,s:o}",
 	    "total", (json_int_t)s.all_attempts, "acked", (json_int_t)s.acked,
@@ -1030,9 +1102,9 @@ parse_wait(char **specs, size_t n)
 		if (eq == NULL)
 			idem_die(IDEM_EXIT_USAGE, "-w %s: expected cause=duration", specs[i]);
 		*eq = '\0';
-		for (c = 0; wait_causes[c] && strcmp(wait_causes[c], specs[i]) != 0; c++)
+		for (c = 0; idem_wait_causes[c] && strcmp(idem_wait_causes[c], specs[i]) != 0; c++)
 			;
-		if (wait_causes[c] == NULL)
+		if (idem_wait_causes[c] == NULL)
 			idem_die(IDEM_EXIT_USAGE, "-w %s: the cause is one of reviewer-queue, "
 			    "sandbox-availability, vendor-limit, owner-approval", specs[i]);
 		if ((ms = idem_parse_duration_ms(eq + 1)) < 0)

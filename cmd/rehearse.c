@@ -27,13 +27,14 @@
 #include <unistd.h>
 
 #include "pg.h"
+#include "role.h"
 #include "seed.h"
 #include "sig.h"
 #include "util.h"
 
 static const char synopsis[] =
 	"usage: rehearse [-d conninfo] [-w worker] [-s setup] [-k key]\n"
-	"                [-f allowed-signers] [-o dir] [-c] [-K] seed\n";
+	"                [-f allowed-signers] [-o dir] [-W cause=duration] [-c] [-K] seed\n";
 
 #define STAGES 5
 #define GRACE_MS 1000		/* from SIGTERM (or the forwarded signal) to SIGKILL */
@@ -54,6 +55,7 @@ struct child {
 	pid_t pid;		/* also its process group */
 	int ended, status;	/* its wait status once reaped */
 	int after_signal;	/* reaped after rehearse signalled it */
+	int may_find;		/* its exit 1 is a finding the record shows */
 	int err_fd;		/* its standard error, passed on line by line */
 	char partial[4096];	/* a line not yet ended */
 	size_t partial_len;
@@ -310,10 +312,10 @@ cause(const struct child *c, int n, int last_may_find)
 	int i;
 
 	for (i = 0; i < n; i++)
-		if (failed_of_itself(&c[i], last_may_find && i == n - 1))
+		if (failed_of_itself(&c[i], c[i].may_find || (last_may_find && i == n - 1)))
 			return i;
 	for (i = 0; i < n; i++)
-		if (failed(&c[i], last_may_find && i == n - 1))
+		if (failed(&c[i], c[i].may_find || (last_may_find && i == n - 1)))
 			return i;
 	return -1;
 }
@@ -708,6 +710,81 @@ make_throwaway_key(char **key, char **signers)
 	    "and list its public key in allowed_signers for a record others can trust\n");
 }
 
+/* A waiting time of -W, checked now rather than after the run, added to
+ * the words for mkrecord -w. */
+static void
+add_wait(char **waits, const char *spec)
+{
+	const char *eq = strchr(spec, '=');
+	char *quoted, *more;
+	size_t c;
+
+	if (eq == NULL)
+		idem_die(IDEM_EXIT_USAGE, "-W %s: expected cause=duration", spec);
+	for (c = 0; idem_wait_causes[c] && (strlen(idem_wait_causes[c]) != (size_t)(eq - spec) ||
+	    strncmp(idem_wait_causes[c], spec, (size_t)(eq - spec)) != 0); c++)
+		;
+	if (idem_wait_causes[c] == NULL)
+		idem_die(IDEM_EXIT_USAGE, "-W %s: the cause is one of reviewer-queue, "
+		    "sandbox-availability, vendor-limit, owner-approval", spec);
+	if (idem_parse_duration_ms(eq + 1) < 0)
+		idem_die(IDEM_EXIT_USAGE, "-W %s: expected a duration such as 2h", spec);
+	quoted = idem_shell_quote(spec);
+	if (asprintf(&more, "%s -w %s", *waits ? *waits : "", quoted) < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	free(quoted);
+	free(*waits);
+	*waits = more;
+}
+
+/* The environment the setup command changes, to put back after it. */
+struct setup_env {
+	char *values[4];
+};
+
+static const char *const setup_vars[4] = { "PGUSER", "DATABASE_URL", "IDEM_DATABASE_URL",
+	"IDEM_DATABASE" };
+
+/* The setup command runs as the seed's sandbox account, with the rights
+ * of a setup (kill-at confines it before the workers start). */
+static void
+account_for_setup(const struct idem_seed *seed, struct setup_env *saved)
+{
+	struct idem_queue q;
+	struct idem_role role;
+	struct idem_error err;
+	PGconn *conn;
+	int i;
+
+	for (i = 0; i < 4; i++)
+		saved->values[i] = getenv(setup_vars[i]) ? idem_estrdup(getenv(setup_vars[i])) : NULL;
+	if (idem_queue_open(&q, seed->queue_kind, seed->queue, &err) < 0 ||
+	    (conn = idem_pg_connect(NULL, &err)) == NULL)
+		idem_die_error(&err);
+	if (idem_role_open(&role, conn, seed->sandbox_account, &q, seed->effect_table, &err) < 0 ||
+	    idem_role_for_setup(&role, conn, &err) < 0)
+		idem_die_error(&err);
+	idem_role_setenv(&role, conn);
+	fprintf(stderr, "rehearse: the setup runs as the sandbox account %s\n", seed->sandbox_account);
+	idem_role_close(&role);
+	PQfinish(conn);
+	idem_queue_close(&q);
+}
+
+static void
+restore_env(struct setup_env *saved)
+{
+	int i;
+
+	for (i = 0; i < 4; i++) {
+		if (saved->values[i] != NULL)
+			setenv(setup_vars[i], saved->values[i], 1);
+		else
+			unsetenv(setup_vars[i]);
+		free(saved->values[i]);
+	}
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -720,12 +797,14 @@ main(int argc, char *argv[])
 		{ "output", required_argument, NULL, 'o' },
 		{ "commit", no_argument, NULL, 'c' },
 		{ "keep-sandbox", no_argument, NULL, 'K' },
+		{ "wait", required_argument, NULL, 'W' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *conninfo = NULL, *worker = NULL, *setup_command = NULL, *key = NULL;
 	const char *signers = NULL, *dir = "records";
+	char *waits = NULL;
 	char *throwaway_key = NULL, *throwaway_signers = NULL;
 	char *setup, *setup_run = NULL, *pipeline, *record_cmd, *q_seed, *q_key, *q_dir, *q_pipeline;
 	char *q_stream;
@@ -741,7 +820,7 @@ main(int argc, char *argv[])
 
 	argv0 = "rehearse";
 	argv[0] = (char *)argv0;
-	while ((c = getopt_long(argc, argv, "d:w:s:k:f:o:cKhV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "d:w:s:k:f:o:W:cKhV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'd': conninfo = optarg; break;
 		case 'w': worker = optarg; break;
@@ -751,6 +830,7 @@ main(int argc, char *argv[])
 		case 'o': dir = optarg; break;
 		case 'c': commit = 1; break;
 		case 'K': keep_sandbox = 1; break;
+		case 'W': add_wait(&waits, optarg); break;
 		case 'h': idem_usage(synopsis, 0);
 		case 'V': puts("rehearse " IDEM_VERSION); idem_close_stdout(); return 0;
 		default: idem_usage(synopsis, IDEM_EXIT_USAGE);
@@ -830,13 +910,18 @@ main(int argc, char *argv[])
 	q_pipeline = idem_shell_quote(pipeline);
 	snprintf(stream_path, sizeof(stream_path), "%s/stream.tsv", work);
 	q_stream = idem_shell_quote(stream_path);
-	if (asprintf(&record_cmd, "mkrecord -k %s -o %s%s -r %s < %s", q_key, q_dir,
-	    commit ? " -c" : "", q_pipeline, q_stream) < 0)
+	if (asprintf(&record_cmd, "mkrecord -k %s -o %s%s%s -r %s < %s", q_key, q_dir,
+	    commit ? " -c" : "", waits ? waits : "", q_pipeline, q_stream) < 0)
 		idem_die(IDEM_EXIT_ENV, "asprintf:");
 	free(q_stream);
 
-	fprintf(stderr, "+ %s | mkrecord -k %s -o %s%s\n", pipeline, q_key, q_dir, commit ? " -c" : "");
+	fprintf(stderr, "+ %s | mkrecord -k %s -o %s%s%s\n", pipeline, q_key, q_dir,
+	    commit ? " -c" : "", waits ? waits : "");
 	if (setup != NULL) {
+		struct setup_env saved;
+
+		if (seed.sandbox_account != NULL && *seed.sandbox_account)
+			account_for_setup(&seed, &saved);
 		/* shell text of any shape: bash runs it, not exec */
 		if (setup_command != NULL) {
 			char *q_setup = idem_shell_quote(setup);
@@ -846,6 +931,8 @@ main(int argc, char *argv[])
 			free(q_setup);
 		}
 		i = run_one(&set_up, setup, setup_run ? setup_run : setup, -1, STOP);
+		if (seed.sandbox_account != NULL && *seed.sandbox_account)
+			restore_env(&saved);
 		stop_if_interrupted();
 		if (i >= 0) {
 			status = report_failure(&set_up);
@@ -859,6 +946,8 @@ main(int argc, char *argv[])
 	stages[2].name = stages[2].command = "dup-publish";
 	stages[3].name = "kill-at";
 	stages[3].command = kill_at;
+	/* kill-at's 1, a failed baseline or a deadline, leaves a whole stream */
+	stages[3].may_find = 1;
 	stages[4].name = stages[4].command = "count-effects";
 	if ((fd = open(stream_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
 		idem_die(IDEM_EXIT_ENV, "%s:", stream_path);
@@ -871,6 +960,8 @@ main(int argc, char *argv[])
 		goto out;
 	}
 	counts_status = status_of(&stages[STAGES - 1]);
+	if (status_of(&stages[3]) == IDEM_EXIT_FINDING)
+		counts_status = IDEM_EXIT_FINDING;
 
 	snprintf(record_out, sizeof(record_out), "%s/record", work);
 	if ((fd = open(record_out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
@@ -927,6 +1018,7 @@ out:
 	free(setup_run);
 	free(record_cmd);
 	free(verify_cmd);
+	free(waits);
 	free(throwaway_key);
 	free(throwaway_signers);
 	idem_close_stdout();

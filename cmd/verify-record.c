@@ -445,7 +445,7 @@ check_arithmetic(struct check *c)
 	char hex[65], value[64];
 	const char *verdict;
 	size_t i, missed;
-	int pass = 1, other_worker;
+	int pass = 1, other_worker, baseline_failed;
 
 	sums_init(&sums);
 	if (file != NULL && !json_is_null(file)) {
@@ -513,16 +513,21 @@ check_arithmetic(struct check *c)
 	/* nor does a run of another worker than the one the seed declares */
 	other_worker = json_is_false(json_object_get(json_object_get(json_object_get(c->record,
 	    "worker"), "observed"), "as_declared"));
+	/* nor one whose baseline failed, which forced no fault */
+	baseline_failed = str(c->record, "baseline.result") != NULL &&
+	    strcmp(str(c->record, "baseline.result"), "failed") == 0;
 	verdict = str(c->record, "verdict");
-	if (pass && missed > 0 && verdict && strcmp(verdict, "pass") == 0)
+	if (pass && baseline_failed && verdict && strcmp(verdict, "pass") == 0)
+		reason(c, "verdict: the record says pass, but its baseline failed");
+	else if (pass && missed > 0 && verdict && strcmp(verdict, "pass") == 0)
 		reason(c, "verdict: the record says pass, but the run missed %zu kill points or races",
 		    missed);
 	else if (pass && other_worker && verdict && strcmp(verdict, "pass") == 0)
 		reason(c, "verdict: the record says pass, but not the worker the ticket names ran");
-	else if (verdict == NULL ||
-	    strcmp(verdict, pass && missed == 0 && !other_worker ? "pass" : "fail") != 0)
+	else if (verdict == NULL || strcmp(verdict,
+	    pass && missed == 0 && !other_worker && !baseline_failed ? "pass" : "fail") != 0)
 		reason(c, "verdict: the record says %s, its counts say %s", verdict ? verdict : "nothing",
-		    pass && missed == 0 && !other_worker ? "pass" : "fail");
+		    pass && missed == 0 && !other_worker && !baseline_failed ? "pass" : "fail");
 	jobs = num(c->record, "jobs");
 	kills = json_object_get(c->record, "kill_points");
 	ms = idem_ereallocarray(NULL, json_array_size(kills) + 1, sizeof(*ms));

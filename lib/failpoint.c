@@ -70,18 +70,6 @@ text_close(struct text *t)
 }
 
 static char *
-quote_identifier(PGconn *conn, const char *name)
-{
-	char *q = PQescapeIdentifier(conn, name, strlen(name)), *out;
-
-	if (q == NULL)
-		idem_die(IDEM_EXIT_ENV, "quoting %s: %s", name, PQerrorMessage(conn));
-	out = idem_estrdup(q);
-	PQfreemem(q);
-	return out;
-}
-
-static char *
 quote_literal(PGconn *conn, const char *value)
 {
 	char *q = PQescapeLiteral(conn, value, strlen(value)), *out;
@@ -91,67 +79,6 @@ quote_literal(PGconn *conn, const char *value)
 	out = idem_estrdup(q);
 	PQfreemem(q);
 	return out;
-}
-
-/* "schema.table" with each part quoted; a name without a dot is quoted whole. */
-static char *
-quoted_table(PGconn *conn, const char *table)
-{
-	char *copy = idem_estrdup(table), *dot = strchr(copy, '.'), *a, *b, *out;
-
-	if (dot == NULL) {
-		out = quote_identifier(conn, copy);
-		free(copy);
-		return out;
-	}
-	*dot = '\0';
-	a = quote_identifier(conn, copy);
-	b = quote_identifier(conn, dot + 1);
-	if (asprintf(&out, "%s.%s", a, b) < 0)
-		idem_die(IDEM_EXIT_ENV, "asprintf:");
-	free(a);
-	free(b);
-	free(copy);
-	return out;
-}
-
-/* The business key of the row NEW as the stream writes it: one column as
- * its text, several as a JSON array of their values in key order (the
- * expression of count-effects(1)). NULL when key_columns is no array of
- * names. */
-static char *
-key_of_new(PGconn *conn, const char *key_columns)
-{
-	json_t *cols = json_loads(key_columns, 0, NULL), *col;
-	struct text t;
-	size_t i, n = json_array_size(cols);
-
-	if (n == 0) {
-		json_decref(cols);
-		return NULL;
-	}
-	text_open(&t);
-	if (n > 1)
-		fputs("'[' || ", t.f);
-	json_array_foreach(cols, i, col) {
-		char *q;
-
-		if (!json_is_string(col)) {
-			json_decref(cols);
-			free(text_close(&t));
-			return NULL;
-		}
-		q = quote_identifier(conn, json_string_value(col));
-		if (n == 1)
-			fprintf(t.f, "NEW.%s::text", q);
-		else
-			fprintf(t.f, "%sto_json(NEW.%s)::text", i ? " || ',' || " : "", q);
-		free(q);
-	}
-	if (n > 1)
-		fputs(" || ']'", t.f);
-	json_decref(cols);
-	return text_close(&t);
 }
 
 /* CREATE FUNCTION idem_run.NAME() with a body given as a literal, so that
@@ -406,7 +333,7 @@ idem_failpoint_install(const char *conninfo, const struct idem_queue *q, const c
 		goto fail;
 	}
 	if (effect_table != NULL && *effect_table != '\0') {
-		table = quoted_table(fp->conn[0], effect_table);
+		table = idem_pg_quote_table(fp->conn[0], effect_table);
 		params[0] = table;
 		res = idem_pg_exec(fp->conn[0], "looking for the effect table", err,
 		    "SELECT to_regclass($1) IS NOT NULL", 1, params);
@@ -414,7 +341,7 @@ idem_failpoint_install(const char *conninfo, const struct idem_queue *q, const c
 			goto fail;
 		fp->ledger = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
 		PQclear(res);
-		if (fp->ledger && (key = key_of_new(fp->conn[0], key_columns)) == NULL) {
+		if (fp->ledger && (key = idem_pg_key_sql(fp->conn[0], key_columns, "NEW.")) == NULL) {
 			idem_error_set(err, IDEM_EXIT_USAGE, "key columns %s: expected a JSON array of "
 			    "column names", key_columns);
 			goto fail;

@@ -140,10 +140,14 @@ unix_client_inodes(pid_t backend_pid, struct inodes *out, struct idem_error *err
 	long peer;
 	int nl;
 
-	if (socket_inodes(backend_pid, &server, NULL) < 0)
+	if (socket_inodes(backend_pid, &server, NULL) < 0) {
+		/* a session that ended since it was listed holds no socket */
+		if (errno == ENOENT)
+			return 0;
 		return idem_error_set(err, IDEM_EXIT_ENV,
 		    "/proc/%d/fd: %s: cannot see which process holds the session's socket",
 		    (int)backend_pid, strerror(errno));
+	}
 	if ((nl = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG)) < 0)
 		return idem_error_set(err, IDEM_EXIT_ENV, "socket diagnostics (NETLINK_SOCK_DIAG): %s",
 		    strerror(errno));

@@ -2,6 +2,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "pg.h"
 
 const char *
@@ -198,4 +200,77 @@ idem_pg_clock_skew(PGconn *conn, long long *skew_us, struct idem_error *err)
 	*skew_us = strtoll(PQgetvalue(res, 0, 0), NULL, 10) - (before + after) / 2;
 	PQclear(res);
 	return 0;
+}
+
+static char *
+quote_identifier(PGconn *conn, const char *name)
+{
+	char *q = PQescapeIdentifier(conn, name, strlen(name)), *out;
+
+	if (q == NULL)
+		idem_die(IDEM_EXIT_ENV, "quoting %s: %s", name, PQerrorMessage(conn));
+	out = idem_estrdup(q);
+	PQfreemem(q);
+	return out;
+}
+
+char *
+idem_pg_quote_table(PGconn *conn, const char *table)
+{
+	char *copy = idem_estrdup(table), *dot = strchr(copy, '.'), *a, *b, *out;
+
+	if (dot == NULL) {
+		out = quote_identifier(conn, copy);
+		free(copy);
+		return out;
+	}
+	*dot = '\0';
+	a = quote_identifier(conn, copy);
+	b = quote_identifier(conn, dot + 1);
+	if (asprintf(&out, "%s.%s", a, b) < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	free(a);
+	free(b);
+	free(copy);
+	return out;
+}
+
+char *
+idem_pg_key_sql(PGconn *conn, const char *key_columns, const char *prefix)
+{
+	json_t *cols = json_loads(key_columns, 0, NULL), *col;
+	char *out = NULL;
+	size_t len = 0, i, n = json_array_size(cols);
+	FILE *f;
+
+	if (n == 0) {
+		json_decref(cols);
+		return NULL;
+	}
+	if ((f = open_memstream(&out, &len)) == NULL)
+		idem_die(IDEM_EXIT_ENV, "open_memstream:");
+	if (n > 1)
+		fputs("'[' || ", f);
+	json_array_foreach(cols, i, col) {
+		char *q;
+
+		if (!json_is_string(col)) {
+			json_decref(cols);
+			fclose(f);
+			free(out);
+			return NULL;
+		}
+		q = quote_identifier(conn, json_string_value(col));
+		if (n == 1)
+			fprintf(f, "%s%s::text", prefix, q);
+		else
+			fprintf(f, "%sto_json(%s%s)::text", i ? " || ',' || " : "", prefix, q);
+		free(q);
+	}
+	if (n > 1)
+		fputs(" || ']'", f);
+	json_decref(cols);
+	if (fclose(f) != 0)
+		idem_die(IDEM_EXIT_ENV, "open_memstream:");
+	return out;
 }

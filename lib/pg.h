@@ -43,4 +43,15 @@ PGresult *idem_pg_exec(PGconn *conn, const char *what, struct idem_error *err,
  * database's time against the middle of the round trip. */
 int idem_pg_clock_skew(PGconn *conn, long long *skew_us, struct idem_error *err);
 
+/* A table named NAME or SCHEMA.NAME, each part quoted for conn. Caller
+ * frees. */
+char *idem_pg_quote_table(PGconn *conn, const char *table);
+
+/* The business key of a row as the stream writes it: one column as its
+ * text, several as a JSON array of their values in key order (the
+ * expression of count-effects(1)); each column named with prefix before
+ * it ("NEW.", or ""). key_columns is a JSON array of names; NULL when it
+ * is not one. Caller frees. */
+char *idem_pg_key_sql(PGconn *conn, const char *key_columns, const char *prefix);
+
 #endif

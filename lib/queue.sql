@@ -52,6 +52,31 @@ CREATE TABLE idem.delivery (
 	PRIMARY KEY (msg_id, read_ct)
 );
 
+-- The queues a sandbox account may use (kill-at(1), THE SANDBOX ACCOUNT).
+-- A role named here may publish to, read and ack the messages of its
+-- queues only; a role not named here is not held to it.
+CREATE TABLE idem.queue_account (
+	queue text NOT NULL,
+	account name NOT NULL,
+	PRIMARY KEY (queue, account)
+);
+
+-- True when the session's role may use the queue; else an error,
+-- insufficient_privilege, naming the queue.
+CREATE FUNCTION idem.may_use(queue text) RETURNS boolean
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	IF EXISTS (SELECT FROM idem.queue_account a WHERE a.account = session_user)
+	   AND NOT EXISTS (SELECT FROM idem.queue_account a
+			   WHERE a.account = session_user AND a.queue = may_use.queue) THEN
+		RAISE EXCEPTION 'permission denied for queue %', may_use.queue
+			USING ERRCODE = 'insufficient_privilege';
+	END IF;
+	RETURN true;
+END
+$$;
+
 -- Publishes many messages in one call. A message is identified by
 -- (queue, job_id, copy): publishing it again returns the existing msg_id
 -- with published false, and publishing it with another business key or
@@ -68,6 +93,7 @@ DECLARE
 	clash record;
 	inserted bigint[] := '{}';
 BEGIN
+	PERFORM idem.may_use(send_batch.queue);
 	FOR fresh IN
 		WITH input AS (
 			SELECT u.job_id, u.business_key, u.payload, u.copy, u.ord
@@ -160,6 +186,7 @@ AS $$
 DECLARE
 	taken_at timestamptz := clock_timestamp();
 BEGIN
+	PERFORM idem.may_use(read.queue);
 	IF read.qty IS NULL OR read.qty < 1 THEN
 		RAISE EXCEPTION 'idem.read: qty must be at least 1' USING ERRCODE = 'invalid_parameter_value';
 	END IF;
@@ -196,7 +223,7 @@ LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
 	WITH acked AS (
 		UPDATE idem.message m SET acked_at = clock_timestamp()
-		WHERE m.msg_id = $1 AND m.acked_at IS NULL
+		WHERE m.msg_id = $1 AND m.acked_at IS NULL AND idem.may_use(m.queue)
 		RETURNING 1
 	)
 	SELECT EXISTS (SELECT FROM acked)

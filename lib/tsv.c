@@ -116,6 +116,14 @@ static const struct {
 		N("executable_sha256", SHA256), N("script", TEXT), N("script_sha256", SHA256) } },
 	[IDEM_KIND_MISSED] = { "missed", { E("what", "kill race"), F("scenario", NAME),
 		F("job_id", TEXT), N("attempt", POSITIVE), F("step", NAME) } },
+	[IDEM_KIND_BASELINE] = { "baseline", { E("result", "none passed failed"), F("jobs", COUNT),
+		F("messages", COUNT), F("unacked", COUNT), F("expected", COUNT),
+		F("observed", COUNT), F("duplicates", COUNT), F("missing", COUNT) } },
+	[IDEM_KIND_GRANT] = { "grant", { F("role", NAME), E("phase", "setup run"),
+		E("type", "attribute member database schema table view sequence function"),
+		F("object", TEXT), F("privilege", NAME), E("listed", "yes no") } },
+	[IDEM_KIND_DENIED] = { "denied", { F("role", NAME), F("object", TEXT),
+		F("privilege", NAME), E("held", "yes no") } },
 	[IDEM_KIND_CALL] = { "call", { F("at", TIME), F("worker", INTEGER), F("pid", COUNT),
 		F("method", NAME), F("path", TEXT), N("idempotency_key", TEXT),
 		F("body_sha256", SHA256), N("business_key", TEXT), F("status", COUNT),
@@ -822,6 +830,35 @@ decode_fields(struct idem_tsv_reader *r, struct idem_error *err)
 	return 0;
 }
 
+/* What makes a baseline row's result disagree with its counts, or NULL:
+ * none is a baseline of no jobs; passed, one with every message acked and
+ * the effects expected, no more and no fewer. */
+static const char *
+baseline_problem(const struct idem_tsv_reader *r)
+{
+	const char *result = r->fields[BASELINE_RESULT];
+	long long jobs = idem_tsv_number(r, BASELINE_JOBS, 0),
+	    messages = idem_tsv_number(r, BASELINE_MESSAGES, 0),
+	    unacked = idem_tsv_number(r, BASELINE_UNACKED, 0),
+	    expected = idem_tsv_number(r, BASELINE_EXPECTED, 0),
+	    observed = idem_tsv_number(r, BASELINE_OBSERVED, 0),
+	    duplicates = idem_tsv_number(r, BASELINE_DUPLICATES, 0),
+	    missing = idem_tsv_number(r, BASELINE_MISSING, 0);
+	int clean = unacked == 0 && duplicates == 0 && missing == 0;
+
+	if (unacked > messages)
+		return "more messages unacked than the baseline has";
+	if (observed - expected != duplicates - missing)
+		return "observed minus expected is not duplicates minus missing";
+	if ((strcmp(result, "none") == 0) != (jobs == 0))
+		return jobs == 0 ? "a baseline of no jobs is none" : "none, but the baseline has jobs";
+	if (strcmp(result, "passed") == 0 && !clean)
+		return "passed, with messages unacked or effects duplicate or missing";
+	if (strcmp(result, "failed") == 0 && clean)
+		return "failed, with every message acked and every effect as expected";
+	return NULL;
+}
+
 /* The rules of the stream as a whole, for rows whose fields are good: one
  * seed row and at most one expect row, one external row and one queue
  * row, of the seed's kind; scenario names and job ids unique;
@@ -858,6 +895,14 @@ check_row(struct idem_tsv_reader *r, struct idem_error *err)
 			return idem_error_set(err, IDEM_EXIT_USAGE,
 			    "%s:%ld: queue row, field kind: %s, but the seed row names a queue of kind %s",
 			    r->name, r->line_no, r->fields[QUEUE_KIND], r->queue_kind);
+		break;
+	case IDEM_KIND_BASELINE:
+		if (r->baseline_seen++)
+			return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%ld: a second baseline row",
+			    r->name, r->line_no);
+		if ((v = baseline_problem(r)) != NULL)
+			return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%ld: baseline row, field result: %s",
+			    r->name, r->line_no, v);
 		break;
 	case IDEM_KIND_EXPECT:
 		if (r->expect_seen++)

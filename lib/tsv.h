@@ -7,7 +7,7 @@
 
 #include "util.h"
 
-#define IDEM_TSV_MAGIC "#idem-tsv\t1.4"
+#define IDEM_TSV_MAGIC "#idem-tsv\t1.5"
 /* the kinds of queue a seed may name (idem-seed(5)); \\N in a stream is idem */
 #define IDEM_QUEUE_KINDS "idem pg-boss graphile-worker"
 
@@ -35,6 +35,9 @@ enum idem_kind {
 	IDEM_KIND_DECLARED_GUARD,
 	IDEM_KIND_WORKER,
 	IDEM_KIND_MISSED,
+	IDEM_KIND_BASELINE,
+	IDEM_KIND_GRANT,
+	IDEM_KIND_DENIED,
 	IDEM_KIND_COUNT
 };
 
@@ -81,6 +84,12 @@ enum {
 	WORKER_ARGV = 1, WORKER_EXECUTABLE, WORKER_EXECUTABLE_SHA256, WORKER_SCRIPT,
 	WORKER_SCRIPT_SHA256
 };
+enum {
+	BASELINE_RESULT = 1, BASELINE_JOBS, BASELINE_MESSAGES, BASELINE_UNACKED, BASELINE_EXPECTED,
+	BASELINE_OBSERVED, BASELINE_DUPLICATES, BASELINE_MISSING
+};
+enum { GRANT_ROLE = 1, GRANT_PHASE, GRANT_TYPE, GRANT_OBJECT, GRANT_PRIVILEGE, GRANT_LISTED };
+enum { DENIED_ROLE = 1, DENIED_OBJECT, DENIED_PRIVILEGE, DENIED_HELD };
 enum { MISSED_WHAT = 1, MISSED_SCENARIO, MISSED_JOB_ID, MISSED_ATTEMPT, MISSED_STEP };
 enum {
 	MEASURE_NAME = 1, MEASURE_VALUE, MEASURE_NUMERATOR, MEASURE_DENOMINATOR, MEASURE_UNIT,
@@ -128,7 +137,7 @@ struct idem_tsv_reader {
 	char *decoded;
 	size_t decoded_cap;
 	size_t fields_cap;
-	int seed_seen, expect_seen, queue_seen, external_seen, declared_guard_seen;
+	int seed_seen, expect_seen, queue_seen, external_seen, declared_guard_seen, baseline_seen;
 	char queue_kind[24];		/* the seed row's */
 	struct idem_tsv_names job_ids, scenario_names;
 };

@@ -570,3 +570,7 @@ out:
 	close(fd);
 	return rc;
 }
+
+const char *const idem_wait_causes[] = {
+	"reviewer-queue", "sandbox-availability", "vendor-limit", "owner-approval", NULL
+};

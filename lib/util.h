@@ -67,6 +67,10 @@ int idem_write_file_atomic(const char *path, const char *data, size_t len,
 int idem_make_temp_dir(char *out, size_t size, const char *prefix, mode_t mode,
 		       struct idem_error *err);
 
+/* The causes of waiting a record keeps apart from the engineer's figures
+ * (mkrecord -w), NULL-terminated. */
+extern const char *const idem_wait_causes[];
+
 /* Durations such as "500ms", "2s", "1m", "1h" in milliseconds; -1 if bad. */
 long long idem_parse_duration_ms(const char *s);
 

@@ -44,6 +44,11 @@ kill_at() {
 	assert_equal "$output" "$client"
 	run "$TOOLS/peer-of" "$backend" -1 "$$"
 	[ "$status" -eq 1 ]
+	# a session gone since it was listed is held by no process: not an error
+	until [ ! -e "/proc/$backend" ]; do sleep 0.05; done
+	run "$TOOLS/peer-of" "$backend" -1 "$$" "$client"
+	[ "$status" -eq 1 ]
+	assert_equal "$output" ""
 }
 
 @test "peer-of finds the process of a TCP connection by its client port" {

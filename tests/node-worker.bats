@@ -82,7 +82,7 @@ lines_acked_in_their_transaction() {
 	assert_equal "$(total duplicates)" 0
 	assert_equal "$(branches)" \
 		"job-0001:1:found-charged,job-0001:1:pending charged,job-0002:1:pending charged,job-0003:1:pending charged,"
-	assert_equal "$(sql "SELECT string_agg(status || ' ' || vendor_ref, ',' ORDER BY line_id) FROM demo.invoice_lines")" \
+	assert_equal "$(sql "SELECT string_agg(status || ' ' || vendor_ref, ',' ORDER BY job_id) FROM demo.invoice_lines")" \
 		"charged ch-job-0001,charged ch-job-0002,charged ch-job-0003"
 }
 

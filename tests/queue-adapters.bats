@@ -86,6 +86,9 @@ check_every_scenario() {
 	[[ "$(steps)" == *"before-write:job-0005:1:hold:database,before-write:job-0005:1:hold:database,before-write:job-0005:1:release:database,before-write:job-0005:1:release:database,"* ]]
 	assert_equal "$(race_writer)" "$(race_first)"
 	assert_equal "$(rows_of recover "$out")" 3
+	# as the seed's sandbox account, which held its list and no more
+	[ "$(rows_of grant "$out")" -gt 0 ]
+	assert_equal "$(awk -F '\t' '($1 == "grant" && $7 != "yes") || ($1 == "denied" && $5 != "no")' "$out")" ""
 }
 
 @test "pg-boss: a worker as its documentation shows lives through every scenario, seen in the database" {

@@ -96,3 +96,51 @@ SELECT j.id::text, p.job_id, p.copy, j.attempts
 FROM graphile_worker._private_jobs j
 JOIN idem.published p ON p.kind = 'graphile-worker' AND p.msg_id = j.id::text
 WHERE j.id = ANY ($1::text[]::bigint[]) ORDER BY p.job_id, p.copy
+
+-- @hold-back
+-- the messages of the faults, not run while the baseline runs
+UPDATE graphile_worker._private_jobs SET run_at = 'infinity'
+WHERE id = ANY ($1::text[]::bigint[]) AND locked_at IS NULL AND attempts = 0
+
+-- @let-go
+UPDATE graphile_worker._private_jobs SET run_at = now()
+WHERE id = ANY ($1::text[]::bigint[]) AND run_at = 'infinity'
+
+-- @setup-schemas
+-- the setup command runs graphile-worker's migration in a schema it owns
+SELECT format('ALTER SCHEMA graphile_worker OWNER TO %I', $1::text)
+WHERE to_regnamespace('graphile_worker') IS NOT NULL
+
+-- @account
+-- the sandbox account's rights ($1, the role): what graphile-worker's
+-- own statements do to take, complete (a DELETE of the job it holds
+-- locked: its ack) and fail jobs, and to publish; no TRUNCATE
+SELECT s FROM (VALUES
+	(1, format('GRANT USAGE ON SCHEMA graphile_worker TO %I', $1::text)),
+	(2, format('GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA graphile_worker TO %I',
+		   $1::text)),
+	(3, format('GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA graphile_worker TO %I',
+		   $1::text)),
+	-- its private tables keep row level security on, with no policy: a
+	-- role that does not own them sees no row, unless a policy lets it
+	-- see the rows of its own task
+	(4, format('DROP POLICY IF EXISTS %1$I ON graphile_worker._private_tasks; '
+		   'CREATE POLICY %1$I ON graphile_worker._private_tasks TO %2$I '
+		   'USING (identifier = %3$L) WITH CHECK (identifier = %3$L)',
+		   'idem_account_' || $1::text, $1::text, :'queue')),
+	(5, format('DROP POLICY IF EXISTS %1$I ON graphile_worker._private_jobs; '
+		   'CREATE POLICY %1$I ON graphile_worker._private_jobs TO %2$I '
+		   'USING (task_id IN (SELECT id FROM graphile_worker._private_tasks '
+		   'WHERE identifier = %3$L))', 'idem_account_' || $1::text, $1::text, :'queue')),
+	(6, format('DROP POLICY IF EXISTS %1$I ON graphile_worker._private_job_queues; '
+		   'CREATE POLICY %1$I ON graphile_worker._private_job_queues TO %2$I USING (true)',
+		   'idem_account_' || $1::text, $1::text)),
+	(7, format('DROP POLICY IF EXISTS %1$I ON graphile_worker._private_known_crontabs; '
+		   'CREATE POLICY %1$I ON graphile_worker._private_known_crontabs TO %2$I USING (true)',
+		   'idem_account_' || $1::text, $1::text))
+) v(n, s) WHERE to_regnamespace('graphile_worker') IS NOT NULL ORDER BY n
+
+-- @denied
+SELECT o, p FROM (VALUES ('graphile_worker._private_jobs', 'TRUNCATE'),
+	('graphile_worker._private_job_queues', 'TRUNCATE'),
+	('graphile_worker._private_tasks', 'TRUNCATE'), ('idem.message', 'SELECT')) v(o, p)

@@ -61,3 +61,36 @@ SELECT count(*) FROM idem.message WHERE msg_id = ANY ($1::text[]::bigint[]) AND 
 -- @unacked-list
 SELECT msg_id::text, job_id, copy, read_ct FROM idem.message
 WHERE msg_id = ANY ($1::text[]::bigint[]) AND acked_at IS NULL ORDER BY msg_id
+
+-- @hold-back
+-- the messages of the faults, hidden while the baseline runs
+UPDATE idem.message SET visible_at = 'infinity'
+WHERE msg_id = ANY ($1::text[]::bigint[]) AND acked_at IS NULL AND read_ct = 0
+
+-- @let-go
+UPDATE idem.message SET visible_at = clock_timestamp()
+WHERE msg_id = ANY ($1::text[]::bigint[]) AND visible_at = 'infinity'
+
+-- @account
+-- the sandbox account's rights on the queue ($1, the role): publish and
+-- consume through idem's functions, on this queue only; read on the
+-- delivery log
+SELECT s FROM (VALUES
+	(1, format('GRANT USAGE ON SCHEMA idem TO %I', $1::text)),
+	(2, format('GRANT SELECT ON idem.sandbox, idem.delivery TO %I', $1::text)),
+	(3, format('GRANT EXECUTE ON FUNCTION idem.read(text, interval, integer), idem.ack(bigint), '
+		   'idem.send(text, text, text, jsonb, integer), '
+		   'idem.send_batch(text, text[], text[], jsonb[], integer[]) TO %I', $1::text)),
+	-- this rehearsal's queue, and no other
+	(4, format('DELETE FROM idem.queue_account WHERE account = %L AND queue <> %L; '
+		   'INSERT INTO idem.queue_account (queue, account) VALUES (%L, %L) '
+		   'ON CONFLICT DO NOTHING', $1::text, :'queue', :'queue', $1::text))
+) v(n, s) ORDER BY n
+
+-- @denied
+-- what the sandbox account may not do: purge the queue or its archive,
+-- or read the messages of every queue
+SELECT o, p FROM (VALUES ('idem.message', 'TRUNCATE'), ('idem.message', 'DELETE'),
+	('idem.message', 'UPDATE'), ('idem.message', 'SELECT'), ('idem.delivery', 'TRUNCATE'),
+	('idem.delivery', 'DELETE'), ('idem.published', 'TRUNCATE'), ('idem.published', 'DELETE'),
+	('idem.queue_account', 'INSERT')) v(o, p)

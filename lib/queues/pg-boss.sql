@@ -113,3 +113,32 @@ SELECT j.id::text, p.job_id, p.copy, j.retry_count + CASE WHEN j.started_on IS N
 FROM pgboss.job j JOIN idem.published p ON p.kind = 'pg-boss' AND p.msg_id = j.id::text
 WHERE j.name = :'queue' AND j.id = ANY ($1::text[]::uuid[]) AND j.state <> 'completed'
 ORDER BY p.job_id, p.copy
+
+-- @hold-back
+-- the messages of the faults, not started while the baseline runs
+UPDATE pgboss.job SET start_after = 'infinity'
+WHERE name = :'queue' AND id = ANY ($1::text[]::uuid[]) AND state = 'created'
+
+-- @let-go
+UPDATE pgboss.job SET start_after = now()
+WHERE name = :'queue' AND id = ANY ($1::text[]::uuid[]) AND start_after = 'infinity'
+
+-- @setup-schemas
+-- the setup command runs pg-boss's migration in a schema it owns
+SELECT format('ALTER SCHEMA pgboss OWNER TO %I', $1::text)
+WHERE to_regnamespace('pgboss') IS NOT NULL
+
+-- @account
+-- the sandbox account's rights ($1, the role): what pg-boss's own
+-- statements do to fetch, complete and fail jobs, and to publish; no
+-- DELETE or TRUNCATE (pg-boss's maintenance, which deletes, is not the
+-- worker's)
+SELECT s FROM (VALUES
+	(1, format('GRANT USAGE ON SCHEMA pgboss TO %I', $1::text)),
+	(2, format('GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA pgboss TO %I', $1::text))
+) v(n, s) WHERE to_regnamespace('pgboss') IS NOT NULL ORDER BY n
+
+-- @denied
+SELECT o, p FROM (VALUES ('pgboss.job', 'TRUNCATE'), ('pgboss.job', 'DELETE'),
+	('pgboss.archive', 'TRUNCATE'), ('pgboss.archive', 'DELETE'), ('pgboss.queue', 'TRUNCATE'),
+	('pgboss.queue', 'DELETE'), ('idem.message', 'SELECT')) v(o, p)

@@ -6,7 +6,8 @@
 
 static const char *const kinds[] = { "idem", "pg-boss", "graphile-worker" };
 static const char *const required[] = { "installed", "version", "publish", "observe",
-	"deliveries", "deliveries-of-key", "unacked", "unacked-list" };
+	"deliveries", "deliveries-of-key", "unacked", "unacked-list", "hold-back", "let-go",
+	"account", "denied" };
 
 /* Whether every :'queue' of a section lies outside dollar quotes, where it
  * is a literal of its own and not text inside a function body. */
