@@ -892,6 +892,8 @@ kills_missed() {
 	r=$(mkrecord -k "$key" <"$BATS_TEST_TMPDIR/one-missed.tsv")
 	grep -q '^verdict: "fail"$' "$r"
 	grep -A5 '^missed:' "$r" | tr -d '\n' | grep -qF -- '- what: "race"  scenario: "two-workers-race"  job: "[\"inv-1005\",1]"  attempt: null  step: "before-write"'
+	grep -qF 'Not reached by the run, so the verdict is fail:' "${r%.yaml}.md"
+	grep -qF -- '- race of two-workers-race on `["inv-1005",1]`, at `before-write`' "${r%.yaml}.md"
 	run -0 verify-record "$r"
 	sed -i 's/^verdict: "fail"$/verdict: "pass"/' "$r"
 	resign "$r"
