@@ -178,41 +178,55 @@ queue_state(void)
 
 static void read_back_rows(struct message **sent, size_t n);
 
+/*
+ * Whether the queue's messages above every msg_id seen before are exactly
+ * the n just sent by COPY, the usual case with no other publisher of this
+ * queue meanwhile: then the COPY took n consecutive identity values in row
+ * order, at one statement time, and nothing but five numbers need come
+ * back. Sets the first msg_id and the time.
+ */
+static int
+sent_alone(size_t n, int64_t *first, int64_t *at)
+{
+	const char *params[1];
+	char after_text[32];
+	PGresult *res;
+	int alone;
+
+	snprintf(after_text, sizeof(after_text), "%lld", (long long)pub.max_msg_id);
+	params[0] = after_text;
+	res = PQexecParams(pub.conn, pub.published_span, 1, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		die_pg(res);
+	alone = (size_t)strtoll(PQgetvalue(res, 0, 0), NULL, 10) == n && n > 0 &&
+	    strtoll(PQgetvalue(res, 0, 2), NULL, 10) - strtoll(PQgetvalue(res, 0, 1), NULL, 10) + 1 ==
+	    (long long)n && strcmp(PQgetvalue(res, 0, 3), PQgetvalue(res, 0, 4)) == 0;
+	if (alone) {
+		*first = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
+		*at = strtoll(PQgetvalue(res, 0, 3), NULL, 10);
+	}
+	PQclear(res);
+	return alone;
+}
+
 /* After a COPY: the new messages, in the order they were sent. Identity
  * values only grow, so they all lie above every msg_id seen before; rows of
  * another publisher of the same queue are passed over. */
 static void
 read_back(struct message **sent, size_t n)
 {
-	const char *params[1];
-	char after_text[32];
-	PGresult *res;
+	int64_t first, at;
 	size_t i;
 
-	/* the usual case, with no other publisher of this queue meanwhile: the
-	 * COPY took n consecutive identity values in row order, at one
-	 * statement time; then nothing but these five numbers need come back */
-	snprintf(after_text, sizeof(after_text), "%lld", (long long)pub.max_msg_id);
-	params[0] = after_text;
-	res = PQexecParams(pub.conn, pub.published_span, 1, NULL, params, NULL, NULL, 0);
-	if (PQresultStatus(res) != PGRES_TUPLES_OK)
-		die_pg(res);
-	if ((size_t)strtoll(PQgetvalue(res, 0, 0), NULL, 10) == n && n > 0 &&
-	    strtoll(PQgetvalue(res, 0, 2), NULL, 10) - strtoll(PQgetvalue(res, 0, 1), NULL, 10) + 1 ==
-	    (long long)n && strcmp(PQgetvalue(res, 0, 3), PQgetvalue(res, 0, 4)) == 0) {
-		int64_t first = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
-		int64_t at = strtoll(PQgetvalue(res, 0, 3), NULL, 10);
-
+	if (sent_alone(n, &first, &at)) {
 		for (i = 0; i < n; i++) {
 			sent[i]->result.msg_id = first + (int64_t)i;
 			sent[i]->result.enqueued_us = at;
 			sent[i]->result.published = 1;
 		}
 		pub.max_msg_id = first + (int64_t)n - 1;
-		PQclear(res);
 		return;
 	}
-	PQclear(res);
 	read_back_rows(sent, n);
 }
 
@@ -636,22 +650,11 @@ answer_fresh(FILE *out)
 	size_t cap = 0, i, next = 0;
 	ssize_t len;
 	struct result res = { 0, NULL, 0, 1 };
-	PGresult *span, *row;
-	int fast;
+	PGresult *row;
+	int fast = sent_alone(pub.copied, &res.msg_id, &res.enqueued_us);
 
 	snprintf(after_text, sizeof(after_text), "%lld", (long long)pub.max_msg_id);
 	params[0] = after_text;
-	span = PQexecParams(pub.conn, pub.published_span, 1, NULL, params, NULL, NULL, 0);
-	if (PQresultStatus(span) != PGRES_TUPLES_OK)
-		die_pg(span);
-	fast = (size_t)strtoll(PQgetvalue(span, 0, 0), NULL, 10) == pub.copied && pub.copied > 0 &&
-	    strtoll(PQgetvalue(span, 0, 2), NULL, 10) - strtoll(PQgetvalue(span, 0, 1), NULL, 10) + 1 ==
-	    (long long)pub.copied && strcmp(PQgetvalue(span, 0, 3), PQgetvalue(span, 0, 4)) == 0;
-	if (fast) {
-		res.msg_id = strtoll(PQgetvalue(span, 0, 1), NULL, 10);
-		res.enqueued_us = strtoll(PQgetvalue(span, 0, 3), NULL, 10);
-	}
-	PQclear(span);
 	rewound(pub.ids, "holding the job ids");
 	if (!fast && (!PQsendQueryParams(pub.conn, pub.published_after, 1, NULL, params, NULL, NULL, 1) ||
 	    !PQsetSingleRowMode(pub.conn)))
