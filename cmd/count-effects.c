@@ -45,8 +45,18 @@ static struct {
 	int have_expect;
 	struct key_count *keys;		/* seeded, then found */
 	size_t nkeys, keys_cap;
-	size_t *key_slots;		/* open addressing: index + 1 into keys, 0 empty */
+	struct key_slot {
+		uint32_t index;		/* + 1 into keys; 0 empty */
+		uint32_t tag;		/* the high half of the key's hash */
+	} *key_slots;			/* open addressing, at most half full */
 	size_t key_slots_cap;
+	int indexed;			/* the slots hold the keys where they are */
+	/* the count query's rows met with the sorted keys, while they come
+	 * in byte order */
+	size_t merge_next;
+	char *merge_last;		/* the key of the row before, or NULL */
+	size_t merge_last_cap;
+	int merge_lost;			/* a row out of byte order came */
 	size_t njobs;
 	FILE *msg_ids;			/* the published messages' ids, one a line */
 	size_t nmsgs;
@@ -93,6 +103,8 @@ by_key(const void *a, const void *b)
 	return strcmp(((const struct key_count *)a)->key, ((const struct key_count *)b)->key);
 }
 
+/* FNV-1a, then MurmurHash3's final mix: keys that differ only in their
+ * last characters spread over the low bits too. */
 static uint64_t
 key_hash(const char *key)
 {
@@ -100,33 +112,43 @@ key_hash(const char *key)
 
 	for (; *key; key++)
 		h = (h ^ (unsigned char)*key) * UINT64_C(1099511628211);
-	return h;
+	h ^= h >> 33;
+	h *= UINT64_C(0xff51afd7ed558ccd);
+	h ^= h >> 33;
+	h *= UINT64_C(0xc4ceb9fe1a85ec53);
+	return h ^ (h >> 33);
 }
 
-/* The slot of a seeded key in c.key_slots: its own, or the empty one
- * where it goes. */
-static size_t *
+/* The slot of a seeded key: its own, or the empty one where it goes. */
+static struct key_slot *
 key_slot(const char *key)
 {
-	size_t mask = c.key_slots_cap - 1, i = (size_t)key_hash(key) & mask;
+	uint64_t h = key_hash(key);
+	uint32_t tag = (uint32_t)(h >> 32);
+	size_t mask = c.key_slots_cap - 1, i = (size_t)h & mask;
 
-	while (c.key_slots[i] != 0 && strcmp(c.keys[c.key_slots[i] - 1].key, key) != 0)
+	while (c.key_slots[i].index != 0 && (c.key_slots[i].tag != tag ||
+	    strcmp(c.keys[c.key_slots[i].index - 1].key, key) != 0))
 		i = (i + 1) & mask;
+	c.key_slots[i].tag = tag;
 	return &c.key_slots[i];
 }
 
+/* Places every key in slots for cap keys and more. */
 static void
-grow_key_slots(void)
+index_keys(size_t cap)
 {
-	size_t i, *old = c.key_slots, old_cap = c.key_slots_cap;
+	size_t i;
 
-	c.key_slots_cap = old_cap ? old_cap * 2 : 1024;
+	if (cap > UINT32_MAX / 2)
+		idem_die(IDEM_EXIT_ENV, "more than %u business keys", (unsigned)(UINT32_MAX / 2));
+	free(c.key_slots);
+	for (c.key_slots_cap = 1024; c.key_slots_cap < 2 * cap; c.key_slots_cap *= 2)
+		;
 	c.key_slots = idem_ereallocarray(NULL, c.key_slots_cap, sizeof(*c.key_slots));
 	memset(c.key_slots, 0, c.key_slots_cap * sizeof(*c.key_slots));
-	for (i = 0; i < old_cap; i++)
-		if (old[i] != 0)
-			*key_slot(c.keys[old[i] - 1].key) = old[i];
-	free(old);
+	for (i = 0; i < c.nkeys; i++)
+		key_slot(c.keys[i].key)->index = (uint32_t)(i + 1);
 }
 
 /* A job's business key, merged with the jobs seen before: expected once
@@ -137,16 +159,16 @@ seed_key(const char *key, const char *payload_sha256)
 {
 	unsigned char hash[32];
 	struct key_count *k;
-	size_t *slot;
+	struct key_slot *slot;
 
 	if (sodium_hex2bin(hash, sizeof(hash), payload_sha256, strlen(payload_sha256), NULL, NULL,
 	    NULL) != 0)
 		memset(hash, 0, sizeof(hash));
 	if (2 * (c.nkeys + 1) > c.key_slots_cap)
-		grow_key_slots();
+		index_keys(2 * c.nkeys + 1);
 	slot = key_slot(key);
-	if (*slot != 0) {
-		k = &c.keys[*slot - 1];
+	if (slot->index != 0) {
+		k = &c.keys[slot->index - 1];
 		if (strcmp(c.key_scope, "job") == 0)
 			k->expected++;
 		if (memcmp(k->first_hash, hash, sizeof(hash)) != 0)
@@ -163,7 +185,21 @@ seed_key(const char *key, const char *payload_sha256)
 	memcpy(k->first_hash, hash, sizeof(hash));
 	k->expected = 1;
 	k->seeded = 1;
-	*slot = c.nkeys;
+	slot->index = (uint32_t)c.nkeys;
+}
+
+/* The entry of a seeded key, or NULL. */
+static struct key_count *
+find_key(const char *key)
+{
+	struct key_slot *slot;
+
+	if (!c.indexed) {
+		index_keys(c.nkeys);
+		c.indexed = 1;
+	}
+	slot = key_slot(key);
+	return slot->index != 0 ? &c.keys[slot->index - 1] : NULL;
 }
 
 static void prepare_identifiers(void);
@@ -402,10 +438,9 @@ pass_held(FILE *hold)
 static void
 sort_seeded(void)
 {
-	free(c.key_slots);
-	c.key_slots = NULL;
 	if (c.nkeys > 1)
 		qsort(c.keys, c.nkeys, sizeof(*c.keys), by_key);
+	c.indexed = 0;
 }
 
 static char *
@@ -550,16 +585,6 @@ count_row(const char *scope, const char *key, long long expected, long long obse
 	c.digest_rows++;
 }
 
-static struct key_count *
-find_key(const char *key)
-{
-	struct key_count want = { .key = (char *)key };
-
-	if (c.nkeys == 0)
-		return NULL;
-	return bsearch(&want, c.keys, c.nkeys, sizeof(*c.keys), by_key);
-}
-
 /* Runs the printed count query and sets observed counts; keys no job seeded
  * are kept apart as unexpected. */
 /* Sends the count query as soon as the seed row names the table, so the
@@ -591,6 +616,31 @@ count_failed(PGresult *res)
 	idem_die(IDEM_EXIT_ENV, "counting %s: %s", c.effect_table, msg);
 }
 
+/*
+ * The seeded key of a row of the count query. Its rows come in the
+ * database's order of the keys, byte order in a C collation as in the
+ * sandbox: then they meet the sorted keys in step, without a lookup. From
+ * the first row out of byte order on, keys are looked up.
+ */
+static struct key_count *
+match_key(const char *key, size_t len)
+{
+	int cmp = 1;
+
+	if (!c.merge_lost && c.merge_last != NULL && strcmp(c.merge_last, key) >= 0)
+		c.merge_lost = 1;
+	if (c.merge_lost)
+		return find_key(key);
+	if (len + 1 > c.merge_last_cap) {
+		c.merge_last_cap = 2 * (len + 1);
+		c.merge_last = idem_erealloc(c.merge_last, c.merge_last_cap);
+	}
+	memcpy(c.merge_last, key, len + 1);
+	while (c.merge_next < c.nkeys && (cmp = strcmp(c.keys[c.merge_next].key, key)) < 0)
+		c.merge_next++;
+	return cmp == 0 ? &c.keys[c.merge_next++] : NULL;
+}
+
 /* One row of the count query as COPY text: the key (\N for none), a tab,
  * the count. Sets the key's observed count, or keeps it apart as
  * unexpected. */
@@ -614,11 +664,13 @@ count_line(char *line, size_t len, struct key_count **unseeded, size_t *nunseede
 	default: idem_die(IDEM_EXIT_ENV, "counting %s: a key badly escaped", c.effect_table);
 	}
 	line[key_len] = '\0';
-	if ((k = find_key(line)) != NULL) {
+	if ((k = match_key(line, key_len)) != NULL) {
 		k->observed = n;
 		return;
 	}
-	*unseeded = idem_ereallocarray(*unseeded, *nunseeded + 1, sizeof(**unseeded));
+	if ((*nunseeded & (*nunseeded - 1)) == 0)
+		*unseeded = idem_ereallocarray(*unseeded, *nunseeded ? *nunseeded * 2 : 1,
+		    sizeof(**unseeded));
 	(*unseeded)[*nunseeded].key = idem_estrdup(line);
 	(*unseeded)[*nunseeded].observed = n;
 	(*unseeded)[*nunseeded].expected = 0;
@@ -1279,6 +1331,8 @@ main(int argc, char *argv[])
 	for (i = 0; i < c.nkeys; i++)
 		free(c.keys[i].key);
 	free(c.keys);
+	free(c.key_slots);
+	free(c.merge_last);
 	fclose(c.msg_ids);
 	idem_queue_close(&c.q);
 	idem_free_list(c.recover_keys, c.nrecover);
