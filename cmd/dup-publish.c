@@ -662,7 +662,7 @@ answer_fresh(FILE *out)
 	for (i = 0; (len = getline(&line, &cap, pub.ids)) > 0; i++) {
 		line[len - 1] = '\0';
 		while (!fast) {
-			char *id;
+			char *id, *escaped;
 			int same;
 
 			row = PQgetResult(pub.conn);
@@ -672,19 +672,18 @@ answer_fresh(FILE *out)
 				idem_die(IDEM_EXIT_ENV, "publishing: %zu of %zu messages did not come "
 				    "back from the queue", pub.copied - i, pub.copied);
 			}
+			/* the ids file holds them escaped, as the stream does */
 			id = idem_estrndup(PQgetvalue(row, 0, 0), (size_t)PQgetlength(row, 0, 0));
-			free(res.msg_text);
-			res.msg_text = idem_tsv_escape(id);
-			same = strcmp(res.msg_text, line) == 0 && be32(PQgetvalue(row, 0, 1)) == 0;
+			escaped = idem_tsv_escape(id);
+			same = strcmp(escaped, line) == 0 && be32(PQgetvalue(row, 0, 1)) == 0;
 			res.msg_id = be64(PQgetvalue(row, 0, 2));
 			res.enqueued_us = be64(PQgetvalue(row, 0, 3)) + PG_EPOCH_US;
+			free(escaped);
 			free(id);
 			PQclear(row);
 			if (same)
 				break;
 		}
-		free(res.msg_text);
-		res.msg_text = NULL;
 		answer_fresh_row(out, line, &res, i, &next);
 		if (res.msg_id > pub.max_msg_id)
 			pub.max_msg_id = res.msg_id;
