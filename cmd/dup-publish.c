@@ -171,8 +171,9 @@ queue_state(void)
 
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		die_pg(res);
-	pub.queue_empty = strtoll(PQgetvalue(res, 0, 0), NULL, 10) == 0;
-	pub.max_msg_id = PQgetisnull(res, 0, 2) ? 0 : strtoll(PQgetvalue(res, 0, 2), NULL, 10);
+	/* the lowest and highest msg_id above 0, and their times */
+	pub.queue_empty = PQgetisnull(res, 0, 0);
+	pub.max_msg_id = pub.queue_empty ? 0 : strtoll(PQgetvalue(res, 0, 1), NULL, 10);
 	PQclear(res);
 }
 
@@ -182,8 +183,10 @@ static void read_back_rows(struct message **sent, size_t n);
  * Whether the queue's messages above every msg_id seen before are exactly
  * the n just sent by COPY, the usual case with no other publisher of this
  * queue meanwhile: then the COPY took n consecutive identity values in row
- * order, at one statement time, and nothing but five numbers need come
- * back. Sets the first msg_id and the time.
+ * order, at one statement time, and nothing but four numbers need come
+ * back, the lowest and highest msg_id above those seen and their times.
+ * All n lie between the two, so when they are n apart no other message of
+ * the queue does. Sets the first msg_id and the time.
  */
 static int
 sent_alone(size_t n, int64_t *first, int64_t *at)
@@ -198,12 +201,12 @@ sent_alone(size_t n, int64_t *first, int64_t *at)
 	res = PQexecParams(pub.conn, pub.published_span, 1, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		die_pg(res);
-	alone = (size_t)strtoll(PQgetvalue(res, 0, 0), NULL, 10) == n && n > 0 &&
-	    strtoll(PQgetvalue(res, 0, 2), NULL, 10) - strtoll(PQgetvalue(res, 0, 1), NULL, 10) + 1 ==
-	    (long long)n && strcmp(PQgetvalue(res, 0, 3), PQgetvalue(res, 0, 4)) == 0;
+	alone = n > 0 && !PQgetisnull(res, 0, 0) &&
+	    strtoll(PQgetvalue(res, 0, 1), NULL, 10) - strtoll(PQgetvalue(res, 0, 0), NULL, 10) + 1 ==
+	    (long long)n && strcmp(PQgetvalue(res, 0, 2), PQgetvalue(res, 0, 3)) == 0;
 	if (alone) {
-		*first = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
-		*at = strtoll(PQgetvalue(res, 0, 3), NULL, 10);
+		*first = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+		*at = strtoll(PQgetvalue(res, 0, 2), NULL, 10);
 	}
 	PQclear(res);
 	return alone;
