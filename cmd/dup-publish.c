@@ -24,7 +24,8 @@
 
 /* microseconds from the Unix epoch to PostgreSQL's, 2000-01-01 */
 #define PG_EPOCH_US INT64_C(946684800000000)
-#define COPY_CHUNK (256 * 1024)
+#define COPY_CHUNK (64 * 1024)
+#define HOLD_BUFFER (64 * 1024)	/* stdio's buffer of the held stream */
 
 static const char synopsis[] =
 	"usage: dup-publish [-d conninfo] [-b batch] [-s time-scale] [file]\n";
@@ -374,20 +375,37 @@ copy_flush(void)
 	pub.copy_len = 0;
 }
 
-/* Appends a field to the COPY buffer, escaped as COPY text (and idem-tsv). */
-static void
-copy_field(const char *field, char end)
+/* Room for need more bytes in the COPY buffer, sending what it holds
+ * when a chunk is full. */
+static char *
+copy_room(size_t need)
 {
-	size_t need = strlen(field) * 2 + 1;
-	char *o;
-
 	if (pub.copy_len + need > COPY_CHUNK)
 		copy_flush();
 	if (pub.copy_len + need > pub.copy_cap) {
 		pub.copy_cap = pub.copy_len + need + COPY_CHUNK;
 		pub.copy_buf = idem_erealloc(pub.copy_buf, pub.copy_cap);
 	}
-	o = pub.copy_buf + pub.copy_len;
+	return pub.copy_buf + pub.copy_len;
+}
+
+/* Appends bytes escaped already, as the stream has them, and an end. */
+static void
+copy_escaped(const char *field, size_t len, char end)
+{
+	char *o = copy_room(len + 1);
+
+	memcpy(o, field, len);
+	o[len] = end;
+	pub.copy_len += len + 1;
+}
+
+/* Appends a field to the COPY buffer, escaped as COPY text (and idem-tsv). */
+static void
+copy_field(const char *field, char end)
+{
+	char *o = copy_room(strlen(field) * 2 + 1);
+
 	for (; *field; field++) {
 		switch (*field) {
 		case '\\': *o++ = '\\'; *o++ = '\\'; break;
@@ -593,16 +611,30 @@ keep_job(const struct idem_tsv_reader *r, long scenario)
 	job->payload = idem_estrdup(r->fields[JOB_PAYLOAD]);
 }
 
-/* The job's id field as the stream has it, escaped, on a line of pub.ids. */
+/*
+ * The original of a job row into the COPY, its fields taken as the stream
+ * has them: idem-tsv escapes as COPY text does, so they need no decoding
+ * and escaping again. Its id goes on a line of pub.ids, to be matched with
+ * its msg_id.
+ */
 static void
-note_id(const struct idem_tsv_reader *r)
+copy_original(const struct idem_tsv_reader *r)
 {
-	const char *id = memchr(r->line, '\t', r->line_len), *end;
+	/* the reader checked the row: job, id, business key, payload, ... */
+	const char *end = r->line + r->line_len;
+	const char *id = (const char *)memchr(r->line, '\t', r->line_len) + 1;
+	const char *key = (const char *)memchr(id, '\t', (size_t)(end - id)) + 1;
+	const char *payload = (const char *)memchr(key, '\t', (size_t)(end - key)) + 1;
+	const char *after = memchr(payload, '\t', (size_t)(end - payload));
+	size_t id_len = (size_t)(key - 1 - id);
 
-	id++;
-	end = memchr(id, '\t', r->line_len - (size_t)(id - r->line));
-	if (fwrite(id, 1, (size_t)(end - id), pub.ids) != (size_t)(end - id) || putc('\n', pub.ids) == EOF)
+	if (fwrite(id, 1, id_len, pub.ids) != id_len || putc('\n', pub.ids) == EOF)
 		idem_die(IDEM_EXIT_ENV, "holding the job ids:");
+	copy_field(pub.queue, '\t');
+	copy_escaped(id, id_len, '\t');
+	copy_escaped("0", 1, '\t');
+	/* the business key, a tab, the payload */
+	copy_escaped(key, (size_t)((after ? after : end) - key), '\n');
 }
 
 /* The kept job at a place among the stream's jobs, found in job order. */
@@ -811,7 +843,8 @@ read_and_publish(FILE *in, const char *name, const char *conninfo)
 	FILE *hold = tmpfile(), *answers = tmpfile();
 	int rc;
 
-	if (hold == NULL || answers == NULL || (pub.ids = tmpfile()) == NULL)
+	if (hold == NULL || answers == NULL || (pub.ids = tmpfile()) == NULL ||
+	    setvbuf(hold, NULL, _IOFBF, HOLD_BUFFER) != 0)
 		idem_die(IDEM_EXIT_ENV, "holding the stream:");
 	idem_tsv_reader_init(&r, in, name);
 	for (;;) {
@@ -853,8 +886,7 @@ read_and_publish(FILE *in, const char *name, const char *conninfo)
 				continue;
 			if (!pub.copying)
 				copy_start();
-			note_id(&r);
-			copy_line(r.fields[JOB_ID], 0, r.fields[JOB_BUSINESS_KEY], r.fields[JOB_PAYLOAD]);
+			copy_original(&r);
 			pub.copied++;
 		}
 	}
