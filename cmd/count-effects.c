@@ -595,15 +595,7 @@ row_append(size_t *len, const char *field, char end)
 		c.row_cap = 2 * need;
 		c.row_buf = idem_erealloc(c.row_buf, c.row_cap);
 	}
-	for (o = c.row_buf + *len; *field; field++) {
-		switch (*field) {
-		case '\\': *o++ = '\\'; *o++ = '\\'; break;
-		case '\t': *o++ = '\\'; *o++ = 't'; break;
-		case '\n': *o++ = '\\'; *o++ = 'n'; break;
-		case '\r': *o++ = '\\'; *o++ = 'r'; break;
-		default: *o++ = *field; break;
-		}
-	}
+	o = idem_tsv_escape_to(c.row_buf + *len, field);
 	*o++ = end;
 	*len = (size_t)(o - c.row_buf);
 }

@@ -404,17 +404,8 @@ copy_escaped(const char *field, size_t len, char end)
 static void
 copy_field(const char *field, char end)
 {
-	char *o = copy_room(strlen(field) * 2 + 1);
+	char *o = idem_tsv_escape_to(copy_room(strlen(field) * 2 + 1), field);
 
-	for (; *field; field++) {
-		switch (*field) {
-		case '\\': *o++ = '\\'; *o++ = '\\'; break;
-		case '\t': *o++ = '\\'; *o++ = 't'; break;
-		case '\n': *o++ = '\\'; *o++ = 'n'; break;
-		case '\r': *o++ = '\\'; *o++ = 'r'; break;
-		default: *o++ = *field; break;
-		}
-	}
 	*o++ = end;
 	pub.copy_len = (size_t)(o - pub.copy_buf);
 }
