@@ -43,7 +43,7 @@ MAN7 = idem-step.7 idem.7
 # Debian packages that building, the tests and the demo need.
 DEBS = make gcc libc6-dev pkg-config libpq-dev libyaml-dev libgit2-dev libsodium-dev libmicrohttpd-dev \
 	libjansson-dev postgresql postgresql-client bats python3 man-db groff-base \
-	openssh-client git libcurl4-openssl-dev curl jq python3-yaml zlib1g-dev
+	openssh-client git libcurl4-openssl-dev curl jq python3-yaml zlib1g-dev time
 # node and npm for the workers written with node-postgres (tests/node): any
 # node on PATH will do; Debian's is installed only when there is none.
 NODE_DEBS = nodejs npm

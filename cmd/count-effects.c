@@ -4,6 +4,7 @@
  * database itself enforces and probe it with a copy of a row that is always
  * rolled back; append query, count, guard, probe, measure and digest rows. */
 #include <getopt.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,14 +20,18 @@
 #include "tsv.h"
 #include "util.h"
 
+/* message ids a pending query takes at a time */
+#define PENDING_CHUNK 50000
+
 static const char synopsis[] =
 	"usage: count-effects [-d conninfo] [--before] [file]\n";
 
 struct key_count {
 	char *key;
+	uint64_t hash;			/* key_hash of the key */
 	long long expected, observed;
 	int seeded;
-	char *first_hash;	/* payload hash of the first job with this key */
+	unsigned char first_hash[32];	/* payload hash of the first job with this key */
 	int conflict;
 };
 
@@ -40,9 +45,21 @@ static struct {
 	long long expect[4];		/* effects, duplicates, missing, pending */
 	int have_expect;
 	struct key_count *keys;		/* seeded, then found */
-	size_t nkeys;
+	size_t nkeys, keys_cap;
+	struct key_slot {
+		uint32_t index;		/* + 1 into keys; 0 empty */
+		uint32_t tag;		/* the high half of the key's hash */
+	} *key_slots;			/* open addressing, at most half full */
+	size_t key_slots_cap;
+	int indexed;			/* the slots hold the keys where they are */
+	/* the count query's rows met with the sorted keys, while they come
+	 * in byte order */
+	size_t merge_next;
+	char *merge_last;		/* the key of the row before, or NULL */
+	size_t merge_last_cap;
+	int merge_lost;			/* a row out of byte order came */
 	size_t njobs;
-	char **msg_ids;
+	FILE *msg_ids;			/* the published messages' ids, one a line */
 	size_t nmsgs;
 	char *first_publish, *last_ack;
 	size_t nkills;
@@ -50,8 +67,6 @@ static struct {
 	long long *recovery_ms;		/* -1 when the retry never acked */
 	size_t nrecover;
 	char **recover_keys;
-	/* job id to business key, for kill and recover rows */
-	char **job_ids, **job_keys;
 	/* the sql */
 	const char *conninfo;
 	char *table_sql, *count_sql;
@@ -70,11 +85,11 @@ static struct {
 	size_t ncalls;
 	struct idem_map call_index;
 	long long external, external_unknown, external_duplicates;
-	/* evidence for the digest */
-	FILE *digest;
-	char *digest_buf;
-	size_t digest_len;
+	/* evidence for the digest, hashed as it is written */
+	crypto_hash_sha256_state digest_state;
 	long long digest_rows;
+	char *row_buf;			/* one count row, formatted */
+	size_t row_cap;
 } c = { .phase = "after" };
 
 static void
@@ -90,15 +105,113 @@ by_key(const void *a, const void *b)
 	return strcmp(((const struct key_count *)a)->key, ((const struct key_count *)b)->key);
 }
 
-static const char *
-key_of_job(const char *job_id)
+/* FNV-1a, then MurmurHash3's final mix: keys that differ only in their
+ * last characters spread over the low bits too. */
+static uint64_t
+key_hash(const char *key)
+{
+	uint64_t h = UINT64_C(14695981039346656037);
+
+	for (; *key; key++)
+		h = (h ^ (unsigned char)*key) * UINT64_C(1099511628211);
+	h ^= h >> 33;
+	h *= UINT64_C(0xff51afd7ed558ccd);
+	h ^= h >> 33;
+	h *= UINT64_C(0xc4ceb9fe1a85ec53);
+	return h ^ (h >> 33);
+}
+
+/* The slot of a seeded key, whose key_hash is h: its own, or the empty
+ * one where it goes. */
+static struct key_slot *
+key_slot(const char *key, uint64_t h)
+{
+	uint32_t tag = (uint32_t)(h >> 32);
+	size_t mask = c.key_slots_cap - 1, i = (size_t)h & mask;
+
+	while (c.key_slots[i].index != 0 && (c.key_slots[i].tag != tag ||
+	    strcmp(c.keys[c.key_slots[i].index - 1].key, key) != 0))
+		i = (i + 1) & mask;
+	c.key_slots[i].tag = tag;
+	return &c.key_slots[i];
+}
+
+/* Places every key in slots for cap keys and more. */
+static void
+index_keys(size_t cap)
 {
 	size_t i;
 
-	for (i = 0; i < c.njobs; i++)
-		if (strcmp(c.job_ids[i], job_id) == 0)
-			return c.job_keys[i];
-	return NULL;
+	if (cap > UINT32_MAX / 2)
+		idem_die(IDEM_EXIT_ENV, "more than %u business keys", (unsigned)(UINT32_MAX / 2));
+	free(c.key_slots);
+	for (c.key_slots_cap = 1024; c.key_slots_cap < 2 * cap; c.key_slots_cap *= 2)
+		;
+	c.key_slots = idem_ereallocarray(NULL, c.key_slots_cap, sizeof(*c.key_slots));
+	memset(c.key_slots, 0, c.key_slots_cap * sizeof(*c.key_slots));
+	for (i = 0; i < c.nkeys; i++)
+		key_slot(c.keys[i].key, c.keys[i].hash)->index = (uint32_t)(i + 1);
+}
+
+static int
+hex_digit(char x)
+{
+	return x >= 'a' ? x - 'a' + 10 : x - '0';
+}
+
+/* A job's business key, merged with the jobs seen before: expected once
+ * per key, or once per job when the key scope is the job; a key seeded
+ * with two payloads is a conflict. One entry per key, not per job. */
+static void
+seed_key(const char *key, const char *payload_sha256)
+{
+	unsigned char hash[32];
+	uint64_t h = key_hash(key);
+	struct key_count *k;
+	struct key_slot *slot;
+	size_t i;
+
+	/* the reader checked 64 lowercase hex digits */
+	for (i = 0; i < sizeof(hash); i++)
+		hash[i] = (unsigned char)(hex_digit(payload_sha256[2 * i]) << 4 |
+		    hex_digit(payload_sha256[2 * i + 1]));
+	if (2 * (c.nkeys + 1) > c.key_slots_cap)
+		index_keys(2 * c.nkeys + 1);
+	slot = key_slot(key, h);
+	if (slot->index != 0) {
+		k = &c.keys[slot->index - 1];
+		if (strcmp(c.key_scope, "job") == 0)
+			k->expected++;
+		if (memcmp(k->first_hash, hash, sizeof(hash)) != 0)
+			k->conflict = 1;
+		return;
+	}
+	if (c.nkeys == c.keys_cap) {
+		c.keys_cap = c.keys_cap ? c.keys_cap * 2 : 1024;
+		c.keys = idem_ereallocarray(c.keys, c.keys_cap, sizeof(*c.keys));
+	}
+	k = &c.keys[c.nkeys++];
+	memset(k, 0, sizeof(*k));
+	k->key = idem_estrdup(key);
+	k->hash = h;
+	memcpy(k->first_hash, hash, sizeof(hash));
+	k->expected = 1;
+	k->seeded = 1;
+	slot->index = (uint32_t)c.nkeys;
+}
+
+/* The entry of a seeded key, or NULL. */
+static struct key_count *
+find_key(const char *key)
+{
+	struct key_slot *slot;
+
+	if (!c.indexed) {
+		index_keys(c.nkeys);
+		c.indexed = 1;
+	}
+	slot = key_slot(key, key_hash(key));
+	return slot->index != 0 ? &c.keys[slot->index - 1] : NULL;
 }
 
 static void prepare_identifiers(void);
@@ -188,6 +301,46 @@ took_effect(const char *key)
 		call_key(key)->observed++;
 }
 
+/* The business key of each recovered job, in place of its job id: the held
+ * stream is read again for the job rows of those jobs, so no job id is kept
+ * for the others. */
+static void
+recovered_keys(FILE *hold, const char *name)
+{
+	struct idem_tsv_reader r;
+	struct idem_error err;
+	struct idem_map wanted;
+	char **keys = idem_ereallocarray(NULL, c.nrecover, sizeof(char *));
+	size_t i, n = 0;
+	int rc;
+
+	idem_map_init(&wanted);
+	for (i = 0; i < c.nrecover; i++)
+		if (idem_map_get(&wanted, c.recover_keys[i]) == IDEM_MAP_NONE) {
+			idem_map_put(&wanted, c.recover_keys[i], n);
+			keys[n++] = NULL;
+		}
+	if (fflush(hold) != 0 || fseek(hold, 0, SEEK_SET) != 0)
+		idem_die(IDEM_EXIT_ENV, "holding the stream:");
+	idem_tsv_reader_init(&r, hold, name);
+	while ((rc = idem_tsv_next(&r, &err)) != IDEM_TSV_EOF) {
+		if (rc < 0)
+			idem_die_error(&err);
+		if (rc == IDEM_TSV_ROW && r.kind == IDEM_KIND_JOB &&
+		    (i = idem_map_get(&wanted, r.fields[JOB_ID])) != IDEM_MAP_NONE && keys[i] == NULL)
+			keys[i] = idem_estrdup(r.fields[JOB_BUSINESS_KEY]);
+	}
+	idem_tsv_reader_free(&r);
+	for (i = 0; i < c.nrecover; i++) {
+		const char *key = keys[idem_map_get(&wanted, c.recover_keys[i])];
+
+		free(c.recover_keys[i]);
+		c.recover_keys[i] = idem_estrdup(key ? key : "");
+	}
+	idem_free_list(keys, n);
+	idem_map_free(&wanted);
+}
+
 /* Keeps what counting needs, and holds the stream: it is passed on only
  * once all of it was read and found good. */
 static void
@@ -236,23 +389,14 @@ read_stream(FILE *in, const char *name, FILE *hold)
 		case IDEM_KIND_JOB:
 			if (c.have_external)
 				expect_call(&r);
-			c.keys = idem_ereallocarray(c.keys, c.nkeys + 1, sizeof(*c.keys));
-			c.keys[c.nkeys].key = idem_estrdup(r.fields[JOB_BUSINESS_KEY]);
-			c.keys[c.nkeys].first_hash = idem_estrdup(r.fields[JOB_PAYLOAD_SHA256]);
-			c.keys[c.nkeys].expected = 1;
-			c.keys[c.nkeys].observed = 0;
-			c.keys[c.nkeys].seeded = 1;
-			c.keys[c.nkeys].conflict = 0;
-			c.nkeys++;
-			c.job_ids = idem_ereallocarray(c.job_ids, c.njobs + 1, sizeof(char *));
-			c.job_keys = idem_ereallocarray(c.job_keys, c.njobs + 1, sizeof(char *));
-			c.job_ids[c.njobs] = idem_estrdup(r.fields[JOB_ID]);
-			c.job_keys[c.njobs] = idem_estrdup(c.keys[c.nkeys - 1].key);
+			seed_key(r.fields[JOB_BUSINESS_KEY], r.fields[JOB_PAYLOAD_SHA256]);
 			c.njobs++;
 			break;
 		case IDEM_KIND_PUBLISH:
-			c.msg_ids = idem_ereallocarray(c.msg_ids, c.nmsgs + 1, sizeof(char *));
-			c.msg_ids[c.nmsgs++] = idem_estrdup(r.fields[PUBLISH_MSG_ID]);
+			if (idem_tsv_write_row(c.msg_ids, "m", (const char *const *)&r.fields[PUBLISH_MSG_ID],
+			    1) < 0)
+				idem_die(IDEM_EXIT_ENV, "holding the message ids:");
+			c.nmsgs++;
 			if (c.first_publish == NULL ||
 			    strcmp(r.fields[PUBLISH_PUBLISHED_AT], c.first_publish) < 0) {
 				free(c.first_publish);
@@ -281,12 +425,8 @@ read_stream(FILE *in, const char *name, FILE *hold)
 		}
 	}
 	idem_tsv_reader_free(&r);
-	for (i = 0; i < c.nrecover; i++) {
-		const char *key = key_of_job(c.recover_keys[i]);
-
-		free(c.recover_keys[i]);
-		c.recover_keys[i] = idem_estrdup(key ? key : "");
-	}
+	if (c.nrecover > 0)
+		recovered_keys(hold, name);
 }
 
 /* Writes the held stream on standard output. */
@@ -306,29 +446,13 @@ pass_held(FILE *hold)
 	fclose(hold);
 }
 
-/* Seeded keys, one entry each: expected 1 per key, or one per job when the
- * key scope is the job; a key seeded with two payloads is a conflict. */
+/* Seeded keys, one entry each (seed_key merged them), in key order. */
 static void
-merge_seeded(void)
+sort_seeded(void)
 {
-	size_t i, o = 0;
-	int job_scope = strcmp(c.key_scope, "job") == 0;
-
 	if (c.nkeys > 1)
 		qsort(c.keys, c.nkeys, sizeof(*c.keys), by_key);
-	for (i = 0; i < c.nkeys; i++) {
-		if (o > 0 && strcmp(c.keys[o - 1].key, c.keys[i].key) == 0) {
-			if (job_scope)
-				c.keys[o - 1].expected++;
-			if (strcmp(c.keys[o - 1].first_hash, c.keys[i].first_hash) != 0)
-				c.keys[o - 1].conflict = 1;
-			free(c.keys[i].key);
-			free(c.keys[i].first_hash);
-			continue;
-		}
-		c.keys[o++] = c.keys[i];
-	}
-	c.nkeys = o;
+	c.indexed = 0;
 }
 
 static char *
@@ -460,27 +584,41 @@ printed_query(const char *name, const char *sql, const char *doing, const char *
 	return res;
 }
 
+/* Appends a field, escaped, to the row being formatted. */
+static void
+row_append(size_t *len, const char *field, char end)
+{
+	size_t need = *len + 2 * strlen(field) + 2;
+	char *o;
+
+	if (need > c.row_cap) {
+		c.row_cap = 2 * need;
+		c.row_buf = idem_erealloc(c.row_buf, c.row_cap);
+	}
+	o = idem_tsv_escape_to(c.row_buf + *len, field);
+	*o++ = end;
+	*len = (size_t)(o - c.row_buf);
+}
+
+/* A count row on standard output; the same without its phase goes into
+ * the digest. */
 static void
 count_row(const char *scope, const char *key, long long expected, long long observed)
 {
 	char e[32], o[32];
-	const char *row[5] = { c.phase, scope, key, e, o };
+	size_t len = 0;
 
 	snprintf(e, sizeof(e), "%lld", expected);
 	snprintf(o, sizeof(o), "%lld", observed);
-	write_row("count", row, 5);
-	idem_tsv_write_row(c.digest, "count", row + 1, 4);
+	row_append(&len, "count", '\t');
+	row_append(&len, scope, '\t');
+	row_append(&len, key, '\t');
+	row_append(&len, e, '\t');
+	row_append(&len, o, '\n');
+	crypto_hash_sha256_update(&c.digest_state, (const unsigned char *)c.row_buf, len);
 	c.digest_rows++;
-}
-
-static struct key_count *
-find_key(const char *key)
-{
-	struct key_count want = { .key = (char *)key };
-
-	if (c.nkeys == 0)
-		return NULL;
-	return bsearch(&want, c.keys, c.nkeys, sizeof(*c.keys), by_key);
+	if (printf("count\t%s\t", c.phase) < 0 || fwrite(c.row_buf + 6, 1, len - 6, stdout) != len - 6)
+		idem_die(IDEM_EXIT_ENV, "write error on standard output:");
 }
 
 /* Runs the printed count query and sets observed counts; keys no job seeded
@@ -490,14 +628,89 @@ find_key(const char *key)
 static void
 start_count(void)
 {
-	char *key_sql = key_expression();
+	char *key_sql = key_expression(), *copy_sql;
 
 	if (asprintf(&c.count_sql, "SELECT %s AS business_key, count(*) AS effects FROM %s "
 	    "GROUP BY 1 ORDER BY 1", key_sql, c.table_sql) < 0)
 		idem_die(IDEM_EXIT_ENV, "asprintf:");
 	free(key_sql);
-	if (!PQsendQuery(c.conn, c.count_sql))
+	/* its rows come as COPY text, one at a time, not held by libpq */
+	if (asprintf(&copy_sql, "COPY (%s) TO STDOUT", c.count_sql) < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	if (!PQsendQuery(c.conn, copy_sql))
 		idem_die(IDEM_EXIT_ENV, "counting %s: %s", c.effect_table, PQerrorMessage(c.conn));
+	free(copy_sql);
+}
+
+static void
+count_failed(PGresult *res)
+{
+	char msg[768];
+
+	idem_pg_message(c.conn, res, msg, sizeof(msg));
+	PQclear(res);
+	idem_die(IDEM_EXIT_ENV, "counting %s: %s", c.effect_table, msg);
+}
+
+/*
+ * The seeded key of a row of the count query. Its rows come in the
+ * database's order of the keys, byte order in a C collation as in the
+ * sandbox: then they meet the sorted keys in step, without a lookup. From
+ * the first row out of byte order on, keys are looked up.
+ */
+static struct key_count *
+match_key(const char *key, size_t len)
+{
+	int cmp = 1;
+
+	if (!c.merge_lost && c.merge_last != NULL && strcmp(c.merge_last, key) >= 0)
+		c.merge_lost = 1;
+	if (c.merge_lost)
+		return find_key(key);
+	if (len + 1 > c.merge_last_cap) {
+		c.merge_last_cap = 2 * (len + 1);
+		c.merge_last = idem_erealloc(c.merge_last, c.merge_last_cap);
+	}
+	memcpy(c.merge_last, key, len + 1);
+	while (c.merge_next < c.nkeys && (cmp = strcmp(c.keys[c.merge_next].key, key)) < 0)
+		c.merge_next++;
+	return cmp == 0 ? &c.keys[c.merge_next++] : NULL;
+}
+
+/* One row of the count query as COPY text: the key (\N for none), a tab,
+ * the count. Sets the key's observed count, or keeps it apart as
+ * unexpected. */
+static void
+count_line(char *line, size_t len, struct key_count **unseeded, size_t *nunseeded)
+{
+	char *tab = len > 0 ? memrchr(line, '\t', len) : NULL;
+	size_t key_len;
+	long long n;
+	struct key_count *k;
+
+	if (tab == NULL || line[len - 1] != '\n')
+		idem_die(IDEM_EXIT_ENV, "counting %s: a row without its count", c.effect_table);
+	line[len - 1] = '\0';
+	n = strtoll(tab + 1, NULL, 10);
+	key_len = (size_t)(tab - line);
+	*tab = '\0';
+	switch (idem_tsv_unescape(line, &key_len)) {
+	case 1: key_len = 0; break;
+	case 0: break;
+	default: idem_die(IDEM_EXIT_ENV, "counting %s: a key badly escaped", c.effect_table);
+	}
+	line[key_len] = '\0';
+	if ((k = match_key(line, key_len)) != NULL) {
+		k->observed = n;
+		return;
+	}
+	if ((*nunseeded & (*nunseeded - 1)) == 0)
+		*unseeded = idem_ereallocarray(*unseeded, *nunseeded ? *nunseeded * 2 : 1,
+		    sizeof(**unseeded));
+	(*unseeded)[*nunseeded].key = idem_estrdup(line);
+	(*unseeded)[*nunseeded].observed = n;
+	(*unseeded)[*nunseeded].expected = 0;
+	(*nunseeded)++;
 }
 
 static void
@@ -505,35 +718,26 @@ count(void)
 {
 	struct key_count *unseeded = NULL;
 	size_t nunseeded = 0, i;
-	PGresult *res, *extra;
+	PGresult *res;
+	char *line;
+	int len;
 
 	query_row("count", c.count_sql);
 	res = PQgetResult(c.conn);
-	while ((extra = PQgetResult(c.conn)) != NULL)
-		PQclear(extra);
-	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-		char msg[768];
-
-		idem_pg_message(c.conn, res, msg, sizeof(msg));
-		PQclear(res);
-		idem_die(IDEM_EXIT_ENV, "counting %s: %s", c.effect_table, msg);
-	}
-	for (i = 0; i < (size_t)PQntuples(res); i++) {
-		const char *key = PQgetisnull(res, (int)i, 0) ? "" : PQgetvalue(res, (int)i, 0);
-		long long n = strtoll(PQgetvalue(res, (int)i, 1), NULL, 10);
-		struct key_count *k = find_key(key);
-
-		if (k != NULL) {
-			k->observed = n;
-			continue;
-		}
-		unseeded = idem_ereallocarray(unseeded, nunseeded + 1, sizeof(*unseeded));
-		unseeded[nunseeded].key = idem_estrdup(key);
-		unseeded[nunseeded].observed = n;
-		unseeded[nunseeded].expected = 0;
-		nunseeded++;
-	}
+	if (PQresultStatus(res) != PGRES_COPY_OUT)
+		count_failed(res);
 	PQclear(res);
+	while ((len = PQgetCopyData(c.conn, &line, 0)) > 0) {
+		count_line(line, (size_t)len, &unseeded, &nunseeded);
+		PQfreemem(line);
+	}
+	if (len == -2 || (res = PQgetResult(c.conn)) == NULL)
+		count_failed(NULL);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+		count_failed(res);
+	PQclear(res);
+	while ((res = PQgetResult(c.conn)) != NULL)
+		PQclear(res);
 	for (i = 0; i < c.nkeys; i++) {
 		struct key_count *k = &c.keys[i];
 
@@ -598,24 +802,58 @@ expected_external(void)
 /* The messages not acked, as the queue's adapter counts them (its unacked
  * section). */
 static void
-count_pending(void)
+count_pending_of(char *const *msg_ids, size_t n)
 {
-	char *ids = idem_queue_text_array(c.msg_ids, c.nmsgs), *sql;
+	char *ids = idem_queue_text_array(msg_ids, n);
 	const char *params[1] = { ids };
 	const Oid types[1] = { IDEM_OID_TEXT_ARRAY };
 	struct idem_error err;
 	PGresult *res;
 
+	if ((res = idem_queue_exec(&c.q, c.conn, "unacked", "counting pending messages", 1, types,
+	    params, &err)) == NULL)
+		idem_die_error(&err);
+	c.pending += strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	PQclear(res);
+	free(ids);
+}
+
+/* The ids go to the query PENDING_CHUNK at a time, read back from where
+ * the stream's publish rows left them. */
+static void
+count_pending(void)
+{
+	char *sql, *line = NULL, **chunk = idem_ereallocarray(NULL, PENDING_CHUNK, sizeof(char *));
+	size_t cap = 0, n = 0, len;
+	ssize_t got;
+
 	if ((sql = idem_queue_sql(&c.q, c.conn, "unacked")) == NULL)
 		idem_die(IDEM_EXIT_ENV, "the %s adapter has no unacked section", c.q.kind);
 	query_row("pending", sql);
 	free(sql);
-	if ((res = idem_queue_exec(&c.q, c.conn, "unacked", "counting pending messages", 1, types,
-	    params, &err)) == NULL)
-		idem_die_error(&err);
-	c.pending = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-	PQclear(res);
-	free(ids);
+	if (fflush(c.msg_ids) != 0 || fseek(c.msg_ids, 0, SEEK_SET) != 0)
+		idem_die(IDEM_EXIT_ENV, "holding the message ids:");
+	while ((got = getline(&line, &cap, c.msg_ids)) > 2) {
+		/* "m", a tab, the escaped id, a newline */
+		len = (size_t)got - 3;
+		line[got - 1] = '\0';
+		if (idem_tsv_unescape(line + 2, &len) != 0)
+			idem_die(IDEM_EXIT_ENV, "holding the message ids: bad line");
+		chunk[n++] = idem_estrndup(line + 2, len);
+		if (n == PENDING_CHUNK) {
+			count_pending_of(chunk, n);
+			while (n > 0)
+				free(chunk[--n]);
+		}
+	}
+	if (ferror(c.msg_ids))
+		idem_die(IDEM_EXIT_ENV, "holding the message ids:");
+	if (n > 0 || c.nmsgs == 0)
+		count_pending_of(chunk, n);
+	while (n > 0)
+		free(chunk[--n]);
+	free(chunk);
+	free(line);
 }
 
 static void
@@ -978,17 +1216,16 @@ static void
 digest(void)
 {
 	char hex[65], rows[32];
+	unsigned char sum[32];
 	const char *row[3];
 
-	if (fclose(c.digest) != 0)
-		idem_die(IDEM_EXIT_ENV, "open_memstream:");
-	idem_sha256_hex(c.digest_buf, c.digest_len, hex);
+	crypto_hash_sha256_final(&c.digest_state, sum);
+	sodium_bin2hex(hex, sizeof(hex), sum, sizeof(sum));
 	snprintf(rows, sizeof(rows), "%lld", c.digest_rows);
 	row[0] = c.phase;
 	row[1] = hex;
 	row[2] = rows;
 	write_row("digest", row, 3);
-	free(c.digest_buf);
 }
 
 /* Exit 1 naming every total that differs from the seed's expect, and the
@@ -1082,15 +1319,14 @@ main(int argc, char *argv[])
 			idem_die(IDEM_EXIT_USAGE, "%s:", path);
 	}
 	c.conninfo = conninfo;
-	if ((hold = tmpfile()) == NULL)
+	if ((hold = tmpfile()) == NULL || (c.msg_ids = tmpfile()) == NULL)
 		idem_die(IDEM_EXIT_ENV, "holding the stream:");
 	read_stream(in, in == stdin ? "stdin" : path, hold);
 	if (in != stdin)
 		fclose(in);
 	pass_held(hold);
-	if ((c.digest = open_memstream(&c.digest_buf, &c.digest_len)) == NULL)
-		idem_die(IDEM_EXIT_ENV, "open_memstream:");
-	merge_seeded();
+	crypto_hash_sha256_init(&c.digest_state);
+	sort_seeded();
 	count();
 	if (strcmp(c.phase, "after") == 0) {
 		if (c.have_external)
@@ -1107,14 +1343,13 @@ main(int argc, char *argv[])
 	}
 	digest();
 	PQfinish(c.conn);
-	for (i = 0; i < c.nkeys; i++) {
+	for (i = 0; i < c.nkeys; i++)
 		free(c.keys[i].key);
-		free(c.keys[i].first_hash);
-	}
 	free(c.keys);
-	idem_free_list(c.job_ids, c.njobs);
-	idem_free_list(c.job_keys, c.njobs);
-	idem_free_list(c.msg_ids, c.nmsgs);
+	free(c.key_slots);
+	free(c.merge_last);
+	free(c.row_buf);
+	fclose(c.msg_ids);
 	idem_queue_close(&c.q);
 	idem_free_list(c.recover_keys, c.nrecover);
 	free(c.recovery_ms);

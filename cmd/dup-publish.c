@@ -24,7 +24,8 @@
 
 /* microseconds from the Unix epoch to PostgreSQL's, 2000-01-01 */
 #define PG_EPOCH_US INT64_C(946684800000000)
-#define COPY_CHUNK (256 * 1024)
+#define COPY_CHUNK (64 * 1024)
+#define HOLD_BUFFER (64 * 1024)	/* stdio's buffer of the held stream */
 
 static const char synopsis[] =
 	"usage: dup-publish [-d conninfo] [-b batch] [-s time-scale] [file]\n";
@@ -41,24 +42,21 @@ struct scenario {
 	long long duplicates, within_ms;
 };
 
+/* A job kept in memory: one whose scenario asks for copies, or one of the
+ * batch being checked; every other job is only passed on. */
 struct job {
 	char *id, *business_key, *payload;
 	long scenario;			/* index, or -1 */
-	int existing;			/* copy 0 was in the queue before this run */
+	size_t index;			/* its place among the stream's jobs */
 	struct result original;		/* copy 0 */
 };
 
 /* A message: one copy of one job. */
 struct message {
-	size_t job;
+	struct job *job;
 	long long copy;
 	int64_t due_us;
 	struct result result;
-};
-
-struct key {
-	const char *job_id;
-	long long copy;
 };
 
 static struct {
@@ -73,13 +71,14 @@ static struct {
 	int progress;
 	size_t total, done;
 	int64_t skew_us;		/* database clock minus ours */
-	struct key *existing;		/* in the queue before this run, sorted */
-	size_t nexisting;
+	int queue_empty;		/* the queue held no message before this run */
 	int64_t max_msg_id;		/* newest message seen in the queue */
 	struct scenario *scenarios;
 	size_t nscenarios;
-	struct job *jobs;
-	size_t njobs;
+	size_t njobs;			/* in the stream */
+	struct job *jobs;		/* those whose scenario asks for copies */
+	size_t nkept, kept_cap;
+	FILE *ids;			/* the job ids sent by COPY, as the stream has them */
 	/* the COPY of new originals, sent while the stream is read */
 	int copying;
 	char *copy_buf;
@@ -125,23 +124,6 @@ command(const char *sql)
 	PQclear(res);
 }
 
-static int
-key_cmp(const void *a, const void *b)
-{
-	const struct key *x = a, *y = b;
-	int c = strcmp(x->job_id, y->job_id);
-
-	return c ? c : (x->copy > y->copy) - (x->copy < y->copy);
-}
-
-static int
-is_existing(const char *job_id, long long copy)
-{
-	struct key want = { job_id, copy };
-
-	return bsearch(&want, pub.existing, pub.nexisting, sizeof(want), key_cmp) != NULL;
-}
-
 static int64_t
 be64(const char *p)
 {
@@ -179,31 +161,57 @@ published(int64_t after)
 	return res;
 }
 
-/* The messages already in the queue: they go through the checks of
- * idem.send_batch, new ones through COPY. */
+/* Whether the queue holds messages already, and its newest msg_id: when it
+ * holds none, new messages go in with COPY; else through the adapter's
+ * checks. */
 static void
-load_existing(void)
+queue_state(void)
 {
-	PGresult *res = published(0);
-	size_t i, n = (size_t)PQntuples(res);
+	const char *params[1] = { "0" };
+	PGresult *res = PQexecParams(pub.conn, pub.published_span, 1, NULL, params, NULL, NULL, 0);
 
-	pub.existing = idem_ereallocarray(NULL, n + 1, sizeof(*pub.existing));
-	for (i = 0; i < n; i++) {
-		char *id = idem_emalloc((size_t)PQgetlength(res, (int)i, 0) + 1);
-
-		memcpy(id, PQgetvalue(res, (int)i, 0), (size_t)PQgetlength(res, (int)i, 0));
-		id[PQgetlength(res, (int)i, 0)] = '\0';
-		pub.existing[i].job_id = id;
-		pub.existing[i].copy = be32(PQgetvalue(res, (int)i, 1));
-		if (be64(PQgetvalue(res, (int)i, 2)) > pub.max_msg_id)
-			pub.max_msg_id = be64(PQgetvalue(res, (int)i, 2));
-	}
-	pub.nexisting = n;
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		die_pg(res);
+	/* the lowest and highest msg_id above 0, and their times */
+	pub.queue_empty = PQgetisnull(res, 0, 0);
+	pub.max_msg_id = pub.queue_empty ? 0 : strtoll(PQgetvalue(res, 0, 1), NULL, 10);
 	PQclear(res);
-	qsort(pub.existing, n, sizeof(*pub.existing), key_cmp);
 }
 
 static void read_back_rows(struct message **sent, size_t n);
+
+/*
+ * Whether the queue's messages above every msg_id seen before are exactly
+ * the n just sent by COPY, the usual case with no other publisher of this
+ * queue meanwhile: then the COPY took n consecutive identity values in row
+ * order, at one statement time, and nothing but four numbers need come
+ * back, the lowest and highest msg_id above those seen and their times.
+ * All n lie between the two, so when they are n apart no other message of
+ * the queue does. Sets the first msg_id and the time.
+ */
+static int
+sent_alone(size_t n, int64_t *first, int64_t *at)
+{
+	const char *params[1];
+	char after_text[32];
+	PGresult *res;
+	int alone;
+
+	snprintf(after_text, sizeof(after_text), "%lld", (long long)pub.max_msg_id);
+	params[0] = after_text;
+	res = PQexecParams(pub.conn, pub.published_span, 1, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		die_pg(res);
+	alone = n > 0 && !PQgetisnull(res, 0, 0) &&
+	    strtoll(PQgetvalue(res, 0, 1), NULL, 10) - strtoll(PQgetvalue(res, 0, 0), NULL, 10) + 1 ==
+	    (long long)n && strcmp(PQgetvalue(res, 0, 2), PQgetvalue(res, 0, 3)) == 0;
+	if (alone) {
+		*first = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+		*at = strtoll(PQgetvalue(res, 0, 2), NULL, 10);
+	}
+	PQclear(res);
+	return alone;
+}
 
 /* After a COPY: the new messages, in the order they were sent. Identity
  * values only grow, so they all lie above every msg_id seen before; rows of
@@ -211,35 +219,18 @@ static void read_back_rows(struct message **sent, size_t n);
 static void
 read_back(struct message **sent, size_t n)
 {
-	const char *params[1];
-	char after_text[32];
-	PGresult *res;
+	int64_t first, at;
 	size_t i;
 
-	/* the usual case, with no other publisher of this queue meanwhile: the
-	 * COPY took n consecutive identity values in row order, at one
-	 * statement time; then nothing but these five numbers need come back */
-	snprintf(after_text, sizeof(after_text), "%lld", (long long)pub.max_msg_id);
-	params[0] = after_text;
-	res = PQexecParams(pub.conn, pub.published_span, 1, NULL, params, NULL, NULL, 0);
-	if (PQresultStatus(res) != PGRES_TUPLES_OK)
-		die_pg(res);
-	if ((size_t)strtoll(PQgetvalue(res, 0, 0), NULL, 10) == n && n > 0 &&
-	    strtoll(PQgetvalue(res, 0, 2), NULL, 10) - strtoll(PQgetvalue(res, 0, 1), NULL, 10) + 1 ==
-	    (long long)n && strcmp(PQgetvalue(res, 0, 3), PQgetvalue(res, 0, 4)) == 0) {
-		int64_t first = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
-		int64_t at = strtoll(PQgetvalue(res, 0, 3), NULL, 10);
-
+	if (sent_alone(n, &first, &at)) {
 		for (i = 0; i < n; i++) {
 			sent[i]->result.msg_id = first + (int64_t)i;
 			sent[i]->result.enqueued_us = at;
 			sent[i]->result.published = 1;
 		}
 		pub.max_msg_id = first + (int64_t)n - 1;
-		PQclear(res);
 		return;
 	}
-	PQclear(res);
 	read_back_rows(sent, n);
 }
 
@@ -250,7 +241,7 @@ read_back_rows(struct message **sent, size_t n)
 	size_t i, next = 0;
 
 	for (i = 0; i < (size_t)PQntuples(res) && next < n; i++) {
-		const struct job *job = &pub.jobs[sent[next]->job];
+		const struct job *job = sent[next]->job;
 		size_t len = (size_t)PQgetlength(res, (int)i, 0);
 
 		if (len != strlen(job->id) || memcmp(PQgetvalue(res, (int)i, 0), job->id, len) != 0 ||
@@ -319,7 +310,7 @@ send_checked(struct message **msgs, size_t n)
 	if (n == 0)
 		return;
 	for (i = 0; i < n; i++) {
-		const struct job *job = &pub.jobs[msgs[i]->job];
+		const struct job *job = msgs[i]->job;
 		char copy[32];
 
 		snprintf(copy, sizeof(copy), "%lld", msgs[i]->copy);
@@ -384,29 +375,37 @@ copy_flush(void)
 	pub.copy_len = 0;
 }
 
-/* Appends a field to the COPY buffer, escaped as COPY text (and idem-tsv). */
-static void
-copy_field(const char *field, char end)
+/* Room for need more bytes in the COPY buffer, sending what it holds
+ * when a chunk is full. */
+static char *
+copy_room(size_t need)
 {
-	size_t need = strlen(field) * 2 + 1;
-	char *o;
-
 	if (pub.copy_len + need > COPY_CHUNK)
 		copy_flush();
 	if (pub.copy_len + need > pub.copy_cap) {
 		pub.copy_cap = pub.copy_len + need + COPY_CHUNK;
 		pub.copy_buf = idem_erealloc(pub.copy_buf, pub.copy_cap);
 	}
-	o = pub.copy_buf + pub.copy_len;
-	for (; *field; field++) {
-		switch (*field) {
-		case '\\': *o++ = '\\'; *o++ = '\\'; break;
-		case '\t': *o++ = '\\'; *o++ = 't'; break;
-		case '\n': *o++ = '\\'; *o++ = 'n'; break;
-		case '\r': *o++ = '\\'; *o++ = 'r'; break;
-		default: *o++ = *field; break;
-		}
-	}
+	return pub.copy_buf + pub.copy_len;
+}
+
+/* Appends bytes escaped already, as the stream has them, and an end. */
+static void
+copy_escaped(const char *field, size_t len, char end)
+{
+	char *o = copy_room(len + 1);
+
+	memcpy(o, field, len);
+	o[len] = end;
+	pub.copy_len += len + 1;
+}
+
+/* Appends a field to the COPY buffer, escaped as COPY text (and idem-tsv). */
+static void
+copy_field(const char *field, char end)
+{
+	char *o = idem_tsv_escape_to(copy_room(strlen(field) * 2 + 1), field);
+
 	*o++ = end;
 	pub.copy_len = (size_t)(o - pub.copy_buf);
 }
@@ -462,7 +461,7 @@ publish_batch(struct message **msgs, size_t n)
 	size_t nfresh = 0, nknown = 0, i;
 
 	for (i = 0; i < n; i++) {
-		if (!pub.copy_path || is_existing(pub.jobs[msgs[i]->job].id, msgs[i]->copy))
+		if (!pub.copy_path || !pub.queue_empty)
 			known[nknown++] = msgs[i];
 		else
 			fresh[nfresh++] = msgs[i];
@@ -470,7 +469,7 @@ publish_batch(struct message **msgs, size_t n)
 	if (nfresh > 0) {
 		copy_start();
 		for (i = 0; i < nfresh; i++) {
-			const struct job *job = &pub.jobs[fresh[i]->job];
+			const struct job *job = fresh[i]->job;
 
 			copy_line(job->id, fresh[i]->copy, job->business_key, job->payload);
 		}
@@ -491,23 +490,23 @@ publish_batch(struct message **msgs, size_t n)
 }
 
 static void
-write_publish(const struct job *job, long long copy, const struct result *r)
+write_publish(FILE *out, const char *job_id, long long copy, const struct result *r)
 {
 	char copy_text[32], msg_id[32], published_at[32];
 	const char *row[5];
 
 	if (r->msg_id == 0 && r->msg_text == NULL)
 		idem_die(IDEM_EXIT_ENV, "publishing: no answer from the queue for job %s copy %lld",
-		    job->id, copy);
+		    job_id, copy);
 	snprintf(copy_text, sizeof(copy_text), "%lld", copy);
 	snprintf(msg_id, sizeof(msg_id), "%lld", (long long)r->msg_id);
 	idem_format_time(r->enqueued_us, published_at);
-	row[0] = job->id;
+	row[0] = job_id;
 	row[1] = copy_text;
 	row[2] = r->msg_text ? r->msg_text : msg_id;
 	row[3] = published_at;
 	row[4] = r->published ? "published" : "existing";
-	if (idem_tsv_write_row(stdout, "publish", row, 5) < 0)
+	if (idem_tsv_write_row(out, "publish", row, 5) < 0)
 		idem_die(IDEM_EXIT_ENV, "write error on standard output:");
 }
 
@@ -545,7 +544,7 @@ connect_sandbox(const char *conninfo)
 	if (pub.published_after == NULL || pub.published_span == NULL)
 		idem_die(IDEM_EXIT_ENV, "the %s adapter has a copy section without published-after "
 		    "and published-span", pub.q.kind);
-	load_existing();
+	queue_state();
 }
 
 /* The queue row: the queue and its library's version, as the database
@@ -583,43 +582,261 @@ add_scenario(const struct idem_tsv_reader *r)
 	sc->within_ms = idem_tsv_number(r, SCENARIO_WITHIN_MS, 0);
 }
 
+/* Keeps a job whose scenario asks for copies: they are published after
+ * the stream was passed on. */
 static void
-add_job(const struct idem_tsv_reader *r, size_t *cap)
+keep_job(const struct idem_tsv_reader *r, long scenario)
 {
 	struct job *job;
 
-	if (pub.njobs == *cap) {
-		*cap = *cap ? *cap * 2 : 1024;
-		pub.jobs = idem_ereallocarray(pub.jobs, *cap, sizeof(*pub.jobs));
+	if (pub.nkept == pub.kept_cap) {
+		pub.kept_cap = pub.kept_cap ? pub.kept_cap * 2 : 64;
+		pub.jobs = idem_ereallocarray(pub.jobs, pub.kept_cap, sizeof(*pub.jobs));
 	}
-	job = &pub.jobs[pub.njobs];
+	job = &pub.jobs[pub.nkept++];
 	memset(job, 0, sizeof(*job));
-	/* the reader saw a scenario row of that name before the job */
-	job->scenario = r->fields[JOB_SCENARIO] ? find_scenario(r->fields[JOB_SCENARIO]) : -1;
+	job->scenario = scenario;
+	job->index = pub.njobs;
 	job->id = idem_estrdup(r->fields[JOB_ID]);
 	job->business_key = idem_estrdup(r->fields[JOB_BUSINESS_KEY]);
 	job->payload = idem_estrdup(r->fields[JOB_PAYLOAD]);
-	pub.njobs++;
+}
+
+/*
+ * The original of a job row into the COPY, its fields taken as the stream
+ * has them: idem-tsv escapes as COPY text does, so they need no decoding
+ * and escaping again. Its id goes on a line of pub.ids, to be matched with
+ * its msg_id.
+ */
+static void
+copy_original(const struct idem_tsv_reader *r)
+{
+	/* the reader checked the row: job, id, business key, payload, ... */
+	const char *end = r->line + r->line_len;
+	const char *id = (const char *)memchr(r->line, '\t', r->line_len) + 1;
+	const char *key = (const char *)memchr(id, '\t', (size_t)(end - id)) + 1;
+	const char *payload = (const char *)memchr(key, '\t', (size_t)(end - key)) + 1;
+	const char *after = memchr(payload, '\t', (size_t)(end - payload));
+	size_t id_len = (size_t)(key - 1 - id);
+
+	if (fwrite(id, 1, id_len, pub.ids) != id_len || putc('\n', pub.ids) == EOF)
+		idem_die(IDEM_EXIT_ENV, "holding the job ids:");
+	copy_field(pub.queue, '\t');
+	copy_escaped(id, id_len, '\t');
+	copy_escaped("0", 1, '\t');
+	/* the business key, a tab, the payload */
+	copy_escaped(key, (size_t)((after ? after : end) - key), '\n');
+}
+
+/* The kept job at a place among the stream's jobs, found in job order. */
+static struct job *
+kept_at(size_t index, size_t *next)
+{
+	if (*next < pub.nkept && pub.jobs[*next].index == index)
+		return &pub.jobs[(*next)++];
+	return NULL;
+}
+
+static FILE *
+rewound(FILE *f, const char *what)
+{
+	if (fflush(f) != 0 || fseek(f, 0, SEEK_SET) != 0)
+		idem_die(IDEM_EXIT_ENV, "%s:", what);
+	return f;
+}
+
+/* The publish row of an original sent by COPY; its id as the stream has it. */
+static void
+answer_fresh_row(FILE *out, const char *escaped_id, const struct result *res, size_t index,
+		 size_t *next)
+{
+	char published_at[32];
+	struct job *job = kept_at(index, next);
+
+	idem_format_time(res->enqueued_us, published_at);
+	if (fprintf(out, "publish\t%s\t0\t%lld\t%s\tpublished\n", escaped_id, (long long)res->msg_id,
+	    published_at) < 0)
+		idem_die(IDEM_EXIT_ENV, "holding the publish rows:");
+	if (job != NULL)
+		job->original = *res;
+}
+
+/*
+ * After the COPY of the originals: their msg_ids and publication times,
+ * written as publish rows in job order. In the usual case the new messages
+ * are the ones sent, with consecutive ids from one statement; otherwise the
+ * new rows come back one at a time and are matched with the ids in order,
+ * passing over those of another publisher.
+ */
+static void
+answer_fresh(FILE *out)
+{
+	const char *params[1];
+	char after_text[32], *line = NULL;
+	size_t cap = 0, i, next = 0;
+	ssize_t len;
+	struct result res = { 0, NULL, 0, 1 };
+	PGresult *row;
+	int fast = sent_alone(pub.copied, &res.msg_id, &res.enqueued_us);
+
+	snprintf(after_text, sizeof(after_text), "%lld", (long long)pub.max_msg_id);
+	params[0] = after_text;
+	rewound(pub.ids, "holding the job ids");
+	if (!fast && (!PQsendQueryParams(pub.conn, pub.published_after, 1, NULL, params, NULL, NULL, 1) ||
+	    !PQsetSingleRowMode(pub.conn)))
+		die_pg(NULL);
+	for (i = 0; (len = getline(&line, &cap, pub.ids)) > 0; i++) {
+		line[len - 1] = '\0';
+		while (!fast) {
+			char *id, *escaped;
+			int same;
+
+			row = PQgetResult(pub.conn);
+			if (PQresultStatus(row) != PGRES_SINGLE_TUPLE) {
+				if (PQresultStatus(row) != PGRES_TUPLES_OK)
+					die_pg(row);
+				idem_die(IDEM_EXIT_ENV, "publishing: %zu of %zu messages did not come "
+				    "back from the queue", pub.copied - i, pub.copied);
+			}
+			/* the ids file holds them escaped, as the stream does */
+			id = idem_estrndup(PQgetvalue(row, 0, 0), (size_t)PQgetlength(row, 0, 0));
+			escaped = idem_tsv_escape(id);
+			same = strcmp(escaped, line) == 0 && be32(PQgetvalue(row, 0, 1)) == 0;
+			res.msg_id = be64(PQgetvalue(row, 0, 2));
+			res.enqueued_us = be64(PQgetvalue(row, 0, 3)) + PG_EPOCH_US;
+			free(escaped);
+			free(id);
+			PQclear(row);
+			if (same)
+				break;
+		}
+		answer_fresh_row(out, line, &res, i, &next);
+		if (res.msg_id > pub.max_msg_id)
+			pub.max_msg_id = res.msg_id;
+		if (fast)
+			res.msg_id++;
+	}
+	if (ferror(pub.ids))
+		idem_die(IDEM_EXIT_ENV, "holding the job ids:");
+	while (!fast && (row = PQgetResult(pub.conn)) != NULL)
+		PQclear(row);
+	free(line);
+	if (i != pub.copied)
+		idem_die(IDEM_EXIT_ENV, "holding the job ids: %zu of %zu read back", i, pub.copied);
+}
+
+/* Checks a batch of originals through the adapter's publish section and
+ * writes their publish rows. */
+static void
+check_batch(FILE *out, struct job *batch, struct message **msgs, size_t n, size_t *next)
+{
+	struct job *kept;
+	size_t i;
+
+	send_checked(msgs, n);
+	for (i = 0; i < n; i++) {
+		write_publish(out, batch[i].id, 0, &msgs[i]->result);
+		if ((kept = kept_at(batch[i].index, next)) != NULL) {
+			kept->original = msgs[i]->result;
+			msgs[i]->result.msg_text = NULL;
+		}
+		free(msgs[i]->result.msg_text);
+		free(batch[i].id);
+		free(batch[i].business_key);
+		free(batch[i].payload);
+	}
+}
+
+/*
+ * The originals not sent by COPY (a queue that held messages, another
+ * library's queue, or a COPY that met another publisher's message), read
+ * again from the held stream and checked in batches, in one transaction
+ * after the adapter's prepare section; their publish rows in job order.
+ */
+static void
+answer_checked(FILE *hold, const char *name, FILE *out)
+{
+	size_t size = pub.batch < pub.njobs ? pub.batch : pub.njobs, n = 0, next = 0, seen = 0;
+	struct job *batch = idem_ereallocarray(NULL, size + 1, sizeof(*batch));
+	struct message *msgs = idem_ereallocarray(NULL, size + 1, sizeof(*msgs));
+	struct message **ptrs = idem_ereallocarray(NULL, size + 1, sizeof(*ptrs));
+	struct idem_tsv_reader r;
+	struct idem_error err;
+	int rc;
+
+	command("BEGIN");
+	if (idem_queue_has(&pub.q, "prepare")) {
+		PGresult *res = idem_queue_exec(&pub.q, pub.conn, "prepare", "preparing the queue", 0,
+		    NULL, NULL, &err);
+
+		if (res == NULL)
+			idem_die_error(&err);
+		PQclear(res);
+	}
+	idem_tsv_reader_init(&r, rewound(hold, "holding the stream"), name);
+	while ((rc = idem_tsv_next(&r, &err)) != IDEM_TSV_EOF) {
+		if (rc < 0)
+			idem_die_error(&err);
+		if (rc != IDEM_TSV_ROW || r.kind != IDEM_KIND_JOB)
+			continue;
+		batch[n].id = idem_estrdup(r.fields[JOB_ID]);
+		batch[n].business_key = idem_estrdup(r.fields[JOB_BUSINESS_KEY]);
+		batch[n].payload = idem_estrdup(r.fields[JOB_PAYLOAD]);
+		batch[n].index = seen++;
+		memset(&msgs[n], 0, sizeof(msgs[n]));
+		msgs[n].job = &batch[n];
+		ptrs[n] = &msgs[n];
+		n++;
+		if (n == size) {
+			check_batch(out, batch, ptrs, n, &next);
+			pub.done += n;
+			n = 0;
+		}
+	}
+	check_batch(out, batch, ptrs, n, &next);
+	pub.done += n;
+	command("COMMIT");
+	idem_tsv_reader_free(&r);
+	free(batch);
+	free(msgs);
+	free(ptrs);
+}
+
+/* Writes a held file on standard output. */
+static void
+pass_on(FILE *f, const char *what)
+{
+	char buf[65536];
+	size_t got;
+
+	rewound(f, what);
+	while ((got = fread(buf, 1, sizeof(buf), f)) > 0)
+		if (fwrite(buf, 1, got, stdout) != got)
+			idem_die(IDEM_EXIT_ENV, "write error on standard output:");
+	if (ferror(f))
+		idem_die(IDEM_EXIT_ENV, "%s:", what);
+	fclose(f);
 }
 
 /*
  * Reads the stream and publishes the original of every job as it goes, in
  * one transaction that commits only when the whole stream was read and
- * found good: bad input leaves the queue as it was and prints nothing.
+ * found good: bad input leaves the queue as it was and prints nothing. The
+ * stream is held in a temporary file, not in memory, and passed on once the
+ * originals are in; only the jobs whose scenario asks for copies are kept.
  */
 static void
 read_and_publish(FILE *in, const char *name, const char *conninfo)
 {
 	struct idem_tsv_reader r;
 	struct idem_error err;
-	struct message *originals = NULL, **fresh, **known;
-	size_t cap = 0, i, nfresh = 0, nknown = 0, held_len = 0;
-	char *held = NULL, bad[1280];
-	FILE *hold = open_memstream(&held, &held_len);
+	char bad[1280];
+	FILE *hold = tmpfile(), *answers = tmpfile();
 	int rc;
 
-	if (hold == NULL)
-		idem_die(IDEM_EXIT_ENV, "open_memstream:");
+	if (hold == NULL || answers == NULL || (pub.ids = tmpfile()) == NULL ||
+	    setvbuf(hold, NULL, _IOFBF, HOLD_BUFFER) != 0)
+		idem_die(IDEM_EXIT_ENV, "holding the stream:");
 	idem_tsv_reader_init(&r, in, name);
 	for (;;) {
 		rc = idem_tsv_next(&r, &err);
@@ -650,82 +867,36 @@ read_and_publish(FILE *in, const char *name, const char *conninfo)
 		} else if (r.kind == IDEM_KIND_SCENARIO) {
 			add_scenario(&r);
 		} else if (r.kind == IDEM_KIND_JOB) {
-			add_job(&r, &cap);
-			if (!pub.copy_path)
+			/* the reader saw a scenario row of that name before the job */
+			long s = r.fields[JOB_SCENARIO] ? find_scenario(r.fields[JOB_SCENARIO]) : -1;
+
+			if (s >= 0 && pub.scenarios[s].duplicates > 0)
+				keep_job(&r, s);
+			pub.njobs++;
+			if (!pub.copy_path || !pub.queue_empty)
 				continue;
-			if (is_existing(r.fields[JOB_ID], 0)) {
-				pub.jobs[pub.njobs - 1].existing = 1;
-				continue;
-			}
 			if (!pub.copying)
 				copy_start();
-			copy_line(r.fields[JOB_ID], 0, r.fields[JOB_BUSINESS_KEY], r.fields[JOB_PAYLOAD]);
+			copy_original(&r);
 			pub.copied++;
 		}
 	}
 	idem_tsv_reader_free(&r);
 
-	originals = idem_ereallocarray(NULL, pub.njobs + 1, sizeof(*originals));
-	fresh = idem_ereallocarray(NULL, pub.njobs + 1, sizeof(*fresh));
-	known = idem_ereallocarray(NULL, pub.njobs + 1, sizeof(*known));
-	for (i = 0; i < pub.njobs; i++) {
-		memset(&originals[i], 0, sizeof(originals[i]));
-		originals[i].job = i;
-		if (pub.jobs[i].existing || !pub.copy_path)
-			known[nknown++] = &originals[i];
-		else
-			fresh[nfresh++] = &originals[i];
-	}
-	if (pub.copying) {
-		if (copy_finish(NULL) == 0) {
-			read_back(fresh, nfresh);
-			/* the originals already in the queue are checked in the same
-			 * transaction: one that differs refuses the whole stream */
-			for (i = 0; i < nknown; i += pub.batch)
-				send_checked(known + i, nknown - i < pub.batch ? nknown - i : pub.batch);
-			command("COMMIT");
-			nknown = 0;
-		} else {
-			memcpy(known + nknown, fresh, nfresh * sizeof(*fresh));
-			nknown += nfresh;
-		}
-	}
-	if (!pub.copy_path && pub.conn != NULL) {
-		/* the queue's own set-up and every original, in one transaction */
-		command("BEGIN");
-		if (idem_queue_has(&pub.q, "prepare")) {
-			struct idem_error perr;
-			PGresult *res = idem_queue_exec(&pub.q, pub.conn, "prepare", "preparing the queue",
-			    0, NULL, NULL, &perr);
-
-			if (res == NULL)
-				idem_die_error(&perr);
-			PQclear(res);
-		}
-		for (i = 0; i < nknown; i += pub.batch)
-			send_checked(known + i, nknown - i < pub.batch ? nknown - i : pub.batch);
+	if (pub.copying && copy_finish(NULL) == 0) {
+		answer_fresh(answers);
 		command("COMMIT");
-		nknown = 0;
+		pub.done = pub.njobs;
+	} else if (pub.conn != NULL && (pub.njobs > 0 || !pub.copy_path)) {
+		answer_checked(hold, name, answers);
 	}
-	for (i = 0; i < nknown; i += pub.batch)
-		send_checked(known + i, nknown - i < pub.batch ? nknown - i : pub.batch);
-
-	if (fclose(hold) != 0)
-		idem_die(IDEM_EXIT_ENV, "holding the stream:");
-	if (fwrite(held, 1, held_len, stdout) != held_len)
-		idem_die(IDEM_EXIT_ENV, "write error on standard output:");
-	free(held);
+	fclose(pub.ids);
+	pub.ids = NULL;
+	pass_on(hold, "holding the stream");
 	write_queue();
-	for (i = 0; i < pub.njobs; i++) {
-		pub.jobs[i].original = originals[i].result;
-		write_publish(&pub.jobs[i], 0, &originals[i].result);
-	}
+	pass_on(answers, "holding the publish rows");
 	if (fflush(stdout) != 0)
 		idem_die(IDEM_EXIT_ENV, "write error on standard output:");
-	pub.done = pub.njobs;
-	free(originals);
-	free(fresh);
-	free(known);
 }
 
 /* Where in its window a copy goes: a pure function of job id and copy. */
@@ -769,25 +940,21 @@ publish_copies(double time_scale)
 	struct message *copies, **batch;
 	size_t ncopies = 0, i, j, k;
 
-	for (i = 0; i < pub.njobs; i++)
-		if (pub.jobs[i].scenario >= 0)
-			ncopies += (size_t)pub.scenarios[pub.jobs[i].scenario].duplicates;
+	for (i = 0; i < pub.nkept; i++)
+		ncopies += (size_t)pub.scenarios[pub.jobs[i].scenario].duplicates;
 	copies = idem_ereallocarray(NULL, ncopies + 1, sizeof(*copies));
 	batch = idem_ereallocarray(NULL, ncopies + 1, sizeof(*batch));
 	ncopies = 0;
-	for (i = 0; i < pub.njobs; i++) {
-		const struct scenario *sc;
+	for (i = 0; i < pub.nkept; i++) {
+		const struct scenario *sc = &pub.scenarios[pub.jobs[i].scenario];
 		long long c;
 
-		if (pub.jobs[i].scenario < 0)
-			continue;
-		sc = &pub.scenarios[pub.jobs[i].scenario];
 		for (c = 1; c <= sc->duplicates; c++) {
 			long long off = strcmp(sc->fault, "race") == 0 ? 0 :
 			    offset_ms(pub.jobs[i].id, c, sc->within_ms);
 
 			memset(&copies[ncopies], 0, sizeof(copies[ncopies]));
-			copies[ncopies].job = i;
+			copies[ncopies].job = &pub.jobs[i];
 			copies[ncopies].copy = c;
 			copies[ncopies].due_us = pub.jobs[i].original.enqueued_us +
 			    (int64_t)llround((double)off * 1000.0 * time_scale);
@@ -812,7 +979,7 @@ publish_copies(double time_scale)
 			continue;
 		publish_batch(batch, j - i);
 		for (k = i; k < j; k++) {
-			write_publish(&pub.jobs[copies[k].job], copies[k].copy, &copies[k].result);
+			write_publish(stdout, copies[k].job->id, copies[k].copy, &copies[k].result);
 			free(copies[k].result.msg_text);
 		}
 		if (fflush(stdout) != 0)
@@ -828,7 +995,7 @@ free_all(void)
 {
 	size_t i;
 
-	for (i = 0; i < pub.njobs; i++) {
+	for (i = 0; i < pub.nkept; i++) {
 		free(pub.jobs[i].id);
 		free(pub.jobs[i].business_key);
 		free(pub.jobs[i].payload);
@@ -840,9 +1007,6 @@ free_all(void)
 		free(pub.scenarios[i].fault);
 	}
 	free(pub.scenarios);
-	for (i = 0; i < pub.nexisting; i++)
-		free((char *)pub.existing[i].job_id);
-	free(pub.existing);
 	free(pub.copy_buf);
 	free(pub.queue);
 	free(pub.version);

@@ -125,11 +125,11 @@ static struct {
 	char **scenario_names, **scenario_faults, **scenario_steps;
 	long long *scenario_attempts;
 	size_t nscenarios;
-	struct job *jobs;
+	struct job *jobs;		/* those in a scenario or named by -k; all with -r */
 	size_t njobs;
 	struct idem_map job_index;	/* job id: its index */
-	char **msg_ids;
-	size_t nmsgs;
+	char *msg_list;			/* the msg_ids, quoted, comma-separated */
+	size_t msg_list_len, msg_list_cap, nmsgs;
 	/* the plan */
 	struct kill_point *kills;
 	size_t nkills;
@@ -212,10 +212,44 @@ find_job(const char *id)
 	return i == IDEM_MAP_NONE ? NULL : &k.jobs[i];
 }
 
-/* Reads the whole stream into memory (it is passed on at the end) and keeps
- * what the run needs. */
+/* Whether -k names the job. */
+static int
+named_by_option(const char *job_id, char **kill_options, size_t nkill_options)
+{
+	size_t i, len = strlen(job_id);
+
+	for (i = 0; i < nkill_options; i++) {
+		const char *first = strchr(kill_options[i], ':'), *last = strrchr(kill_options[i], ':');
+
+		if (first != NULL && last == first + 1 + len && strncmp(first + 1, job_id, len) == 0)
+			return 1;
+	}
+	return 0;
+}
+
 static void
-read_stream(FILE *hold)
+add_msg_id(const char *msg_id)
+{
+	char *one = idem_queue_text_array((char *const *)&msg_id, 1);
+	size_t n = strlen(one) - 2;	/* without its braces */
+
+	if (k.msg_list_len + n + 2 > k.msg_list_cap) {
+		k.msg_list_cap = 2 * (k.msg_list_len + n + 2);
+		k.msg_list = idem_erealloc(k.msg_list, k.msg_list_cap);
+	}
+	if (k.nmsgs++ > 0)
+		k.msg_list[k.msg_list_len++] = ',';
+	memcpy(k.msg_list + k.msg_list_len, one + 1, n);
+	k.msg_list_len += n;
+	k.msg_list[k.msg_list_len] = '\0';
+	free(one);
+}
+
+/* Reads the whole stream into a file (it is passed on at the end) and keeps
+ * what the run needs: the jobs a scenario or -k names (every job with -r,
+ * which looks for keys published twice) and the msg_ids. */
+static void
+read_stream(FILE *hold, char **kill_options, size_t nkill_options, int all_jobs)
 {
 	struct idem_tsv_reader r;
 	struct idem_error err;
@@ -265,6 +299,11 @@ read_stream(FILE *hold)
 			k.nscenarios++;
 			break;
 		case IDEM_KIND_JOB:
+			idem_baseline_job(&k.base, r.fields[JOB_ID], r.fields[JOB_BUSINESS_KEY],
+			    r.fields[JOB_SCENARIO] != NULL);
+			if (!all_jobs && r.fields[JOB_SCENARIO] == NULL &&
+			    !named_by_option(r.fields[JOB_ID], kill_options, nkill_options))
+				break;
 			k.jobs = idem_ereallocarray(k.jobs, k.njobs + 1, sizeof(*k.jobs));
 			k.jobs[k.njobs].id = idem_estrdup(r.fields[JOB_ID]);
 			k.jobs[k.njobs].business_key = idem_estrdup(r.fields[JOB_BUSINESS_KEY]);
@@ -272,13 +311,10 @@ read_stream(FILE *hold)
 			    find_scenario(r.fields[JOB_SCENARIO]) : -1;
 			k.jobs[k.njobs].copies = 0;
 			idem_map_put(&k.job_index, k.jobs[k.njobs].id, k.njobs);
-			idem_baseline_job(&k.base, r.fields[JOB_ID], r.fields[JOB_BUSINESS_KEY],
-			    r.fields[JOB_SCENARIO] != NULL);
 			k.njobs++;
 			break;
 		case IDEM_KIND_PUBLISH:
-			k.msg_ids = idem_ereallocarray(k.msg_ids, k.nmsgs + 1, sizeof(char *));
-			k.msg_ids[k.nmsgs++] = idem_estrdup(r.fields[PUBLISH_MSG_ID]);
+			add_msg_id(r.fields[PUBLISH_MSG_ID]);
 			idem_baseline_message(&k.base, r.fields[PUBLISH_JOB_ID], r.fields[PUBLISH_MSG_ID]);
 			if ((job = find_job(r.fields[PUBLISH_JOB_ID])) != NULL)
 				k.jobs[job - k.jobs].copies++;
@@ -1191,7 +1227,11 @@ all_fired(void)
 static char *
 msg_id_array(void)
 {
-	return idem_queue_text_array(k.msg_ids, k.nmsgs);
+	char *out;
+
+	if (asprintf(&out, "{%s}", k.msg_list ? k.msg_list : "") < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	return out;
 }
 
 static int
@@ -1574,7 +1614,7 @@ free_all(void)
 	}
 	free(k.jobs);
 	idem_map_free(&k.job_index);
-	free_list(k.msg_ids, k.nmsgs);
+	free(k.msg_list);
 	for (i = 0; i < k.nkills; i++) {
 		free(k.kills[i].scenario);
 		free(k.kills[i].step);
@@ -1786,8 +1826,8 @@ main(int argc, char *argv[])
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *conninfo = NULL, *race_step = NULL;
-	char **kill_options = NULL, *held = NULL, *end, *version = NULL;
-	size_t nkill_options = 0, held_len = 0;
+	char **kill_options = NULL, *end, *version = NULL, buf[65536];
+	size_t nkill_options = 0, got;
 	long long deadline_ms = -1;
 	struct idem_error err;
 	FILE *hold;
@@ -1819,10 +1859,10 @@ main(int argc, char *argv[])
 	}
 	k.ev = idem_evidence_new();
 	idem_baseline_init(&k.base);
-	if ((hold = open_memstream(&held, &held_len)) == NULL)
-		idem_die(IDEM_EXIT_ENV, "open_memstream:");
-	read_stream(hold);
-	if (fclose(hold) != 0)
+	if ((hold = tmpfile()) == NULL)
+		idem_die(IDEM_EXIT_ENV, "holding the stream:");
+	read_stream(hold, kill_options, nkill_options, race_step != NULL);
+	if (fflush(hold) != 0 || fseek(hold, 0, SEEK_SET) != 0)
 		idem_die(IDEM_EXIT_ENV, "holding the stream:");
 	if (optind < argc) {
 		k.command = argv + optind;
@@ -1867,8 +1907,11 @@ main(int argc, char *argv[])
 		idem_warn("stopped by signal %d; workers stopped", rc - 128);
 	} else {
 		check_account();
-		if (fwrite(held, 1, held_len, stdout) != held_len)
-			idem_die(IDEM_EXIT_ENV, "write error on standard output:");
+		while ((got = fread(buf, 1, sizeof(buf), hold)) > 0)
+			if (fwrite(buf, 1, got, stdout) != got)
+				idem_die(IDEM_EXIT_ENV, "write error on standard output:");
+		if (ferror(hold))
+			idem_die(IDEM_EXIT_ENV, "holding the stream:");
 		write_worker();
 		if (idem_baseline_write(&k.base, stdout) < 0 ||
 		    (k.account != NULL && idem_role_write(&k.role, stdout) < 0))
@@ -1876,7 +1919,7 @@ main(int argc, char *argv[])
 		write_evidence();
 	}
 	remove_failpoints();
-	free(held);
+	fclose(hold);
 	free(k.shell[2]);
 	free(kill_options);
 	PQfinish(k.conn);

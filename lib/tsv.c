@@ -1061,6 +1061,21 @@ idem_tsv_number(const struct idem_tsv_reader *r, size_t field, long long if_null
 }
 
 char *
+idem_tsv_escape_to(char *out, const char *field)
+{
+	for (; *field; field++) {
+		switch (*field) {
+		case '\\': *out++ = '\\'; *out++ = '\\'; break;
+		case '\t': *out++ = '\\'; *out++ = 't'; break;
+		case '\n': *out++ = '\\'; *out++ = 'n'; break;
+		case '\r': *out++ = '\\'; *out++ = 'r'; break;
+		default: *out++ = *field; break;
+		}
+	}
+	return out;
+}
+
+char *
 idem_tsv_escape(const char *field)
 {
 	char *buf = NULL;

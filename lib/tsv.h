@@ -168,6 +168,9 @@ const char *idem_tsv_check_field(enum idem_kind kind, size_t field, const char *
 				 size_t len, char *buf, size_t size);
 /* Escapes into a malloc'd string (for tests and for messages). */
 char *idem_tsv_escape(const char *field);
+/* Escapes into out, which has room for twice the field's length; returns
+ * the end of what it wrote (not NUL-terminated). */
+char *idem_tsv_escape_to(char *out, const char *field);
 /* Decodes one escaped field in place; returns -1 on a bad escape, 1 for \N. */
 int idem_tsv_unescape(char *field, size_t *len);
 

@@ -91,6 +91,21 @@ count_of() {
 	diff -u "$BATS_TEST_TMPDIR/psql" "$BATS_TEST_TMPDIR/ours"
 }
 
+@test "a key column whose collation is not byte order still matches every key to its rows" {
+	# ICU orders a < B < c < Z; bytes order B < Z < a < c
+	psql -X -q -v ON_ERROR_STOP=1 -c 'CREATE TABLE fx.coll (k text COLLATE "und-x-icu" NOT NULL)' \
+		-c "INSERT INTO fx.coll VALUES ('a'), ('B'), ('B'), ('c'), ('Z'), ('Z'), ('Z')"
+	printf '%s\n' 'rehearsal: collation' 'job_type: test.collation' 'queue: rehearsal_collation' \
+		'effect: { table: fx.coll, key: [k] }' 'payload_schema: { k: string }' \
+		'jobs: [ { id: j1, payload: { k: a } }, { id: j2, payload: { k: B } },' \
+		'        { id: j3, payload: { k: c } }, { id: j4, payload: { k: d } } ]' \
+		'expect: { effects: 4 }' >"$BATS_TEST_TMPDIR/coll.yaml"
+	seed-gen "$BATS_TEST_TMPDIR/coll.yaml" >"$BATS_TEST_TMPDIR/coll"
+	count-effects --before "$BATS_TEST_TMPDIR/coll" >"$out"
+	assert_equal "$(awk -F '\t' '$1 == "count" && ($3 == "key" || $3 == "unexpected") { print $3, $4, $5, $6 }' "$out")" \
+		"$(printf '%s\n' 'key B 1 2' 'key a 1 1' 'key c 1 1' 'key d 1 0' 'unexpected Z 0 3')"
+}
+
 @test "no guard: none, best effort; the probe's copy goes in, loudly, and is rolled back" {
 	before=$(sql "SELECT string_agg(xmin::text || ':' || id || ':' || note, ',' ORDER BY id) FROM fx.effects")
 	run --separate-stderr count-effects "$BATS_TEST_TMPDIR/stream"

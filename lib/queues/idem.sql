@@ -25,10 +25,14 @@ SELECT job_id, copy, msg_id, enqueued_at
 FROM idem.publication WHERE queue = :'queue' AND msg_id > $1 ORDER BY msg_id
 
 -- @published-span
-SELECT count(*), min(msg_id), max(msg_id),
-       (extract(epoch FROM min(enqueued_at)) * 1000000)::bigint,
-       (extract(epoch FROM max(enqueued_at)) * 1000000)::bigint
-FROM idem.publication WHERE queue = :'queue' AND msg_id > $1
+SELECT lo.msg_id, hi.msg_id,
+       (extract(epoch FROM lo.enqueued_at) * 1000000)::bigint,
+       (extract(epoch FROM hi.enqueued_at) * 1000000)::bigint
+FROM (SELECT) one
+LEFT JOIN LATERAL (SELECT msg_id, enqueued_at FROM idem.publication
+                   WHERE queue = :'queue' AND msg_id > $1 ORDER BY msg_id LIMIT 1) lo ON true
+LEFT JOIN LATERAL (SELECT msg_id, enqueued_at FROM idem.publication
+                   WHERE queue = :'queue' AND msg_id > $1 ORDER BY msg_id DESC LIMIT 1) hi ON true
 
 -- @observe
 CREATE FUNCTION idem_run.idem_ack() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER

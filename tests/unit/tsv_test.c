@@ -44,9 +44,15 @@ round_trip(const char *field, const char *name)
 	size_t len = strlen(copy);
 	int rc = idem_tsv_unescape(copy, &len);
 
+	char into[64];
+	char *end = idem_tsv_escape_to(into, field);
+
 	CHECK(strchr(escaped, '\t') == NULL && strchr(escaped, '\n') == NULL &&
 	    strchr(escaped, '\r') == NULL, name);
 	CHECK(rc == 0 && len == strlen(field) && memcmp(copy, field, len) == 0, name);
+	/* into a buffer, the same bytes as into a string */
+	CHECK((size_t)(end - into) == strlen(escaped) && memcmp(into, escaped, strlen(escaped)) == 0,
+	    name);
 	free(escaped);
 	free(copy);
 }

@@ -1,0 +1,107 @@
+#!/usr/bin/env bats
+# Memory that does not grow with the number of jobs: the same pipeline at
+# 20,000 and at 200,000 generated jobs, each program's peak resident size
+# read by GNU time, compared run against run. The worker's part is done by
+# SQL (one effect per job, every message acked), so kill-at is not in it.
+
+load helper
+
+setup_file() {
+	sandbox_up
+	psql -X -q -v ON_ERROR_STOP=1 -c 'CREATE SCHEMA vol' \
+		-c 'CREATE TABLE vol.lines (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+			invoice_id text NOT NULL, line_no integer NOT NULL, UNIQUE (invoice_id, line_no))' \
+		-c 'CREATE TABLE vol.flags (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+			job_id text NOT NULL, flag boolean NOT NULL UNIQUE)'
+}
+
+teardown_file() {
+	sandbox_down
+}
+
+setup() {
+	cd "$BATS_TEST_DIRNAME/.."
+	# ASan keeps freed memory in quarantine and shadows the rest: its peak
+	# grows with whatever was ever allocated, so only a plain build is measured
+	case "${BIN:-}${BUILD:-}" in
+	*sanitize*) skip "an ASan build's peak memory counts its quarantine" ;;
+	esac
+}
+
+# Runs seed-gen, count-effects --before, dup-publish, the worker's part
+# ($2, SQL) and count-effects on the seed $1, each from a file, and leaves
+# "program KiB" lines in $BATS_TEST_TMPDIR/rss.$3.
+pipeline() {
+	local seed=$1 worker=$2 run=$3 dir="$BATS_TEST_TMPDIR/$3"
+	mkdir -p "$dir"
+	queue_reset
+	psql -X -q -c 'TRUNCATE vol.lines, vol.flags'
+	rss() { /usr/bin/time -f "$1 %M" -a -o "$BATS_TEST_TMPDIR/rss.$run" "${@:2}"; }
+	rss seed-gen seed-gen "$seed" >"$dir/1"
+	rss before count-effects --before "$dir/1" >"$dir/2"
+	rss dup-publish dup-publish -s 0 "$dir/2" >"$dir/3"
+	psql -X -q -v ON_ERROR_STOP=1 -c "$worker" -c 'UPDATE idem.message SET acked_at = clock_timestamp()'
+	rss after count-effects "$dir/3" >"$dir/4"
+	# the runs did their work: every job published, counted as expected
+	assert_equal "$(grep -c '^publish	' "$dir/3")" "$(sql 'SELECT count(*) FROM idem.message')"
+	grep -q '^count	after	total	effects	' "$dir/4"
+}
+
+kib() {
+	awk -v p="$1" '$1 == p { print $2 }' "$BATS_TEST_TMPDIR/rss.$2"
+}
+
+# Fails naming the program when its peak at 200k jobs is above its peak at
+# 20k plus the allowance $2 (KiB).
+assert_bounded() {
+	local small big
+	small=$(kib "$1" 20k)
+	big=$(kib "$1" 200k)
+	echo "$1: $small KiB at 20000 jobs, $big KiB at 200000, allowance $2 KiB" >&2
+	[ "$big" -le $((small + $2)) ] || { echo "$1 grows with the number of jobs" >&2; return 1; }
+}
+
+# What the stream reader keeps per job: a 64-bit hash of its id, to refuse
+# an id given twice (idem-tsv(5)), in a set at most 3/4 full; up to 32
+# bytes a job while it doubles, the old set and the new one both held.
+# The rest of the allowance is fixed.
+reader_kib=$(( (200000 - 20000) * 32 / 1024 ))
+fixed_kib=4096
+
+seed_of() {
+	printf '%s\n' 'rehearsal: volume' 'job_type: volume.line' "queue: rehearsal_volume_$1" \
+		"effect: { table: $2, key: [$3] }" "payload_schema: { $4 }" \
+		"generate: { count: $1 }" 'scenarios: [ { name: twice, every: 100, duplicates: 1 } ]' \
+		"expect: { effects: $5 }" >"$BATS_TEST_TMPDIR/seed-$1.yaml"
+	echo "$BATS_TEST_TMPDIR/seed-$1.yaml"
+}
+
+@test "at 200,000 jobs with as many keys, seed-gen and dup-publish need no more memory than at 20,000; count-effects only its entry per key" {
+	local n worker
+	worker="INSERT INTO vol.lines (invoice_id, line_no)
+		SELECT payload->>'invoice_id', (payload->>'line_no')::integer FROM idem.message WHERE copy = 0"
+	for n in 20000 200000; do
+		pipeline "$(seed_of $n vol.lines 'invoice_id, line_no' \
+			'invoice_id: string, line_no: integer, amount_cents: integer' $n)" "$worker" $((n / 1000))k
+	done
+	assert_bounded seed-gen $((fixed_kib + reader_kib))
+	assert_bounded dup-publish $((fixed_kib + reader_kib))
+	# count-effects keeps one entry per business key: 200 bytes each
+	assert_bounded before $((fixed_kib + reader_kib + (200000 - 20000) * 200 / 1024))
+	assert_bounded after $((fixed_kib + reader_kib + (200000 - 20000) * 200 / 1024))
+}
+
+@test "at 200,000 jobs over two business keys, count-effects needs no more memory than at 20,000" {
+	local n worker
+	# a key of one boolean field: every job has one of two keys
+	worker="INSERT INTO vol.flags (job_id, flag)
+		SELECT DISTINCT ON (payload->>'flag') job_id, (payload->>'flag')::boolean FROM idem.message"
+	for n in 20000 200000; do
+		pipeline "$(seed_of $n vol.flags flag 'flag: boolean' 2)" "$worker" $((n / 1000))k
+	done
+	assert_equal "$(grep -c '^count	after	key	' "$BATS_TEST_TMPDIR/200k/4")" 2
+	assert_bounded seed-gen $((fixed_kib + reader_kib))
+	assert_bounded before $((fixed_kib + reader_kib))
+	assert_bounded dup-publish $((fixed_kib + reader_kib))
+	assert_bounded after $((fixed_kib + reader_kib))
+}
