@@ -1,5 +1,6 @@
 #include <errno.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -654,12 +655,12 @@ static const unsigned char names_key[crypto_shorthash_KEYBYTES] = {
 /* crypto_shorthash (SipHash-2-4) is a pure function: it needs no
  * sodium_init(). 0 marks an empty slot, so no name hashes to it. */
 static unsigned long long
-name_hash(const char *name)
+name_hash(const char *name, size_t len)
 {
 	unsigned char out[crypto_shorthash_BYTES];
 	unsigned long long h;
 
-	crypto_shorthash(out, (const unsigned char *)name, strlen(name), names_key);
+	crypto_shorthash(out, (const unsigned char *)name, len, names_key);
 	memcpy(&h, out, sizeof(h));
 	return h ? h : 1;
 }
@@ -678,15 +679,24 @@ names_slot(const struct idem_tsv_names *set, unsigned long long h)
 static int
 names_has(const struct idem_tsv_names *set, const char *name)
 {
-	return set->cap > 0 && set->slots[names_slot(set, name_hash(name))] != 0;
+	return set->cap > 0 && set->slots[names_slot(set, name_hash(name, strlen(name)))] != 0;
 }
 
-/* Adds a name; 0 when it was there already. Open addressing, at most three
- * quarters full. */
-static int
-names_add(struct idem_tsv_names *set, const char *name)
+/* Asks the cache for the slot where a name of hash h is looked for first:
+ * the set outgrows the caches, and the row's other fields are checked
+ * while the slot comes. Only a hint; the set may grow before the add. */
+static void
+names_prefetch(const struct idem_tsv_names *set, unsigned long long h)
 {
-	unsigned long long h = name_hash(name);
+	if (set->cap > 0)
+		__builtin_prefetch(&set->slots[(size_t)h & (set->cap - 1)]);
+}
+
+/* Adds a name by its name_hash h; 0 when it was there already. Open
+ * addressing, at most three quarters full. */
+static int
+names_add(struct idem_tsv_names *set, unsigned long long h)
+{
 	size_t i;
 
 	if (set->n + 1 > set->cap / 4 * 3) {
@@ -735,6 +745,12 @@ idem_tsv_unescape(char *field, size_t *len)
 
 	if (*len == 2 && field[0] == '\\' && field[1] == 'N')
 		return 1;
+	/* most fields have no escape: nothing moves before the first */
+	if ((src = memchr(field, '\\', *len)) == NULL) {
+		*end = '\0';
+		return 0;
+	}
+	dst = src;
 	while (src < end) {
 		if (*src != '\\') {
 			*dst++ = *src++;
@@ -759,10 +775,11 @@ idem_tsv_unescape(char *field, size_t *len)
 /* Splits the row into fields, decodes them and checks each against its
  * type; a row of a known kind before the seed row is refused first. */
 static int
-decode_fields(struct idem_tsv_reader *r, struct idem_error *err)
+decode_fields(struct idem_tsv_reader *r, int backslash, struct idem_error *err)
 {
 	const char *kind = kinds[r->kind].name, *problem;
 	size_t want = idem_kind_nfields(r->kind) + 1, least = want, n = 0, len, tabs = 0;
+	size_t at[MAX_FIELDS + 1];	/* where the tabs are, as many as a row may have */
 	char *p, *tab, *end, buf[256];
 	const char *t;
 	int rc;
@@ -770,7 +787,10 @@ decode_fields(struct idem_tsv_reader *r, struct idem_error *err)
 	while (least > 1 && kinds[r->kind].fields[least - 2].added)
 		least--;
 	for (t = r->line; (t = memchr(t, '\t', r->line_len - (size_t)(t - r->line))) != NULL; t++)
-		tabs++;
+		if (tabs < want)
+			at[tabs++] = (size_t)(t - r->line);
+		else
+			tabs++;
 	if (tabs + 1 < least || tabs + 1 > want) {
 		if (least == want)
 			return idem_error_set(err, IDEM_EXIT_USAGE,
@@ -792,16 +812,15 @@ decode_fields(struct idem_tsv_reader *r, struct idem_error *err)
 	p = r->decoded;
 	end = p + r->line_len;
 	for (;;) {
-		tab = memchr(p, '\t', (size_t)(end - p));
-		if (tab == NULL)
-			tab = end;
+		tab = n < tabs ? r->decoded + at[n] : end;
 		*tab = '\0';
 		if (n == r->fields_cap) {
 			r->fields_cap = r->fields_cap ? r->fields_cap * 2 : 32;
 			r->fields = idem_ereallocarray(r->fields, r->fields_cap, sizeof(*r->fields));
 		}
 		len = (size_t)(tab - p);
-		rc = idem_tsv_unescape(p, &len);
+		/* with no backslash on the line, no field is \N or has an escape */
+		rc = backslash ? idem_tsv_unescape(p, &len) : 0;
 		if (rc < 0)
 			return idem_error_set(err, IDEM_EXIT_USAGE,
 			    "%s:%ld: %s row, field %s: bad escape (only \\\\ \\t \\n \\r and \\N are allowed)",
@@ -813,6 +832,10 @@ decode_fields(struct idem_tsv_reader *r, struct idem_error *err)
 		    buf, sizeof(buf))) != NULL)
 			return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%ld: %s row, field %s: %s",
 			    r->name, r->line_no, kind, kinds[r->kind].fields[n - 1].name, problem);
+		if (n == JOB_ID && r->kind == IDEM_KIND_JOB) {
+			r->job_id_hash = name_hash(p, len);
+			names_prefetch(&r->job_ids, r->job_id_hash);
+		}
 		r->fields[n++] = rc == 1 ? NULL : p;
 		if (tab == end)
 			break;
@@ -911,7 +934,7 @@ check_row(struct idem_tsv_reader *r, struct idem_error *err)
 		break;
 	case IDEM_KIND_SCENARIO:
 		v = r->fields[SCENARIO_NAME];
-		if (!names_add(&r->scenario_names, v))
+		if (!names_add(&r->scenario_names, name_hash(v, strlen(v))))
 			return idem_error_set(err, IDEM_EXIT_USAGE,
 			    "%s:%ld: scenario row, field name: scenario \"%s\" appears twice in the stream",
 			    r->name, r->line_no, quote(v, strlen(v), shown, sizeof(shown)));
@@ -923,7 +946,7 @@ check_row(struct idem_tsv_reader *r, struct idem_error *err)
 			    "%s:%ld: job row, field scenario: no scenario row named \"%s\" before it",
 			    r->name, r->line_no, quote(v, strlen(v), shown, sizeof(shown)));
 		v = r->fields[JOB_ID];
-		if (!names_add(&r->job_ids, v))
+		if (!names_add(&r->job_ids, r->job_id_hash))
 			return idem_error_set(err, IDEM_EXIT_USAGE,
 			    "%s:%ld: job row, field job_id: job \"%s\" appears twice in the stream",
 			    r->name, r->line_no, quote(v, strlen(v), shown, sizeof(shown)));
@@ -934,11 +957,44 @@ check_row(struct idem_tsv_reader *r, struct idem_error *err)
 	return 0;
 }
 
+/* Whether every byte is ASCII, neither NUL nor a carriage return: such a
+ * line passes the checks for NUL, UTF-8 and CR at once, eight bytes at a
+ * step. The others take those checks one by one, for their message. Sets
+ * *backslash to whether a plain line has a backslash. */
+static int
+plain_ascii(const char *s, size_t len, int *backslash)
+{
+	const uint64_t ones = UINT64_C(0x0101010101010101), highs = UINT64_C(0x8080808080808080),
+	    crs = ones * '\r', backslashes = ones * '\\';
+	uint64_t w, x, y, bad = 0, escaped = 0;
+	size_t i = 0;
+
+	for (; i + 8 <= len; i += 8) {
+		memcpy(&w, s + i, sizeof(w));
+		x = w ^ crs;
+		y = w ^ backslashes;
+		/* a byte's high bit: it was 0x80 or more, 0, or \r */
+		bad |= w | ((w - ones) & ~w) | ((x - ones) & ~x);
+		escaped |= (y - ones) & ~y;
+	}
+	if (bad & highs)
+		return 0;
+	*backslash = (escaped & highs) != 0;
+	for (; i < len; i++) {
+		if (s[i] == '\0' || s[i] == '\r' || (unsigned char)s[i] >= 0x80)
+			return 0;
+		if (s[i] == '\\')
+			*backslash = 1;
+	}
+	return 1;
+}
+
 int
 idem_tsv_next(struct idem_tsv_reader *r, struct idem_error *err)
 {
 	ssize_t got;
 	size_t kind_len;
+	int backslash = 1;
 
 	errno = 0;
 	got = getline(&r->line, &r->line_cap, r->in);
@@ -960,14 +1016,17 @@ idem_tsv_next(struct idem_tsv_reader *r, struct idem_error *err)
 	else
 		return idem_error_set(err, IDEM_EXIT_USAGE,
 		    "%s:%ld: last line has no newline (truncated stream?)", r->name, r->line_no);
-	if (memchr(r->line, '\0', r->line_len) != NULL)
-		return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%ld: a NUL byte", r->name, r->line_no);
-	if (!idem_utf8_valid(r->line, r->line_len))
-		return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%ld: invalid UTF-8",
-		    r->name, r->line_no);
-	if (memchr(r->line, '\r', r->line_len) != NULL)
-		return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%ld: a raw carriage return (CRLF line "
-		    "ends?); write it as \\r", r->name, r->line_no);
+	if (!plain_ascii(r->line, r->line_len, &backslash)) {
+		if (memchr(r->line, '\0', r->line_len) != NULL)
+			return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%ld: a NUL byte",
+			    r->name, r->line_no);
+		if (!idem_utf8_valid(r->line, r->line_len))
+			return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%ld: invalid UTF-8",
+			    r->name, r->line_no);
+		if (memchr(r->line, '\r', r->line_len) != NULL)
+			return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%ld: a raw carriage return "
+			    "(CRLF line ends?); write it as \\r", r->name, r->line_no);
+	}
 	r->kind = IDEM_KIND_UNKNOWN;
 	r->nfields = 0;
 	if (!r->header_seen) {
@@ -992,7 +1051,8 @@ idem_tsv_next(struct idem_tsv_reader *r, struct idem_error *err)
 		return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%ld: row without a kind",
 		    r->name, r->line_no);
 	r->kind = lookup_kind(r->line, kind_len);
-	if (r->kind != IDEM_KIND_UNKNOWN && (decode_fields(r, err) < 0 || check_row(r, err) < 0))
+	if (r->kind != IDEM_KIND_UNKNOWN && (decode_fields(r, backslash, err) < 0 ||
+	    check_row(r, err) < 0))
 		return -1;
 	return IDEM_TSV_ROW;
 }

@@ -140,6 +140,7 @@ struct idem_tsv_reader {
 	int seed_seen, expect_seen, queue_seen, external_seen, declared_guard_seen, baseline_seen;
 	char queue_kind[24];		/* the seed row's */
 	struct idem_tsv_names job_ids, scenario_names;
+	unsigned long long job_id_hash;	/* the job row's, hashed as its fields are read */
 };
 
 enum { IDEM_TSV_EOF = 0, IDEM_TSV_ROW = 1, IDEM_TSV_COMMENT = 2, IDEM_TSV_HEADER = 3 };

@@ -276,6 +276,73 @@ types(void)
 	CHECK(!fits(IDEM_KIND_MEASURE, MEASURE_VALUE, "nan"), "decimal nan");
 }
 
+/* The message for the first len bytes of text read as a stream, or "". */
+static const char *
+refusal_of(const char *text, size_t len, struct idem_error *err)
+{
+	FILE *f = fmemopen((void *)text, len, "r");
+	struct idem_tsv_reader r;
+	int rc;
+
+	idem_tsv_reader_init(&r, f, "t");
+	while ((rc = idem_tsv_next(&r, err)) > 0)
+		;
+	idem_tsv_reader_free(&r);
+	fclose(f);
+	return rc < 0 ? err->text : "";
+}
+
+/* A NUL, a carriage return or a byte that is not UTF-8 is refused by name
+ * wherever it stands on a line, in its first bytes as in its last; an
+ * escape or \N is decoded wherever it stands. */
+static void
+every_byte(void)
+{
+	static const char *const bad[][2] = {
+		{ "\r", "t:3: a raw carriage return" }, { "", "t:3: a NUL byte" },
+		{ "\xff", "t:3: invalid UTF-8" }, { "\x80", "t:3: invalid UTF-8" },
+	};
+	const char row[] = "job\tgen-1\t[\"k-1\",1]\t{\"a\":1}\t" HASH "\t\\N\n";
+	char text[512], name[96], pad[40];
+	struct idem_error err;
+	size_t head = strlen(HEAD), i, b, wrong;
+
+	for (b = 0; b < sizeof(bad) / sizeof(bad[0]); b++) {
+		for (i = 0, wrong = 0; i < sizeof(row) - 2; i++) {
+			memcpy(text, HEAD, head);
+			memcpy(text + head, row, sizeof(row));
+			text[head + i] = bad[b][0][0];
+			if (strncmp(refusal_of(text, head + sizeof(row) - 1, &err), bad[b][1],
+			    strlen(bad[b][1])) != 0)
+				wrong++;
+		}
+		snprintf(name, sizeof(name), "%s at every byte of a job row", bad[b][1] + 5);
+		CHECK(wrong == 0, name);
+	}
+	for (i = 0, wrong = 0; i < sizeof(pad) - 1; i++) {
+		struct idem_tsv_reader r;
+		FILE *f;
+
+		memset(pad, 'k', i);
+		pad[i] = '\0';
+		snprintf(text, sizeof(text), HEAD "job\tgen-1\t%s\\t\t{}\t" HASH "\t\\N\n"
+		    "job\tgen-2\t%s\t{}\t" HASH "\t\\N\n", pad, pad);
+		f = fmemopen(text, strlen(text), "r");
+		idem_tsv_reader_init(&r, f, "t");
+		while (idem_tsv_next(&r, &err) > 0 && r.kind != IDEM_KIND_JOB)
+			;
+		if (r.kind != IDEM_KIND_JOB || strncmp(r.fields[JOB_BUSINESS_KEY], pad, i) != 0 ||
+		    strcmp(r.fields[JOB_BUSINESS_KEY] + i, "\t") != 0 || r.fields[JOB_SCENARIO] != NULL)
+			wrong++;
+		if (idem_tsv_next(&r, &err) != IDEM_TSV_ROW || r.kind != IDEM_KIND_JOB ||
+		    strcmp(r.fields[JOB_BUSINESS_KEY], pad) != 0 || r.fields[JOB_SCENARIO] != NULL)
+			wrong++;
+		idem_tsv_reader_free(&r);
+		fclose(f);
+	}
+	CHECK(wrong == 0, "an escape and \\N are decoded wherever they stand on a line");
+}
+
 int
 main(void)
 {
@@ -284,6 +351,7 @@ main(void)
 	char *s, buf[64];
 	size_t len;
 
+	every_byte();
 	round_trip("plain", "round trip plain");
 	round_trip("tab\there", "round trip tab");
 	round_trip("line\nbreak\r\n", "round trip newline and CR");
