@@ -52,6 +52,7 @@ static struct {
 	} *key_slots;			/* open addressing, at most half full */
 	size_t key_slots_cap;
 	int indexed;			/* the slots hold the keys where they are */
+	int seeded_unordered;		/* a job's key came not after the key before */
 	/* the count query's rows met with the sorted keys, while they come
 	 * in byte order */
 	size_t merge_next;
@@ -175,10 +176,20 @@ seed_key(const char *key, const char *payload_sha256)
 	for (i = 0; i < sizeof(hash); i++)
 		hash[i] = (unsigned char)(hex_digit(payload_sha256[2 * i]) << 4 |
 		    hex_digit(payload_sha256[2 * i + 1]));
-	if (2 * (c.nkeys + 1) > c.key_slots_cap)
+	/* While the keys come in byte order, as seed-gen writes them, each is
+	 * new and they are sorted already: no slot is needed until the first
+	 * that does not come after the one before. */
+	if (!c.seeded_unordered && c.nkeys > 0 && strcmp(c.keys[c.nkeys - 1].key, key) >= 0) {
+		c.seeded_unordered = 1;
 		index_keys(2 * c.nkeys + 1);
-	slot = key_slot(key, h);
-	if (slot->index != 0) {
+	}
+	slot = NULL;
+	if (c.seeded_unordered) {
+		if (2 * (c.nkeys + 1) > c.key_slots_cap)
+			index_keys(2 * c.nkeys + 1);
+		slot = key_slot(key, h);
+	}
+	if (slot != NULL && slot->index != 0) {
 		k = &c.keys[slot->index - 1];
 		if (strcmp(c.key_scope, "job") == 0)
 			k->expected++;
@@ -197,7 +208,8 @@ seed_key(const char *key, const char *payload_sha256)
 	memcpy(k->first_hash, hash, sizeof(hash));
 	k->expected = 1;
 	k->seeded = 1;
-	slot->index = (uint32_t)c.nkeys;
+	if (slot != NULL)
+		slot->index = (uint32_t)c.nkeys;
 }
 
 /* The entry of a seeded key, or NULL. */
@@ -450,7 +462,7 @@ pass_held(FILE *hold)
 static void
 sort_seeded(void)
 {
-	if (c.nkeys > 1)
+	if (c.nkeys > 1 && c.seeded_unordered)
 		qsort(c.keys, c.nkeys, sizeof(*c.keys), by_key);
 	c.indexed = 0;
 }
@@ -600,6 +612,23 @@ row_append(size_t *len, const char *field, char end)
 	*len = (size_t)(o - c.row_buf);
 }
 
+/* v in decimal, as %lld writes it, ending just before end; returns its
+ * start. One per count row: no snprintf. */
+static const char *
+decimal(long long v, char *end)
+{
+	unsigned long long u = v < 0 ? -(unsigned long long)v : (unsigned long long)v;
+
+	*--end = '\0';
+	do {
+		*--end = (char)('0' + u % 10);
+		u /= 10;
+	} while (u != 0);
+	if (v < 0)
+		*--end = '-';
+	return end;
+}
+
 /* A count row on standard output; the same without its phase goes into
  * the digest. */
 static void
@@ -608,16 +637,15 @@ count_row(const char *scope, const char *key, long long expected, long long obse
 	char e[32], o[32];
 	size_t len = 0;
 
-	snprintf(e, sizeof(e), "%lld", expected);
-	snprintf(o, sizeof(o), "%lld", observed);
 	row_append(&len, "count", '\t');
 	row_append(&len, scope, '\t');
 	row_append(&len, key, '\t');
-	row_append(&len, e, '\t');
-	row_append(&len, o, '\n');
+	row_append(&len, decimal(expected, e + sizeof(e)), '\t');
+	row_append(&len, decimal(observed, o + sizeof(o)), '\n');
 	crypto_hash_sha256_update(&c.digest_state, (const unsigned char *)c.row_buf, len);
 	c.digest_rows++;
-	if (printf("count\t%s\t", c.phase) < 0 || fwrite(c.row_buf + 6, 1, len - 6, stdout) != len - 6)
+	if (fputs("count\t", stdout) == EOF || fputs(c.phase, stdout) == EOF ||
+	    putchar('\t') == EOF || fwrite(c.row_buf + 6, 1, len - 6, stdout) != len - 6)
 		idem_die(IDEM_EXIT_ENV, "write error on standard output:");
 }
 

@@ -75,6 +75,32 @@ count_of() {
 	awk -F '\t' '$1 == "measure" && $2 == "duplicate_effects_per_1000_jobs" && $3 == "400.000" && $4 == 2 && $5 == 5 { ok = 1 } END { exit !ok }' "$out"
 }
 
+@test "jobs whose keys come in no order are counted per key, in key order, a repeated key once" {
+	cat >"$BATS_TEST_TMPDIR/unordered.yaml" <<-YAML
+		rehearsal: fixture
+		job_type: test.fixture
+		queue: rehearsal_fixture
+		effect: { table: fx.effects, key: [order_id, line_no] }
+		payload_schema: { order_id: string, line_no: integer, amount: integer }
+		jobs:
+		  - { id: j1, payload: { order_id: o-1, line_no: 1, amount: 1 } }
+		  - { id: j2, payload: { order_id: o-3, line_no: 1, amount: 1 } }
+		  - { id: j3, payload: { order_id: o-2, line_no: 1, amount: 1 } }
+		  - { id: j4, payload: { order_id: o-4, line_no: 1, amount: 1 } }
+		  - { id: j5, payload: { order_id: o-1, line_no: 1, amount: 2 } }
+		scenarios: [ { name: two-payloads, jobs: [j1, j5], conflicting_payloads: true } ]
+		expect: { effects: 4, duplicates: 0, missing: 0, pending: 0 }
+	YAML
+	seed-gen "$BATS_TEST_TMPDIR/unordered.yaml" >"$BATS_TEST_TMPDIR/unordered"
+	run --separate-stderr count-effects "$BATS_TEST_TMPDIR/unordered"
+	[ "$status" -eq 1 ]
+	printf '%s\n' "$output" >"$out"
+	assert_equal "$(awk -F '\t' '$1 == "count" && $3 == "key" { printf "%s=%s/%s ", $4, $5, $6 }' "$out")" \
+		'["o-1",1]=1/1 ["o-2",1]=1/3 ["o-3",1]=1/0 ["o-4",1]=1/0 '
+	assert_equal "$(count_of unexpected '["o-9",1]')" 2
+	assert_equal "$(count_of total conflicts)" 1
+}
+
 @test "counts that match the seed's expect exit 0" {
 	sql "DELETE FROM fx.effects WHERE note IN ('c', 'd', 'e', 'f')" >/dev/null
 	sql "INSERT INTO fx.effects (order_id, line_no, note) VALUES ('o-3', 1, 'g'), ('o-4', 1, 'h')" >/dev/null
