@@ -3,20 +3,10 @@
 # with one worker, counts their effects, and forces no fault when they fail.
 
 load helper
-
-setup_file() {
-	sandbox_up
-}
-
-teardown_file() {
-	sandbox_down
-}
+load sandbox-tests
 
 setup() {
-	cd "$BATS_TEST_DIRNAME/.."
-	queue_reset
-	out="$BATS_TEST_TMPDIR/out"
-	err="$BATS_TEST_TMPDIR/err"
+	sandbox_test_setup
 	cat >"$BATS_TEST_TMPDIR/seed.yaml" <<-YAML
 		rehearsal: baseline
 		job_type: invoice.add_line

@@ -4,20 +4,10 @@
 # that leaves the table as it was; the printed query as psql runs it.
 
 load helper
-
-setup_file() {
-	sandbox_up
-}
-
-teardown_file() {
-	sandbox_down
-}
+load sandbox-tests
 
 setup() {
-	cd "$BATS_TEST_DIRNAME/.."
-	queue_reset
-	out="$BATS_TEST_TMPDIR/out"
-	err="$BATS_TEST_TMPDIR/err"
+	sandbox_test_setup
 	psql -X -q -v ON_ERROR_STOP=1 <<-SQL
 		SET client_min_messages = warning;
 		DROP SCHEMA IF EXISTS fx CASCADE;

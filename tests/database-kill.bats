@@ -5,21 +5,7 @@
 # wrote comes from the effect ledger.
 
 load helper
-
-setup_file() {
-	sandbox_up
-}
-
-teardown_file() {
-	sandbox_down
-}
-
-setup() {
-	cd "$BATS_TEST_DIRNAME/.."
-	queue_reset
-	out="$BATS_TEST_TMPDIR/out"
-	err="$BATS_TEST_TMPDIR/err"
-}
+load sandbox-tests
 
 # A seed of job a (and b, for same-key) with one scenario, on TABLE.
 seed_for() {

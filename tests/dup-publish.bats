@@ -3,21 +3,7 @@
 # acks, roles, idempotent reruns, a cut connection, and the sandbox marker.
 
 load helper
-
-setup_file() {
-	sandbox_up
-}
-
-teardown_file() {
-	sandbox_down
-}
-
-setup() {
-	cd "$BATS_TEST_DIRNAME/.."
-	queue_reset
-	out="$BATS_TEST_TMPDIR/out"
-	err="$BATS_TEST_TMPDIR/err"
-}
+load sandbox-tests
 
 # The number of extra copies a stream's scenarios ask for.
 copies_in() {

@@ -4,21 +4,7 @@
 # left behind whatever happens to kill-at or its workers.
 
 load helper
-
-setup_file() {
-	sandbox_up
-}
-
-teardown_file() {
-	sandbox_down
-}
-
-setup() {
-	cd "$BATS_TEST_DIRNAME/.."
-	queue_reset
-	out="$BATS_TEST_TMPDIR/out"
-	err="$BATS_TEST_TMPDIR/err"
-}
+load sandbox-tests
 
 # A seed with jobs a (and b, for same-key) of one invoice line and one
 # scenario; a short visibility timeout keeps retries quick.

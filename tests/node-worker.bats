@@ -4,20 +4,10 @@
 # and keeps their branch lines, with no step row.
 
 load helper
-
-setup_file() {
-	sandbox_up
-}
-
-teardown_file() {
-	sandbox_down
-}
+load sandbox-tests
 
 setup() {
-	cd "$BATS_TEST_DIRNAME/.."
-	queue_reset
-	out="$BATS_TEST_TMPDIR/out"
-	err="$BATS_TEST_TMPDIR/err"
+	sandbox_test_setup
 	seed=tests/fixtures/seeds/duplicate-publish.yaml
 }
 

@@ -7,21 +7,7 @@
 # referee.
 
 load helper
-
-setup_file() {
-	sandbox_up
-}
-
-teardown_file() {
-	sandbox_down
-}
-
-setup() {
-	cd "$BATS_TEST_DIRNAME/.."
-	queue_reset
-	out="$BATS_TEST_TMPDIR/out"
-	err="$BATS_TEST_TMPDIR/err"
-}
+load sandbox-tests
 
 # pipeline LIBRARY GUARD: the worker's own setup (its library's migration
 # and the effect table), then the seed through the pipeline, the worker

@@ -7,14 +7,7 @@
 # changes any of this fails here.
 
 load helper
-
-setup_file() {
-	sandbox_up
-}
-
-teardown_file() {
-	sandbox_down
-}
+load sandbox-tests
 
 setup() {
 	cd "$BATS_TEST_DIRNAME/.."

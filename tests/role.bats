@@ -4,20 +4,10 @@
 # what it held.
 
 load helper
-
-setup_file() {
-	sandbox_up
-}
-
-teardown_file() {
-	sandbox_down
-}
+load sandbox-tests
 
 setup() {
-	cd "$BATS_TEST_DIRNAME/.."
-	queue_reset
-	out="$BATS_TEST_TMPDIR/out"
-	err="$BATS_TEST_TMPDIR/err"
+	sandbox_test_setup
 	sed 's/visibility_timeout: 2s/visibility_timeout: 300ms/; s/within: 2s/within: 100ms/' \
 		seeds/invoice-line.yaml >"$BATS_TEST_TMPDIR/seed.yaml"
 	idem-worker --setup -g unique

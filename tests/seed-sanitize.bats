@@ -4,18 +4,10 @@
 # rehearsed.
 
 load helper
-
-setup_file() {
-	sandbox_up
-}
-
-teardown_file() {
-	sandbox_down
-}
+load sandbox-tests
 
 setup() {
-	cd "$BATS_TEST_DIRNAME/.."
-	queue_reset
+	sandbox_test_setup
 	key="$BATS_TEST_TMPDIR/key"
 	head -c 32 /dev/urandom >"$key"
 	chmod 600 "$key"

@@ -5,20 +5,10 @@
 # rehearsed. curl is the outside referee of the double's HTTP.
 
 load helper
-
-setup_file() {
-	sandbox_up
-}
-
-teardown_file() {
-	sandbox_down
-}
+load sandbox-tests
 
 setup() {
-	cd "$BATS_TEST_DIRNAME/.."
-	queue_reset
-	out="$BATS_TEST_TMPDIR/out"
-	err="$BATS_TEST_TMPDIR/err"
+	sandbox_test_setup
 	seed="$BATS_TEST_TMPDIR/seed.yaml"
 }
 
