@@ -1,11 +1,13 @@
 # Shared by the rehearse tests: a private TMPDIR that marks every process a
 # rehearsal starts, and a git work tree for seeds and records.
 
-# Sets T, rehearse's TMPDIR: every process it starts inherits a TMPDIR
-# under it (as root, the sandbox's server user passes through). Makes the
-# work tree $repo, with seeds/ and records/allowed_signers listing $key, an
-# ed25519 key of the engineer, and goes there; commit_signed commits it.
+# Sets root, the source tree, and T, rehearse's TMPDIR: every process it
+# starts inherits a TMPDIR under it (as root, the sandbox's server user
+# passes through). Makes the work tree $repo, with seeds/ and
+# records/allowed_signers listing $key, an ed25519 key of the engineer, and
+# goes there; commit_signed commits it.
 rehearse_setup() {
+	root=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
 	T=$(mktemp -d /tmp/idem-rehearse-test.XXXXXX)
 	chmod 711 "$T"
 	unset PGHOST PGPORT PGDATABASE PGUSER PGSERVICE IDEM_SANDBOX IDEM_DATABASE
@@ -35,4 +37,11 @@ ours() {
 		command=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || true
 		echo "$pid ${command% }"
 	done
+}
+
+# The example seed, its waits shortened, as seeds/invoice-line.yaml of the
+# work tree.
+quick_example_seed() {
+	sed 's/visibility_timeout: 2s/visibility_timeout: 300ms/; s/within: 2s/within: 100ms/' \
+		"$root/seeds/invoice-line.yaml" >seeds/invoice-line.yaml
 }

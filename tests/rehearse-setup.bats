@@ -7,8 +7,6 @@ load helper
 load rehearse-helper
 
 setup() {
-	cd "$BATS_TEST_DIRNAME/.."
-	root=$PWD
 	rehearse_setup
 	mkdir -p tests/fixtures/workers
 	cp "$root"/tests/fixtures/workers/{pg-worker.js,invoice-queue.js} tests/fixtures/workers/

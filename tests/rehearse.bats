@@ -7,11 +7,8 @@ load helper
 load rehearse-helper
 
 setup() {
-	cd "$BATS_TEST_DIRNAME/.."
-	root=$PWD
 	rehearse_setup
-	sed 's/visibility_timeout: 2s/visibility_timeout: 300ms/; s/within: 2s/within: 100ms/' \
-		"$root/seeds/invoice-line.yaml" >seeds/invoice-line.yaml
+	quick_example_seed
 	commit_signed "seed and signers"
 }
 
