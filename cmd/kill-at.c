@@ -1654,7 +1654,6 @@ free_all(void)
 		free(k.workers[i].partial);
 }
 
-/* On every way out: the kill points go, and their ledger with them. */
 /* Copies what was held to standard output. */
 static void
 copy_out(FILE *from, const char *what)
@@ -1669,6 +1668,7 @@ copy_out(FILE *from, const char *what)
 		idem_die(IDEM_EXIT_ENV, "%s", what);
 }
 
+/* On every way out: the kill points go, and their ledger with them. */
 static void
 remove_failpoints(void)
 {
@@ -1923,9 +1923,9 @@ main(int argc, char *argv[])
 		idem_warn("stopped by signal %d; workers stopped", rc - 128);
 	} else {
 		check_account();
-		/* the rows wait until the kill points are gone: the next program
-		 * of the pipeline may start counting, and lock the effect table,
-		 * as soon as it reads the stream */
+		/* nothing goes out until the kill points are gone: the next
+		 * program of the pipeline may start counting, and lock the
+		 * effect table, as soon as it reads the stream */
 		if ((k.out = tmpfile()) == NULL)
 			idem_die(IDEM_EXIT_ENV, "holding the rows:");
 		write_worker();
