@@ -173,6 +173,8 @@ static struct {
 	/* the seed's sandbox account, as which the workers run */
 	char *account;
 	struct idem_role role;
+	/* the rows, held until the kill points are gone */
+	FILE *out;
 } k;
 
 static void
@@ -1401,8 +1403,8 @@ write_calls(void)
 		row[9] = *c->answer ? c->answer : "error";
 		row[10] = c->effect ? "yes" : "no";
 		row[11] = c->response_id;
-		if (idem_tsv_write_row(stdout, "call", row, 12) < 0)
-			idem_die(IDEM_EXIT_ENV, "write error on standard output:");
+		if (idem_tsv_write_row(k.out, "call", row, 12) < 0)
+			idem_die(IDEM_EXIT_ENV, "holding the rows:");
 	}
 }
 
@@ -1487,8 +1489,8 @@ write_worker(void)
 			row[4] = script_sha256;
 			break;
 		}
-	if (idem_tsv_write_row(stdout, "worker", row, 5) < 0)
-		idem_die(IDEM_EXIT_ENV, "write error on standard output:");
+	if (idem_tsv_write_row(k.out, "worker", row, 5) < 0)
+		idem_die(IDEM_EXIT_ENV, "holding the rows:");
 	free(executable);
 	free(argv_text);
 	free(words);
@@ -1514,8 +1516,8 @@ write_missed(void)
 		row[2] = kp->job_id;
 		row[3] = attempt;
 		row[4] = kp->step;
-		if (idem_tsv_write_row(stdout, "missed", row, 5) < 0)
-			idem_die(IDEM_EXIT_ENV, "write error on standard output:");
+		if (idem_tsv_write_row(k.out, "missed", row, 5) < 0)
+			idem_die(IDEM_EXIT_ENV, "holding the rows:");
 	}
 	for (i = 0; i < k.nraces; i++) {
 		if (k.races[i].done)
@@ -1525,8 +1527,8 @@ write_missed(void)
 		row[2] = k.races[i].business_key;
 		row[3] = NULL;
 		row[4] = k.races[i].step;
-		if (idem_tsv_write_row(stdout, "missed", row, 5) < 0)
-			idem_die(IDEM_EXIT_ENV, "write error on standard output:");
+		if (idem_tsv_write_row(k.out, "missed", row, 5) < 0)
+			idem_die(IDEM_EXIT_ENV, "holding the rows:");
 	}
 }
 
@@ -1567,8 +1569,8 @@ write_evidence(void)
 			idem_evidence_kill(ev, kp->scenario, kp->job_id, kp->attempt, kp->step,
 			    kp->msg_id, kp->pid, kp->killed_at, kp->observed);
 	}
-	if (idem_evidence_write(ev, stdout) < 0)
-		idem_die(IDEM_EXIT_ENV, "write error on standard output:");
+	if (idem_evidence_write(ev, k.out) < 0)
+		idem_die(IDEM_EXIT_ENV, "holding the rows:");
 	write_calls();
 	/* after a failed baseline no fault was tried, so none was missed */
 	if (k.base.result != IDEM_BASELINE_FAILED)
@@ -1650,6 +1652,20 @@ free_all(void)
 	free(k.account);
 	for (i = 0; i < MAX_WORKERS; i++)
 		free(k.workers[i].partial);
+}
+
+/* Copies what was held to standard output. */
+static void
+copy_out(FILE *from, const char *what)
+{
+	char buf[65536];
+	size_t got;
+
+	while ((got = fread(buf, 1, sizeof(buf), from)) > 0)
+		if (fwrite(buf, 1, got, stdout) != got)
+			idem_die(IDEM_EXIT_ENV, "write error on standard output:");
+	if (ferror(from))
+		idem_die(IDEM_EXIT_ENV, "%s", what);
 }
 
 /* On every way out: the kill points go, and their ledger with them. */
@@ -1826,8 +1842,8 @@ main(int argc, char *argv[])
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *conninfo = NULL, *race_step = NULL;
-	char **kill_options = NULL, *end, *version = NULL, buf[65536];
-	size_t nkill_options = 0, got;
+	char **kill_options = NULL, *end, *version = NULL;
+	size_t nkill_options = 0;
 	long long deadline_ms = -1;
 	struct idem_error err;
 	FILE *hold;
@@ -1907,18 +1923,25 @@ main(int argc, char *argv[])
 		idem_warn("stopped by signal %d; workers stopped", rc - 128);
 	} else {
 		check_account();
-		while ((got = fread(buf, 1, sizeof(buf), hold)) > 0)
-			if (fwrite(buf, 1, got, stdout) != got)
-				idem_die(IDEM_EXIT_ENV, "write error on standard output:");
-		if (ferror(hold))
-			idem_die(IDEM_EXIT_ENV, "holding the stream:");
+		/* nothing goes out until the kill points are gone: the next
+		 * program of the pipeline may start counting, and lock the
+		 * effect table, as soon as it reads the stream */
+		if ((k.out = tmpfile()) == NULL)
+			idem_die(IDEM_EXIT_ENV, "holding the rows:");
 		write_worker();
-		if (idem_baseline_write(&k.base, stdout) < 0 ||
-		    (k.account != NULL && idem_role_write(&k.role, stdout) < 0))
-			idem_die(IDEM_EXIT_ENV, "write error on standard output:");
+		if (idem_baseline_write(&k.base, k.out) < 0 ||
+		    (k.account != NULL && idem_role_write(&k.role, k.out) < 0))
+			idem_die(IDEM_EXIT_ENV, "holding the rows:");
 		write_evidence();
+		if (fflush(k.out) != 0 || fseek(k.out, 0, SEEK_SET) != 0)
+			idem_die(IDEM_EXIT_ENV, "holding the rows:");
 	}
 	remove_failpoints();
+	if (k.out != NULL) {
+		copy_out(hold, "holding the stream:");
+		copy_out(k.out, "holding the rows:");
+		fclose(k.out);
+	}
 	fclose(hold);
 	free(k.shell[2]);
 	free(kill_options);

@@ -177,10 +177,19 @@ $$;
 
 -- Takes up to qty visible messages, oldest first, hides them for vt, counts
 -- the attempt in read_ct and logs the delivery.
+-- The oldest come from message_waiting, in its order, whatever the
+-- statistics say: the primary key gives the same order too, but through
+-- every acked message first, which once the table is analyzed the planner
+-- may prefer, and a read then costs as much as all the acks before it.
+-- The queue is bounded on both sides rather than equated, so that it stays
+-- in the order asked for, which only message_waiting gives without a sort,
+-- and sorting, incremental or not, is off (and so is JIT, which the cost
+-- of the sort of the rows taken would otherwise call for).
 CREATE FUNCTION idem.read(queue text, vt interval, qty integer DEFAULT 1)
 RETURNS TABLE (msg_id bigint, job_id text, business_key text, payload jsonb,
 	       read_ct integer, enqueued_at timestamptz)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+	SET enable_sort = off SET enable_incremental_sort = off SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -196,8 +205,9 @@ BEGIN
 	RETURN QUERY
 	WITH picked AS (
 		SELECT m.msg_id FROM idem.message m
-		WHERE m.queue = read.queue AND m.acked_at IS NULL AND m.visible_at <= taken_at
-		ORDER BY m.msg_id
+		WHERE m.queue >= read.queue AND m.queue <= read.queue
+		AND m.acked_at IS NULL AND m.visible_at <= taken_at
+		ORDER BY m.queue, m.msg_id
 		LIMIT read.qty
 		FOR UPDATE SKIP LOCKED
 	), taken AS (

@@ -463,3 +463,19 @@ worker_field() {
 	assert_equal "$(awk -F '\t' '$1 == "guard" || $1 == "probe" { print $1, $2 }' "$out")" "guard none
 probe not-enforced"
 }
+
+@test "the kill points are gone before the rows go on, so count-effects reading them as they come does not hold their removal" {
+	seed_for after-commit >"$BATS_TEST_TMPDIR/seed.yaml"
+	idem-worker --setup -g unique
+	# rows of other invoices, more than the socket holds: count-effects
+	# reads its count of them, and holds the table, until its input ends
+	sql "INSERT INTO demo.invoice_lines (job_id, invoice_id, line_no, amount_cents, currency)
+		SELECT 'other', 'other-' || i, 1, 1, 'EUR' FROM generate_series(1, 100000) i" >/dev/null
+	seed-gen "$BATS_TEST_TMPDIR/seed.yaml" | count-effects --before | dup-publish |
+		kill-at -D 20s -- idem-worker -g unique 2>"$err" | count-effects >"$out"
+	run grep "removing the kill points" "$err"
+	[ "$status" -eq 1 ]
+	assert_equal "$(sql "SELECT count(*) FROM pg_namespace WHERE nspname = 'idem_run'")" 0
+	assert_equal "$(awk -F '\t' '$1 == "kill" { print $5 }' "$out")" after-commit
+	grep -q "^count	after	total	effects	" "$out"
+}

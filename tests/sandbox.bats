@@ -121,3 +121,23 @@ postmaster_pid() {
 	[ "$status" -eq 2 ]
 	[[ "$output" == *"is not a private directory of yours"* ]]
 }
+
+@test "idem.read takes the oldest message through the waiting ones, not through every acked one, however the table is analyzed" {
+	queue_reset
+	sql "INSERT INTO idem.message (queue, job_id, business_key, payload)
+		SELECT 'q', 'j' || i, 'k' || i, '{}' FROM generate_series(1, 40000) i" >/dev/null
+	sql "UPDATE idem.message SET acked_at = clock_timestamp() WHERE msg_id <= 30000" >/dev/null
+	sql "ANALYZE idem.message" >/dev/null
+	# costs under which the primary key's order looks the cheaper one;
+	# auto_explain shows how idem.read's own statement ran
+	run psql -X -v ON_ERROR_STOP=1 -c "LOAD 'auto_explain'" -c "SET auto_explain.log_min_duration = 0" \
+		-c "SET auto_explain.log_nested_statements = on" -c "SET auto_explain.log_analyze = on" \
+		-c "SET auto_explain.log_level = notice" -c "SET seq_page_cost = 100" \
+		-c "SELECT msg_id FROM idem.read('q', '1 minute')"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *" 30001"* ]]
+	picked=$(printf '%s\n' "$output" | sed -n '/CTE picked/,/CTE taken/p')
+	[[ "$picked" == *"Index Scan using message_waiting on message"* ]]
+	[[ "$picked" != *"Rows Removed by Filter"* ]]
+	queue_reset
+}
