@@ -275,6 +275,7 @@ initialize(void)
 	    "unix_socket_permissions = 0700\n"
 	    "port = " SOCKET_PORT "\n"
 	    "track_commit_timestamp = on\n"
+	    "synchronous_commit = off\n"
 	    "log_line_prefix = '%%m [%%p] %%q%%u@%%d '\n", run_dir);
 	if (fclose(f) != 0)
 		idem_die(IDEM_EXIT_ENV, "%s:", conf);

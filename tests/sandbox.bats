@@ -22,9 +22,10 @@ postmaster_pid() {
 	assert_equal "$(sql 'SELECT count(*) FROM idem.sandbox')" 1
 }
 
-@test "the server listens on a Unix socket only and records commit times" {
+@test "the server listens on a Unix socket only, records commit times and does not wait for flushes" {
 	assert_equal "$(sql 'SHOW listen_addresses')" ""
 	assert_equal "$(sql 'SHOW track_commit_timestamp')" on
+	assert_equal "$(sql 'SHOW synchronous_commit')" off
 	assert_equal "$(stat -c %a "$PGHOST")" 700
 }
 
