@@ -18,6 +18,23 @@
 
 const char *argv0 = "idem";
 
+/* An error is one line: what a library or an input put into it (a
+ * server's trailing newline, a control character quoted from a hostile
+ * line) is shown as a space. */
+static void
+one_line(char *buf)
+{
+	char *p;
+	size_t len;
+
+	for (p = buf; *p != '\0'; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = ' ';
+	len = strlen(buf);
+	while (len > 0 && buf[len - 1] == ' ')
+		buf[--len] = '\0';
+}
+
 static void
 vformat(char *buf, size_t size, const char *fmt, va_list ap)
 {
@@ -28,6 +45,7 @@ vformat(char *buf, size_t size, const char *fmt, va_list ap)
 	len = strlen(buf);
 	if (len > 0 && buf[len - 1] == ':' && saved != 0)
 		snprintf(buf + len, size - len, " %s", strerror(saved));
+	one_line(buf);
 }
 
 int
