@@ -46,7 +46,7 @@
 
 static const char synopsis[] =
 	"usage: kill-at [-d conninfo] [-n workers] [-k step:job:attempt] [-r step]\n"
-	"               [-D deadline] [-- command [argument ...]]\n";
+	"               [-b jobs | all] [-D deadline] [-- command [argument ...]]\n";
 
 struct job {
 	char *id, *business_key;
@@ -1836,6 +1836,7 @@ main(int argc, char *argv[])
 		{ "workers", required_argument, NULL, 'n' },
 		{ "kill", required_argument, NULL, 'k' },
 		{ "race", required_argument, NULL, 'r' },
+		{ "baseline", required_argument, NULL, 'b' },
 		{ "deadline", required_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -1844,14 +1845,14 @@ main(int argc, char *argv[])
 	const char *conninfo = NULL, *race_step = NULL;
 	char **kill_options = NULL, *end, *version = NULL;
 	size_t nkill_options = 0;
-	long long deadline_ms = -1;
+	long long deadline_ms = -1, baseline_jobs = IDEM_BASELINE_JOBS;
 	struct idem_error err;
 	FILE *hold;
 	int c, rc;
 
 	argv0 = "kill-at";
 	argv[0] = (char *)argv0;
-	while ((c = getopt_long(argc, argv, "+d:n:k:r:D:hV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+d:n:k:r:b:D:hV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'd': conninfo = optarg; break;
 		case 'n':
@@ -1864,6 +1865,12 @@ main(int argc, char *argv[])
 			kill_options[nkill_options++] = optarg;
 			break;
 		case 'r': race_step = optarg; break;
+		case 'b':
+			if (strcmp(optarg, "all") == 0)
+				baseline_jobs = 0;
+			else if ((baseline_jobs = strtoll(optarg, &end, 10)) < 1 || *end != '\0')
+				idem_die(IDEM_EXIT_USAGE, "-b %s: expected a number of jobs, or all", optarg);
+			break;
 		case 'D':
 			if ((deadline_ms = idem_parse_duration_ms(optarg)) <= 0)
 				idem_die(IDEM_EXIT_USAGE, "-D %s: expected a duration such as 30s", optarg);
@@ -1875,6 +1882,7 @@ main(int argc, char *argv[])
 	}
 	k.ev = idem_evidence_new();
 	idem_baseline_init(&k.base);
+	k.base.limit = baseline_jobs;
 	if ((hold = tmpfile()) == NULL)
 		idem_die(IDEM_EXIT_ENV, "holding the stream:");
 	read_stream(hold, kill_options, nkill_options, race_step != NULL);

@@ -9,6 +9,7 @@ void
 idem_baseline_init(struct idem_baseline *b)
 {
 	memset(b, 0, sizeof(*b));
+	b->limit = IDEM_BASELINE_JOBS;
 	idem_map_init(&b->job_index);
 	idem_map_init(&b->fault_keys);
 }
@@ -19,7 +20,7 @@ idem_baseline_free(struct idem_baseline *b)
 	idem_map_free(&b->job_index);
 	idem_map_free(&b->fault_keys);
 	idem_free_list(b->job_keys, b->njobs);
-	free(b->fault);
+	free(b->held);
 	idem_free_list(b->msg_jobs, b->nmsgs);
 	idem_free_list(b->msg_ids, b->nmsgs);
 	idem_free_list(b->keys, b->nkeys);
@@ -33,9 +34,9 @@ void
 idem_baseline_job(struct idem_baseline *b, const char *job_id, const char *business_key, int fault)
 {
 	b->job_keys = idem_ereallocarray(b->job_keys, b->njobs + 1, sizeof(*b->job_keys));
-	b->fault = idem_ereallocarray(b->fault, b->njobs + 1, sizeof(*b->fault));
+	b->held = idem_ereallocarray(b->held, b->njobs + 1, sizeof(*b->held));
 	b->job_keys[b->njobs] = idem_estrdup(business_key);
-	b->fault[b->njobs] = 0;
+	b->held[b->njobs] = 0;
 	idem_map_put(&b->job_index, job_id, b->njobs);
 	b->njobs++;
 	if (fault)
@@ -76,7 +77,9 @@ idem_baseline_plan(struct idem_baseline *b)
 
 	idem_map_init(&key_index);
 	for (i = 0; i < b->njobs; i++) {
-		if ((b->fault[i] = idem_map_get(&b->fault_keys, b->job_keys[i]) != IDEM_MAP_NONE))
+		/* held back: a fault's, or beyond the limit */
+		if ((b->held[i] = idem_map_get(&b->fault_keys, b->job_keys[i]) != IDEM_MAP_NONE ||
+		    (b->limit > 0 && b->jobs >= b->limit)))
 			continue;
 		b->jobs++;
 		if ((k = idem_map_get(&key_index, b->job_keys[i])) != IDEM_MAP_NONE) {
@@ -97,7 +100,7 @@ idem_baseline_plan(struct idem_baseline *b)
 	for (i = 0; i < b->nmsgs; i++) {
 		size_t j = idem_map_get(&b->job_index, b->msg_jobs[i]);
 
-		if (j != IDEM_MAP_NONE && !b->fault[j]) {
+		if (j != IDEM_MAP_NONE && !b->held[j]) {
 			ids = idem_ereallocarray(ids, nids + 1, sizeof(*ids));
 			ids[nids++] = b->msg_ids[i];
 		} else {
@@ -130,7 +133,7 @@ int
 idem_baseline_hold_back(const struct idem_baseline *b, const struct idem_queue *q, PGconn *conn,
 			struct idem_error *err)
 {
-	return exec_ids(q, conn, "hold-back", "holding the faults' messages back for the baseline",
+	return exec_ids(q, conn, "hold-back", "holding the messages back for the baseline",
 	    b->held_ids, err);
 }
 
@@ -138,7 +141,7 @@ int
 idem_baseline_let_go(const struct idem_baseline *b, const struct idem_queue *q, PGconn *conn,
 		     struct idem_error *err)
 {
-	return exec_ids(q, conn, "let-go", "letting the faults' messages go after the baseline",
+	return exec_ids(q, conn, "let-go", "letting the held messages go after the baseline",
 	    b->held_ids, err);
 }
 

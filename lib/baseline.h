@@ -1,6 +1,6 @@
-/* baseline.h: the sequential baseline (kill-at(1), BASELINE): the jobs in
- * no fault scenario run first, with one worker, and their effects are
- * counted before any fault is forced. */
+/* baseline.h: the sequential baseline (kill-at(1), THE BASELINE): the
+ * jobs in no fault scenario, up to a limit, run first with one worker, and
+ * their effects are counted before any fault is forced. */
 #ifndef IDEM_BASELINE_H
 #define IDEM_BASELINE_H
 
@@ -14,12 +14,16 @@
 
 enum idem_baseline_result { IDEM_BASELINE_NONE, IDEM_BASELINE_PASSED, IDEM_BASELINE_FAILED };
 
+/* How many jobs a baseline has at most, unless told (kill-at -b). */
+#define IDEM_BASELINE_JOBS 1000
+
 struct idem_baseline {
 	int job_scope;			/* one effect per job, not per business key */
+	long long limit;		/* at most this many jobs; 0: every one it may have */
 	/* the jobs and their messages, as the stream has them */
 	struct idem_map job_index;	/* job id: its index */
 	char **job_keys;		/* business key of each job */
-	unsigned char *fault;		/* the job is in a fault, or shares a key with one */
+	unsigned char *held;		/* held back: in a fault, sharing its key, or beyond the limit */
 	size_t njobs;
 	char **msg_jobs, **msg_ids;
 	size_t nmsgs;
@@ -47,12 +51,13 @@ void idem_baseline_message(struct idem_baseline *b, const char *job_id, const ch
 void idem_baseline_fault_job(struct idem_baseline *b, const char *job_id);
 void idem_baseline_fault_key(struct idem_baseline *b, const char *business_key);
 
-/* Splits the jobs: those in no fault, whose business key no job in a fault
- * shares, are the baseline. Returns the number of its jobs. */
+/* Splits the jobs: the first limit of those in no fault, whose business
+ * key no job in a fault shares, are the baseline; the others wait with the
+ * faults. Returns the number of its jobs. */
 size_t idem_baseline_plan(struct idem_baseline *b);
 
-/* Hides every message of a fault from the workers until let_go (the
- * adapter's hold-back and let-go sections). */
+/* Hides every message but the baseline's from the workers until let_go
+ * (the adapter's hold-back and let-go sections). */
 int idem_baseline_hold_back(const struct idem_baseline *b, const struct idem_queue *q,
 			    PGconn *conn, struct idem_error *err);
 int idem_baseline_let_go(const struct idem_baseline *b, const struct idem_queue *q,

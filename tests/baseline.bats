@@ -76,3 +76,40 @@ setup() {
 	run -2 mkrecord -o "$BATS_TEST_TMPDIR" <"$BATS_TEST_TMPDIR/bad"
 	[[ "$output" == *"stdin:$n: baseline row, field result: none, but the baseline has jobs"* ]]
 }
+
+# Six jobs in no scenario: the baseline takes the first of them, in the
+# order of the stream, up to -b; the rest wait, then run with every worker.
+many_jobs_published() {
+	{
+		sed -n '1,/^jobs:/p' "$BATS_TEST_TMPDIR/seed.yaml"
+		for i in 1 2 3 4 5 6; do
+			echo "  - { id: j$i, payload: { invoice_id: inv-$i, line_no: 1, amount_cents: 100, currency: EUR } }"
+		done
+		echo "expect: { effects: 6 }"
+	} | sed 's/^queue: .*/queue: rehearsal_many/' >"$BATS_TEST_TMPDIR/many.yaml"
+	seed-gen "$BATS_TEST_TMPDIR/many.yaml" | dup-publish
+}
+
+@test "the baseline is at most -b jobs, the first of the stream; the others run after it with -n workers" {
+	many_jobs_published >"$BATS_TEST_TMPDIR/many"
+	kill-at -n 3 -b 2 -D 20s -- idem-worker -g unique <"$BATS_TEST_TMPDIR/many" >"$out" 2>"$err"
+	assert_equal "$(grep '^baseline	' "$out")" "$(printf 'baseline\tpassed\t2\t2\t0\t2\t2\t0\t0')"
+	# j1 and j2 were acked before any other job was consumed
+	last_baseline_ack=$(awk -F '\t' '$1 == "attempt" && ($2 == "j1" || $2 == "j2") { print $8 }' "$out" | sort | tail -n 1)
+	first_other=$(awk -F '\t' '$1 == "attempt" && $2 != "j1" && $2 != "j2" { print $6 }' "$out" | sort | head -n 1)
+	[[ -n "$first_other" && "$last_baseline_ack" < "$first_other" ]]
+	# every job was delivered once and acked, and wrote its one effect
+	assert_equal "$(awk -F '\t' '$1 == "attempt" && $8 != "\\N" { print $2 }' "$out" | sort | tr '\n' ' ')" "j1 j2 j3 j4 j5 j6 "
+	assert_equal "$(sql 'SELECT count(*) FROM demo.invoice_lines')" 6
+	assert_equal "$(sql "SELECT count(*) FROM idem.message WHERE queue = 'rehearsal_many' AND acked_at IS NULL")" 0
+}
+
+@test "kill-at -b all takes every job in no scenario; -b refuses what is no count" {
+	many_jobs_published >"$BATS_TEST_TMPDIR/many"
+	kill-at -b all -D 20s -- idem-worker -g unique <"$BATS_TEST_TMPDIR/many" >"$out" 2>"$err"
+	assert_equal "$(grep '^baseline	' "$out")" "$(printf 'baseline\tpassed\t6\t6\t0\t6\t6\t0\t0')"
+	for bad in 0 -1 2x ''; do
+		run -2 kill-at -b "$bad" -- true <"$BATS_TEST_TMPDIR/many"
+		assert_equal "$output" "kill-at: -b $bad: expected a number of jobs, or all"
+	done
+}
