@@ -94,6 +94,44 @@ check_every_scenario() {
 		"$(sql "SELECT string_agg(id::text, ' ' ORDER BY id::text) FROM pgboss.job WHERE name = 'invoice-line'") "
 }
 
+@test "pg-boss: the sandbox account reaches its own queue's jobs only, and purges nothing" {
+	node tests/fixtures/workers/pgboss-worker.js --setup unique invoice-line
+	# another rehearsal's queue in the same tables, with a job waiting
+	sql "SELECT pgboss.create_queue('other-rehearsal', '{}'::json)" >/dev/null
+	sql "INSERT INTO pgboss.job (name, data) VALUES ('other-rehearsal', '{\"secret\": 1}')" >/dev/null
+	other=$(sql "SELECT 'pgboss.' || partition_name FROM pgboss.queue WHERE name = 'other-rehearsal'")
+	cat >"$BATS_TEST_TMPDIR/intruder.sh" <<-SH
+		#!/bin/sh
+		# tries what the account may not, once, then works as the team's worker
+		if [ ! -e "$BATS_TEST_TMPDIR/tried" ]; then
+			: >"$BATS_TEST_TMPDIR/tried"
+			psql -X -A -t -c "SELECT 'seen=' || count(*) FROM pgboss.job WHERE name = 'other-rehearsal'" 2>&1
+			psql -X -A -t -c "SELECT 'queues=' || count(*) FROM pgboss.queue" 2>&1
+			psql -X -c "SELECT * FROM $other" 2>&1
+			psql -X -c "UPDATE pgboss.job SET state = 'cancelled' WHERE name = 'other-rehearsal'" 2>&1
+			psql -X -c "INSERT INTO pgboss.job (name, data) VALUES ('other-rehearsal', '{}')" 2>&1
+			psql -X -c 'DELETE FROM pgboss.job' 2>&1
+		fi
+		exec node tests/fixtures/workers/pgboss-worker.js unique
+	SH
+	chmod +x "$BATS_TEST_TMPDIR/intruder.sh"
+	status=0
+	seed-gen tests/fixtures/seeds/pgboss-invoice-line.yaml | count-effects --before | dup-publish |
+		kill-at -D 120s -- "$BATS_TEST_TMPDIR/intruder.sh" | count-effects >"$out" 2>"$err" || status=$?
+	check_every_scenario
+	log=$(awk -F '\t' '$1 == "log" { print $5 }' "$out")
+	# its own queue's row only, and none of the other's jobs
+	[[ "$log" == *"seen=0"* ]]
+	[[ "$log" == *"queues=1"* ]]
+	[[ "$log" == *"ERROR:  permission denied for table ${other#pgboss.}"* ]]
+	[[ "$log" == *"UPDATE 0"* ]]
+	[[ "$log" == *"ERROR:  new row violates row-level security policy for table"* ]]
+	[[ "$log" == *"ERROR:  permission denied for table job"* ]]
+	# the other queue's job is as it was; the account could not read it
+	assert_equal "$(sql "SELECT state FROM pgboss.job WHERE name = 'other-rehearsal'")" created
+	assert_equal "$(awk -F '\t' -v t="$other" '$1 == "denied" && $3 == t { print $4 ":" $5 }' "$out")" "SELECT:no"
+}
+
 @test "pg-boss: a check-then-insert worker is caught by the race, the key named; a rerun gives the same digest" {
 	pipeline pgboss unique
 	[ "$status" -eq 0 ]

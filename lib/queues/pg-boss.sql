@@ -132,13 +132,42 @@ WHERE to_regnamespace('pgboss') IS NOT NULL
 -- the sandbox account's rights ($1, the role): what pg-boss's own
 -- statements do to fetch, complete and fail jobs, and to publish; no
 -- DELETE or TRUNCATE (pg-boss's maintenance, which deletes, is not the
--- worker's)
-SELECT s FROM (VALUES
-	(1, format('GRANT USAGE ON SCHEMA pgboss TO %I', $1::text)),
-	(2, format('GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA pgboss TO %I', $1::text))
+-- worker's). Its queue only: every queue's jobs share pgboss.job, so row
+-- level security keeps the role to the rows of its queue, and the
+-- partition of every other queue is not granted at all.
+SELECT s FROM (
+	SELECT 1, format('GRANT USAGE ON SCHEMA pgboss TO %I', $1::text)
+	UNION ALL
+	SELECT 2, format('REVOKE ALL ON ALL TABLES IN SCHEMA pgboss FROM %I', $1::text)
+	UNION ALL
+	SELECT 3, format('GRANT SELECT, INSERT, UPDATE ON %s TO %I',
+			 string_agg(c.oid::regclass::text, ', ' ORDER BY c.relname), $1::text)
+	FROM pg_class c
+	WHERE c.relnamespace = to_regnamespace('pgboss') AND c.relkind IN ('r', 'p')
+	  AND (NOT c.relispartition
+	       OR pg_get_expr(c.relpartbound, c.oid) = format('FOR VALUES IN (%L)', :'queue'))
+	HAVING count(*) > 0
+	UNION ALL
+	SELECT 4, format('ALTER TABLE %1$s ENABLE ROW LEVEL SECURITY; '
+			 'DROP POLICY IF EXISTS %2$I ON %1$s; '
+			 'CREATE POLICY %2$I ON %1$s TO %3$I USING (name = %4$L) WITH CHECK (name = %4$L)',
+			 c.oid::regclass::text, 'idem_account_' || $1::text, $1::text, :'queue')
+	FROM pg_class c
+	WHERE c.relnamespace = to_regnamespace('pgboss') AND c.relkind IN ('r', 'p')
+	  AND NOT c.relispartition
+	  AND c.relname IN ('job', 'archive', 'queue', 'schedule', 'subscription')
 ) v(n, s) WHERE to_regnamespace('pgboss') IS NOT NULL ORDER BY n
 
 -- @denied
-SELECT o, p FROM (VALUES ('pgboss.job', 'TRUNCATE'), ('pgboss.job', 'DELETE'),
-	('pgboss.archive', 'TRUNCATE'), ('pgboss.archive', 'DELETE'), ('pgboss.queue', 'TRUNCATE'),
-	('pgboss.queue', 'DELETE'), ('idem.message', 'SELECT')) v(o, p)
+-- and reading the jobs of every other queue, in their own partitions
+SELECT o, p FROM (
+	SELECT 1, o, p FROM (VALUES ('pgboss.job', 'TRUNCATE'), ('pgboss.job', 'DELETE'),
+		('pgboss.archive', 'TRUNCATE'), ('pgboss.archive', 'DELETE'),
+		('pgboss.queue', 'TRUNCATE'), ('pgboss.queue', 'DELETE'),
+		('idem.message', 'SELECT')) v(o, p)
+	UNION ALL
+	SELECT 2, c.oid::regclass::text, 'SELECT'
+	FROM pg_class c
+	WHERE c.relnamespace = to_regnamespace('pgboss') AND c.relispartition
+	  AND pg_get_expr(c.relpartbound, c.oid) <> format('FOR VALUES IN (%L)', :'queue')
+) v(n, o, p) ORDER BY n, o
