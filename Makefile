@@ -47,6 +47,8 @@ DEBS = make gcc libc6-dev pkg-config libpq-dev libyaml-dev libgit2-dev libsodium
 # node and npm for the workers written with node-postgres (tests/node): any
 # node on PATH will do; Debian's is installed only when there is none.
 NODE_DEBS = nodejs npm
+# Chromium draws the record's timeline as a browser would, in the tests.
+CHECK_DEBS = chromium
 BENCH_DEBS = hyperfine
 FUZZ_DEBS = clang libclang-rt-14-dev
 
@@ -130,7 +132,8 @@ deps:
 
 # The README's test command: unit tests, then command tests against a real
 # PostgreSQL started by the tests themselves.
-check: deps
+check:
+	@$(MAKE) --no-print-directory EXTRA_DEBS="$(CHECK_DEBS)" deps
 	@$(MAKE) --no-print-directory test
 
 test: all $(addprefix $(BUILD)/tests/,$(addsuffix _test,$(UNIT))) \
