@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/sendfile.h>
+#include <sys/stat.h>
 
 #include <jansson.h>
 #include <libpq-fe.h>
@@ -99,6 +100,17 @@ static struct {
 	char *row_buf;			/* one count row, formatted */
 	size_t row_cap;
 } c = { .phase = "after" };
+
+/* Where the stream waits until all of it was read and found good: a
+ * temporary file, or the input itself when it is a regular file, which is
+ * then passed on only if it is still as it was read. */
+static struct {
+	FILE *f;
+	const char *name;
+	int is_input;
+	off_t start, end;		/* the stream's bytes in f */
+	struct stat st;			/* the input's, before it was read */
+} held;
 
 static void
 write_row(const char *kind, const char *const *fields, size_t n)
@@ -324,7 +336,7 @@ took_effect(const char *key)
  * stream is read again for the job rows of those jobs, so no job id is kept
  * for the others. */
 static void
-recovered_keys(FILE *hold, const char *name)
+recovered_keys(void)
 {
 	struct idem_tsv_reader r;
 	struct idem_error err;
@@ -339,9 +351,9 @@ recovered_keys(FILE *hold, const char *name)
 			idem_map_put(&wanted, c.recover_keys[i], n);
 			keys[n++] = NULL;
 		}
-	if (fflush(hold) != 0 || fseek(hold, 0, SEEK_SET) != 0)
+	if (fflush(held.f) != 0 || fseeko(held.f, held.start, SEEK_SET) != 0)
 		idem_die(IDEM_EXIT_ENV, "holding the stream:");
-	idem_tsv_reader_init(&r, hold, name);
+	idem_tsv_reader_init(&r, held.f, held.name);
 	while ((rc = idem_tsv_next(&r, &err)) != IDEM_TSV_EOF) {
 		if (rc < 0)
 			idem_die_error(&err);
@@ -363,7 +375,7 @@ recovered_keys(FILE *hold, const char *name)
 /* Keeps what counting needs, and holds the stream: it is passed on only
  * once all of it was read and found good. */
 static void
-read_stream(FILE *in, const char *name, FILE *hold)
+read_stream(FILE *in, const char *name)
 {
 	struct idem_tsv_reader r;
 	struct idem_error err;
@@ -374,7 +386,7 @@ read_stream(FILE *in, const char *name, FILE *hold)
 	while ((rc = idem_tsv_next(&r, &err)) != IDEM_TSV_EOF) {
 		if (rc < 0)
 			idem_die_error(&err);
-		if (idem_tsv_pass(hold, &r) < 0)
+		if (!held.is_input && idem_tsv_pass(held.f, &r) < 0)
 			idem_die(IDEM_EXIT_ENV, "holding the stream:");
 		if (rc != IDEM_TSV_ROW)
 			continue;
@@ -444,38 +456,78 @@ read_stream(FILE *in, const char *name, FILE *hold)
 		}
 	}
 	idem_tsv_reader_free(&r);
+	if (held.is_input && (held.end = ftello(in)) < 0)
+		idem_die(IDEM_EXIT_ENV, "%s:", name);
 	if (c.nrecover > 0)
-		recovered_keys(hold, name);
+		recovered_keys();
+}
+
+/* Holds the stream in a temporary file, or, from a regular file, takes
+ * note of where it starts and of the file as it is. */
+static void
+hold_stream(FILE *in, const char *name)
+{
+	held.name = name;
+	if (fstat(fileno(in), &held.st) == 0 && S_ISREG(held.st.st_mode) &&
+	    (held.start = ftello(in)) >= 0) {
+		held.f = in;
+		held.is_input = 1;
+	} else if ((held.f = tmpfile()) == NULL) {
+		idem_die(IDEM_EXIT_ENV, "holding the stream:");
+	}
+}
+
+/* Whether the input file is still the one it was before it was read, and
+ * read up to its end. */
+static int
+input_unchanged(void)
+{
+	struct stat now;
+
+	return fstat(fileno(held.f), &now) == 0 && now.st_dev == held.st.st_dev &&
+	    now.st_ino == held.st.st_ino && now.st_size == held.st.st_size &&
+	    now.st_size == held.end && now.st_mtim.tv_sec == held.st.st_mtim.tv_sec &&
+	    now.st_mtim.tv_nsec == held.st.st_mtim.tv_nsec &&
+	    now.st_ctim.tv_sec == held.st.st_ctim.tv_sec &&
+	    now.st_ctim.tv_nsec == held.st.st_ctim.tv_nsec;
 }
 
 /* Writes the held stream on standard output: by sendfile, in the kernel,
  * when it can; else through a buffer. */
 static void
-pass_held(FILE *hold)
+pass_held(void)
 {
+	FILE *hold = held.f;
 	char buf[65536];
 	size_t got;
-	off_t at = 0, end;
+	off_t at = held.start, end = held.end;
 	ssize_t sent = 0;
 
-	if (fflush(hold) != 0 || fflush(stdout) != 0 || fseeko(hold, 0, SEEK_END) != 0 ||
-	    (end = ftello(hold)) < 0)
+	if (held.is_input && !input_unchanged())
+		idem_die(IDEM_EXIT_ENV, "%s: changed while it was read; nothing passed on", held.name);
+	if (fflush(hold) != 0 || fflush(stdout) != 0)
+		idem_die(IDEM_EXIT_ENV, "holding the stream:");
+	if (!held.is_input && (fseeko(hold, 0, SEEK_END) != 0 || (end = ftello(hold)) < 0))
 		idem_die(IDEM_EXIT_ENV, "holding the stream:");
 	while (at < end && (sent = sendfile(fileno(stdout), fileno(hold), &at,
 	    (size_t)(end - at))) > 0)
 		;
-	if (sent < 0 && at == 0 && (errno == EINVAL || errno == ENOSYS))
+	if (sent < 0 && at == held.start && (errno == EINVAL || errno == ENOSYS))
 		sent = 0;	/* not a kind of file sendfile writes to */
 	else if (sent < 0)
 		idem_die(IDEM_EXIT_ENV, "write error on standard output:");
 	if (fseeko(hold, at, SEEK_SET) != 0)
 		idem_die(IDEM_EXIT_ENV, "holding the stream:");
-	while ((got = fread(buf, 1, sizeof(buf), hold)) > 0)
+	while (at < end && (got = fread(buf, 1, (size_t)(end - at) < sizeof(buf) ?
+	    (size_t)(end - at) : sizeof(buf), hold)) > 0) {
 		if (fwrite(buf, 1, got, stdout) != got)
 			idem_die(IDEM_EXIT_ENV, "write error on standard output:");
-	if (ferror(hold))
+		at += (off_t)got;
+	}
+	if (ferror(hold) || at < end)
 		idem_die(IDEM_EXIT_ENV, "holding the stream:");
-	fclose(hold);
+	if (hold != stdin)
+		fclose(hold);
 }
 
 /* Seeded keys, one entry each (seed_key merged them), in key order. */
@@ -1378,7 +1430,7 @@ main(int argc, char *argv[])
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *conninfo = NULL, *path = "-";
-	FILE *in = stdin, *hold;
+	FILE *in = stdin;
 	size_t i;
 	int ch, rc = 0;
 
@@ -1401,12 +1453,13 @@ main(int argc, char *argv[])
 			idem_die(IDEM_EXIT_USAGE, "%s:", path);
 	}
 	c.conninfo = conninfo;
-	if ((hold = tmpfile()) == NULL || (c.msg_ids = tmpfile()) == NULL)
+	if ((c.msg_ids = tmpfile()) == NULL)
 		idem_die(IDEM_EXIT_ENV, "holding the stream:");
-	read_stream(in, in == stdin ? "stdin" : path, hold);
-	if (in != stdin)
+	hold_stream(in, in == stdin ? "stdin" : path);
+	read_stream(in, held.name);
+	if (in != stdin && !held.is_input)
 		fclose(in);
-	pass_held(hold);
+	pass_held();
 	if ((c.digest_ctx = EVP_MD_CTX_new()) == NULL ||
 	    EVP_DigestInit_ex(c.digest_ctx, EVP_sha256(), NULL) != 1)
 		idem_die(IDEM_EXIT_ENV, "hashing the count rows: no SHA-256");
