@@ -32,7 +32,7 @@ static const char synopsis[] =
 
 struct key_count {
 	char *key;
-	uint64_t hash;			/* key_hash of the key */
+	uint64_t hash;			/* key_hash of the key, or 0 until it is needed */
 	long long expected, observed;
 	int seeded;
 	unsigned char first_hash[32];	/* payload hash of the first job with this key */
@@ -49,6 +49,11 @@ static struct {
 	long long expect[4];		/* effects, duplicates, missing, pending */
 	int have_expect;
 	struct key_count *keys;		/* seeded, then found */
+	struct key_block {
+		struct key_block *next;
+		size_t used;
+		char text[];
+	} *key_text;			/* the seeded keys' text, packed */
 	size_t nkeys, keys_cap;
 	struct key_slot {
 		uint32_t index;		/* + 1 into keys; 0 empty */
@@ -169,8 +174,36 @@ index_keys(size_t cap)
 		;
 	c.key_slots = idem_ereallocarray(NULL, c.key_slots_cap, sizeof(*c.key_slots));
 	memset(c.key_slots, 0, c.key_slots_cap * sizeof(*c.key_slots));
-	for (i = 0; i < c.nkeys; i++)
-		key_slot(c.keys[i].key, c.keys[i].hash)->index = (uint32_t)(i + 1);
+	for (i = 0; i < c.nkeys; i++) {
+		struct key_count *k = &c.keys[i];
+
+		if (k->hash == 0)
+			k->hash = key_hash(k->key);
+		key_slot(k->key, k->hash)->index = (uint32_t)(i + 1);
+	}
+}
+
+/* bytes of a block of key text */
+#define KEY_BLOCK 1048576
+
+/* A copy of a seeded key, packed with the others: one allocation a block,
+ * not one a key. */
+static char *
+keep_key(const char *key)
+{
+	size_t n = strlen(key) + 1;
+	struct key_block *b = c.key_text;
+	char *out;
+
+	if (b == NULL || b->used + n > KEY_BLOCK) {
+		b = idem_emalloc(sizeof(*b) + (n > KEY_BLOCK ? n : KEY_BLOCK));
+		b->next = c.key_text;
+		b->used = 0;
+		c.key_text = b;
+	}
+	out = memcpy(b->text + b->used, key, n);
+	b->used += n;
+	return out;
 }
 
 static int
@@ -186,7 +219,7 @@ static void
 seed_key(const char *key, const char *payload_sha256)
 {
 	unsigned char hash[32];
-	uint64_t h = key_hash(key);
+	uint64_t h = 0;
 	struct key_count *k;
 	struct key_slot *slot;
 	size_t i;
@@ -206,6 +239,7 @@ seed_key(const char *key, const char *payload_sha256)
 	if (c.seeded_unordered) {
 		if (2 * (c.nkeys + 1) > c.key_slots_cap)
 			index_keys(2 * c.nkeys + 1);
+		h = key_hash(key);
 		slot = key_slot(key, h);
 	}
 	if (slot != NULL && slot->index != 0) {
@@ -222,7 +256,7 @@ seed_key(const char *key, const char *payload_sha256)
 	}
 	k = &c.keys[c.nkeys++];
 	memset(k, 0, sizeof(*k));
-	k->key = idem_estrdup(key);
+	k->key = keep_key(key);
 	k->hash = h;
 	memcpy(k->first_hash, hash, sizeof(hash));
 	k->expected = 1;
@@ -1480,8 +1514,12 @@ main(int argc, char *argv[])
 	}
 	digest();
 	PQfinish(c.conn);
-	for (i = 0; i < c.nkeys; i++)
-		free(c.keys[i].key);
+	while (c.key_text != NULL) {
+		struct key_block *b = c.key_text;
+
+		c.key_text = b->next;
+		free(b);
+	}
 	free(c.keys);
 	free(c.key_slots);
 	free(c.merge_last);
