@@ -68,6 +68,13 @@ static struct {
 	char *merge_last;		/* the key of the row before, or NULL */
 	size_t merge_last_cap;
 	int merge_lost;			/* a row out of byte order came */
+	/* while they come in byte order, the key rows of the keys met so far,
+	 * written as the count query's rows come; dropped if a row comes out
+	 * of that order, and written after it ends */
+	FILE *spill;
+	size_t settled;			/* keys[0 .. settled) are in the spill */
+	EVP_MD_CTX *digest_before;	/* the digest before the spill */
+	long long digest_rows_before;
 	size_t njobs;
 	FILE *msg_ids;			/* the published messages' ids, one a line */
 	size_t nmsgs;
@@ -529,39 +536,49 @@ input_unchanged(void)
 /* Writes the held stream on standard output: by sendfile, in the kernel,
  * when it can; else through a buffer. */
 static void
-pass_held(void)
+copy_out(FILE *from, off_t start, off_t end, const char *what)
 {
-	FILE *hold = held.f;
 	char buf[65536];
 	size_t got;
-	off_t at = held.start, end = held.end;
+	off_t at = start;
 	ssize_t sent = 0;
 
-	if (held.is_input && !input_unchanged())
-		idem_die(IDEM_EXIT_ENV, "%s: changed while it was read; nothing passed on", held.name);
-	if (fflush(hold) != 0 || fflush(stdout) != 0)
-		idem_die(IDEM_EXIT_ENV, "holding the stream:");
-	if (!held.is_input && (fseeko(hold, 0, SEEK_END) != 0 || (end = ftello(hold)) < 0))
-		idem_die(IDEM_EXIT_ENV, "holding the stream:");
-	while (at < end && (sent = sendfile(fileno(stdout), fileno(hold), &at,
+	if (fflush(from) != 0)
+		idem_die(IDEM_EXIT_ENV, "%s:", what);
+	if (fflush(stdout) != 0)
+		idem_die(IDEM_EXIT_ENV, "write error on standard output:");
+	while (at < end && (sent = sendfile(fileno(stdout), fileno(from), &at,
 	    (size_t)(end - at))) > 0)
 		;
-	if (sent < 0 && at == held.start && (errno == EINVAL || errno == ENOSYS))
+	if (sent < 0 && at == start && (errno == EINVAL || errno == ENOSYS))
 		sent = 0;	/* not a kind of file sendfile writes to */
 	else if (sent < 0)
 		idem_die(IDEM_EXIT_ENV, "write error on standard output:");
-	if (fseeko(hold, at, SEEK_SET) != 0)
-		idem_die(IDEM_EXIT_ENV, "holding the stream:");
+	if (fseeko(from, at, SEEK_SET) != 0)
+		idem_die(IDEM_EXIT_ENV, "%s:", what);
 	while (at < end && (got = fread(buf, 1, (size_t)(end - at) < sizeof(buf) ?
-	    (size_t)(end - at) : sizeof(buf), hold)) > 0) {
+	    (size_t)(end - at) : sizeof(buf), from)) > 0) {
 		if (fwrite(buf, 1, got, stdout) != got)
 			idem_die(IDEM_EXIT_ENV, "write error on standard output:");
 		at += (off_t)got;
 	}
-	if (ferror(hold) || at < end)
+	if (ferror(from) || at < end)
+		idem_die(IDEM_EXIT_ENV, "%s:", what);
+}
+
+static void
+pass_held(void)
+{
+	off_t end = held.end;
+
+	if (held.is_input && !input_unchanged())
+		idem_die(IDEM_EXIT_ENV, "%s: changed while it was read; nothing passed on", held.name);
+	if (!held.is_input && (fflush(held.f) != 0 || fseeko(held.f, 0, SEEK_END) != 0 ||
+	    (end = ftello(held.f)) < 0))
 		idem_die(IDEM_EXIT_ENV, "holding the stream:");
-	if (hold != stdin)
-		fclose(hold);
+	copy_out(held.f, held.start, end, "holding the stream");
+	if (held.f != stdin)
+		fclose(held.f);
 }
 
 /* Seeded keys, one entry each (seed_key merged them), in key order. */
@@ -782,8 +799,78 @@ count_row(const char *scope, const char *key, long long expected, long long obse
 	digest_add("count\t", 6);
 	digest_add(c.row_buf + after_phase, len - after_phase);
 	c.digest_rows++;
-	if (fwrite(c.row_buf, 1, len, stdout) != len)
+	if (c.spill != NULL && fwrite(c.row_buf, 1, len, c.spill) != len)
+		idem_die(IDEM_EXIT_ENV, "holding the count rows:");
+	else if (c.spill == NULL && fwrite(c.row_buf, 1, len, stdout) != len)
 		idem_die(IDEM_EXIT_ENV, "write error on standard output:");
+}
+
+/* A seeded key's count row, counted in the totals. */
+static void
+key_row(const struct key_count *k)
+{
+	c.effects += k->observed;
+	if (k->observed > k->expected)
+		c.duplicates += k->observed - k->expected;
+	if (k->observed == 0)
+		c.missing++;
+	c.conflicts += k->conflict;
+	count_row("key", k->key, k->expected, k->observed);
+}
+
+/* The key rows go into the spill from here on, and the digest is kept as
+ * it is now, to go back to. */
+static void
+start_spill(void)
+{
+	if ((c.spill = tmpfile()) == NULL)
+		idem_die(IDEM_EXIT_ENV, "holding the count rows:");
+	digest_flush();
+	if ((c.digest_before = EVP_MD_CTX_new()) == NULL ||
+	    EVP_MD_CTX_copy_ex(c.digest_before, c.digest_ctx) != 1)
+		idem_die(IDEM_EXIT_ENV, "hashing the count rows: SHA-256 failed");
+	c.digest_rows_before = c.digest_rows;
+	c.settled = 0;
+}
+
+/* Writes the key rows of the keys before keys[upto], which no later row of
+ * the count query may change while they come in byte order. */
+static void
+settle(size_t upto)
+{
+	while (c.settled < upto)
+		key_row(&c.keys[c.settled++]);
+}
+
+/* A row came out of byte order: the key rows written are dropped, with
+ * what they added to the totals and the digest. */
+static void
+drop_spill(void)
+{
+	fclose(c.spill);
+	c.spill = NULL;
+	c.effects = c.duplicates = c.missing = c.conflicts = 0;
+	c.digest_len = 0;
+	if (EVP_MD_CTX_copy_ex(c.digest_ctx, c.digest_before) != 1)
+		idem_die(IDEM_EXIT_ENV, "hashing the count rows: SHA-256 failed");
+	c.digest_rows = c.digest_rows_before;
+	c.settled = 0;
+}
+
+/* The rows came in byte order to their end: the rest of the key rows,
+ * then all of them on standard output. */
+static void
+pass_spill(void)
+{
+	FILE *spill = c.spill;
+	off_t end;
+
+	settle(c.nkeys);
+	c.spill = NULL;
+	if (fflush(spill) != 0 || (end = ftello(spill)) < 0)
+		idem_die(IDEM_EXIT_ENV, "holding the count rows:");
+	copy_out(spill, 0, end, "holding the count rows");
+	fclose(spill);
 }
 
 /* Runs the printed count query and sets observed counts; keys no job seeded
@@ -828,8 +915,11 @@ match_key(const char *key, size_t len)
 {
 	int cmp = 1;
 
-	if (!c.merge_lost && c.merge_last != NULL && strcmp(c.merge_last, key) >= 0)
+	if (!c.merge_lost && c.merge_last != NULL && strcmp(c.merge_last, key) >= 0) {
 		c.merge_lost = 1;
+		if (c.spill != NULL)
+			drop_spill();
+	}
 	if (c.merge_lost)
 		return find_key(key);
 	if (len + 1 > c.merge_last_cap) {
@@ -867,8 +957,12 @@ count_line(char *line, size_t len, struct key_count **unseeded, size_t *nunseede
 	line[key_len] = '\0';
 	if ((k = match_key(line, key_len)) != NULL) {
 		k->observed = n;
+		if (c.spill != NULL)
+			settle(c.merge_next);
 		return;
 	}
+	if (c.spill != NULL)
+		settle(c.merge_next);
 	if ((*nunseeded & (*nunseeded - 1)) == 0)
 		*unseeded = idem_ereallocarray(*unseeded, *nunseeded ? *nunseeded * 2 : 1,
 		    sizeof(**unseeded));
@@ -888,6 +982,8 @@ count(void)
 	int len;
 
 	query_row("count", c.count_sql);
+	if (c.nkeys > 0)
+		start_spill();
 	res = PQgetResult(c.conn);
 	if (PQresultStatus(res) != PGRES_COPY_OUT)
 		count_failed(res);
@@ -903,17 +999,12 @@ count(void)
 	PQclear(res);
 	while ((res = PQgetResult(c.conn)) != NULL)
 		PQclear(res);
-	for (i = 0; i < c.nkeys; i++) {
-		struct key_count *k = &c.keys[i];
-
-		c.effects += k->observed;
-		if (k->observed > k->expected)
-			c.duplicates += k->observed - k->expected;
-		if (k->observed == 0)
-			c.missing++;
-		c.conflicts += k->conflict;
-		count_row("key", k->key, k->expected, k->observed);
-	}
+	if (c.spill != NULL)
+		pass_spill();
+	else
+		for (i = 0; i < c.nkeys; i++)
+			key_row(&c.keys[i]);
+	EVP_MD_CTX_free(c.digest_before);
 	if (nunseeded > 1)
 		qsort(unseeded, nunseeded, sizeof(*unseeded), by_key);
 	for (i = 0; i < nunseeded; i++) {
