@@ -533,8 +533,8 @@ input_unchanged(void)
 	    now.st_ctim.tv_nsec == held.st.st_ctim.tv_nsec;
 }
 
-/* Writes the held stream on standard output: by sendfile, in the kernel,
- * when it can; else through a buffer. */
+/* Writes the bytes of a file from start to end on standard output: by
+ * sendfile, in the kernel, when it can; else through a buffer. */
 static void
 copy_out(FILE *from, off_t start, off_t end, const char *what)
 {
@@ -566,6 +566,8 @@ copy_out(FILE *from, off_t start, off_t end, const char *what)
 		idem_die(IDEM_EXIT_ENV, "%s:", what);
 }
 
+/* Passes the held stream on, once it was read and found good; from the
+ * input file only while it is as it was read. */
 static void
 pass_held(void)
 {
