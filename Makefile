@@ -7,7 +7,7 @@ BINDIR = $(PREFIX)/bin
 DESTDIR =
 
 CC = cc
-PKGS = libpq yaml-0.1 libgit2 libsodium jansson libmicrohttpd libcurl zlib
+PKGS = libpq yaml-0.1 libgit2 libsodium jansson libmicrohttpd libcurl zlib libcrypto
 SANITIZE =
 ifeq ($(SANITIZE),1)
 BUILD = build/sanitize
@@ -41,7 +41,7 @@ MAN5 = idem-tsv.5 idem-seed.5 idem-record.5
 MAN7 = idem-step.7 idem.7
 
 # Debian packages that building, the tests and the demo need.
-DEBS = make gcc libc6-dev pkg-config libpq-dev libyaml-dev libgit2-dev libsodium-dev libmicrohttpd-dev \
+DEBS = make gcc libc6-dev pkg-config libpq-dev libssl-dev libyaml-dev libgit2-dev libsodium-dev libmicrohttpd-dev \
 	libjansson-dev postgresql postgresql-client bats python3 man-db groff-base \
 	openssh-client git libcurl4-openssl-dev curl jq python3-yaml zlib1g-dev time
 # node and npm for the workers written with node-postgres (tests/node): any

@@ -10,9 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/sendfile.h>
+#include <sys/stat.h>
 
 #include <jansson.h>
 #include <libpq-fe.h>
+#include <openssl/evp.h>
 #include <sodium.h>
 
 #include "map.h"
@@ -30,7 +32,7 @@ static const char synopsis[] =
 
 struct key_count {
 	char *key;
-	uint64_t hash;			/* key_hash of the key */
+	uint64_t hash;			/* key_hash of the key, or 0 until it is needed */
 	long long expected, observed;
 	int seeded;
 	unsigned char first_hash[32];	/* payload hash of the first job with this key */
@@ -47,6 +49,11 @@ static struct {
 	long long expect[4];		/* effects, duplicates, missing, pending */
 	int have_expect;
 	struct key_count *keys;		/* seeded, then found */
+	struct key_block {
+		struct key_block *next;
+		size_t used;
+		char text[];
+	} *key_text;			/* the seeded keys' text, packed */
 	size_t nkeys, keys_cap;
 	struct key_slot {
 		uint32_t index;		/* + 1 into keys; 0 empty */
@@ -61,6 +68,13 @@ static struct {
 	char *merge_last;		/* the key of the row before, or NULL */
 	size_t merge_last_cap;
 	int merge_lost;			/* a row out of byte order came */
+	/* while they come in byte order, the key rows of the keys met so far,
+	 * written as the count query's rows come; dropped if a row comes out
+	 * of that order, and written after it ends */
+	FILE *spill;
+	size_t settled;			/* keys[0 .. settled) are in the spill */
+	EVP_MD_CTX *digest_before;	/* the digest before the spill */
+	long long digest_rows_before;
 	size_t njobs;
 	FILE *msg_ids;			/* the published messages' ids, one a line */
 	size_t nmsgs;
@@ -88,12 +102,27 @@ static struct {
 	size_t ncalls;
 	struct idem_map call_index;
 	long long external, external_unknown, external_duplicates;
-	/* evidence for the digest, hashed as it is written */
-	crypto_hash_sha256_state digest_state;
+	/* evidence for the digest, hashed as it is written: by OpenSSL's
+	 * SHA-256, which uses the CPU's SHA instructions where it has them,
+	 * a buffer of rows at a time */
+	EVP_MD_CTX *digest_ctx;
+	unsigned char digest_buf[65536];
+	size_t digest_len;
 	long long digest_rows;
 	char *row_buf;			/* one count row, formatted */
 	size_t row_cap;
 } c = { .phase = "after" };
+
+/* Where the stream waits until all of it was read and found good: a
+ * temporary file, or the input itself when it is a regular file, which is
+ * then passed on only if it is still as it was read. */
+static struct {
+	FILE *f;
+	const char *name;
+	int is_input;
+	off_t start, end;		/* the stream's bytes in f */
+	struct stat st;			/* the input's, before it was read */
+} held;
 
 static void
 write_row(const char *kind, const char *const *fields, size_t n)
@@ -152,8 +181,36 @@ index_keys(size_t cap)
 		;
 	c.key_slots = idem_ereallocarray(NULL, c.key_slots_cap, sizeof(*c.key_slots));
 	memset(c.key_slots, 0, c.key_slots_cap * sizeof(*c.key_slots));
-	for (i = 0; i < c.nkeys; i++)
-		key_slot(c.keys[i].key, c.keys[i].hash)->index = (uint32_t)(i + 1);
+	for (i = 0; i < c.nkeys; i++) {
+		struct key_count *k = &c.keys[i];
+
+		if (k->hash == 0)
+			k->hash = key_hash(k->key);
+		key_slot(k->key, k->hash)->index = (uint32_t)(i + 1);
+	}
+}
+
+/* bytes of a block of key text */
+#define KEY_BLOCK 1048576
+
+/* A copy of a seeded key, packed with the others: one allocation a block,
+ * not one a key. */
+static char *
+keep_key(const char *key)
+{
+	size_t n = strlen(key) + 1;
+	struct key_block *b = c.key_text;
+	char *out;
+
+	if (b == NULL || b->used + n > KEY_BLOCK) {
+		b = idem_emalloc(sizeof(*b) + (n > KEY_BLOCK ? n : KEY_BLOCK));
+		b->next = c.key_text;
+		b->used = 0;
+		c.key_text = b;
+	}
+	out = memcpy(b->text + b->used, key, n);
+	b->used += n;
+	return out;
 }
 
 static int
@@ -169,7 +226,7 @@ static void
 seed_key(const char *key, const char *payload_sha256)
 {
 	unsigned char hash[32];
-	uint64_t h = key_hash(key);
+	uint64_t h = 0;
 	struct key_count *k;
 	struct key_slot *slot;
 	size_t i;
@@ -189,6 +246,7 @@ seed_key(const char *key, const char *payload_sha256)
 	if (c.seeded_unordered) {
 		if (2 * (c.nkeys + 1) > c.key_slots_cap)
 			index_keys(2 * c.nkeys + 1);
+		h = key_hash(key);
 		slot = key_slot(key, h);
 	}
 	if (slot != NULL && slot->index != 0) {
@@ -205,7 +263,7 @@ seed_key(const char *key, const char *payload_sha256)
 	}
 	k = &c.keys[c.nkeys++];
 	memset(k, 0, sizeof(*k));
-	k->key = idem_estrdup(key);
+	k->key = keep_key(key);
 	k->hash = h;
 	memcpy(k->first_hash, hash, sizeof(hash));
 	k->expected = 1;
@@ -319,7 +377,7 @@ took_effect(const char *key)
  * stream is read again for the job rows of those jobs, so no job id is kept
  * for the others. */
 static void
-recovered_keys(FILE *hold, const char *name)
+recovered_keys(void)
 {
 	struct idem_tsv_reader r;
 	struct idem_error err;
@@ -334,9 +392,9 @@ recovered_keys(FILE *hold, const char *name)
 			idem_map_put(&wanted, c.recover_keys[i], n);
 			keys[n++] = NULL;
 		}
-	if (fflush(hold) != 0 || fseek(hold, 0, SEEK_SET) != 0)
+	if (fflush(held.f) != 0 || fseeko(held.f, held.start, SEEK_SET) != 0)
 		idem_die(IDEM_EXIT_ENV, "holding the stream:");
-	idem_tsv_reader_init(&r, hold, name);
+	idem_tsv_reader_init(&r, held.f, held.name);
 	while ((rc = idem_tsv_next(&r, &err)) != IDEM_TSV_EOF) {
 		if (rc < 0)
 			idem_die_error(&err);
@@ -358,7 +416,7 @@ recovered_keys(FILE *hold, const char *name)
 /* Keeps what counting needs, and holds the stream: it is passed on only
  * once all of it was read and found good. */
 static void
-read_stream(FILE *in, const char *name, FILE *hold)
+read_stream(FILE *in, const char *name)
 {
 	struct idem_tsv_reader r;
 	struct idem_error err;
@@ -369,7 +427,7 @@ read_stream(FILE *in, const char *name, FILE *hold)
 	while ((rc = idem_tsv_next(&r, &err)) != IDEM_TSV_EOF) {
 		if (rc < 0)
 			idem_die_error(&err);
-		if (idem_tsv_pass(hold, &r) < 0)
+		if (!held.is_input && idem_tsv_pass(held.f, &r) < 0)
 			idem_die(IDEM_EXIT_ENV, "holding the stream:");
 		if (rc != IDEM_TSV_ROW)
 			continue;
@@ -439,38 +497,90 @@ read_stream(FILE *in, const char *name, FILE *hold)
 		}
 	}
 	idem_tsv_reader_free(&r);
+	if (held.is_input && (held.end = ftello(in)) < 0)
+		idem_die(IDEM_EXIT_ENV, "%s:", name);
 	if (c.nrecover > 0)
-		recovered_keys(hold, name);
+		recovered_keys();
 }
 
-/* Writes the held stream on standard output: by sendfile, in the kernel,
- * when it can; else through a buffer. */
+/* Holds the stream in a temporary file, or, from a regular file, takes
+ * note of where it starts and of the file as it is. */
 static void
-pass_held(FILE *hold)
+hold_stream(FILE *in, const char *name)
+{
+	held.name = name;
+	if (fstat(fileno(in), &held.st) == 0 && S_ISREG(held.st.st_mode) &&
+	    (held.start = ftello(in)) >= 0) {
+		held.f = in;
+		held.is_input = 1;
+	} else if ((held.f = tmpfile()) == NULL) {
+		idem_die(IDEM_EXIT_ENV, "holding the stream:");
+	}
+}
+
+/* Whether the input file is still the one it was before it was read, and
+ * read up to its end. */
+static int
+input_unchanged(void)
+{
+	struct stat now;
+
+	return fstat(fileno(held.f), &now) == 0 && now.st_dev == held.st.st_dev &&
+	    now.st_ino == held.st.st_ino && now.st_size == held.st.st_size &&
+	    now.st_size == held.end && now.st_mtim.tv_sec == held.st.st_mtim.tv_sec &&
+	    now.st_mtim.tv_nsec == held.st.st_mtim.tv_nsec &&
+	    now.st_ctim.tv_sec == held.st.st_ctim.tv_sec &&
+	    now.st_ctim.tv_nsec == held.st.st_ctim.tv_nsec;
+}
+
+/* Writes the bytes of a file from start to end on standard output: by
+ * sendfile, in the kernel, when it can; else through a buffer. */
+static void
+copy_out(FILE *from, off_t start, off_t end, const char *what)
 {
 	char buf[65536];
 	size_t got;
-	off_t at = 0, end;
+	off_t at = start;
 	ssize_t sent = 0;
 
-	if (fflush(hold) != 0 || fflush(stdout) != 0 || fseeko(hold, 0, SEEK_END) != 0 ||
-	    (end = ftello(hold)) < 0)
-		idem_die(IDEM_EXIT_ENV, "holding the stream:");
-	while (at < end && (sent = sendfile(fileno(stdout), fileno(hold), &at,
+	if (fflush(from) != 0)
+		idem_die(IDEM_EXIT_ENV, "%s:", what);
+	if (fflush(stdout) != 0)
+		idem_die(IDEM_EXIT_ENV, "write error on standard output:");
+	while (at < end && (sent = sendfile(fileno(stdout), fileno(from), &at,
 	    (size_t)(end - at))) > 0)
 		;
-	if (sent < 0 && at == 0 && (errno == EINVAL || errno == ENOSYS))
+	if (sent < 0 && at == start && (errno == EINVAL || errno == ENOSYS))
 		sent = 0;	/* not a kind of file sendfile writes to */
 	else if (sent < 0)
 		idem_die(IDEM_EXIT_ENV, "write error on standard output:");
-	if (fseeko(hold, at, SEEK_SET) != 0)
-		idem_die(IDEM_EXIT_ENV, "holding the stream:");
-	while ((got = fread(buf, 1, sizeof(buf), hold)) > 0)
+	if (fseeko(from, at, SEEK_SET) != 0)
+		idem_die(IDEM_EXIT_ENV, "%s:", what);
+	while (at < end && (got = fread(buf, 1, (size_t)(end - at) < sizeof(buf) ?
+	    (size_t)(end - at) : sizeof(buf), from)) > 0) {
 		if (fwrite(buf, 1, got, stdout) != got)
 			idem_die(IDEM_EXIT_ENV, "write error on standard output:");
-	if (ferror(hold))
+		at += (off_t)got;
+	}
+	if (ferror(from) || at < end)
+		idem_die(IDEM_EXIT_ENV, "%s:", what);
+}
+
+/* Passes the held stream on, once it was read and found good; from the
+ * input file only while it is as it was read. */
+static void
+pass_held(void)
+{
+	off_t end = held.end;
+
+	if (held.is_input && !input_unchanged())
+		idem_die(IDEM_EXIT_ENV, "%s: changed while it was read; nothing passed on", held.name);
+	if (!held.is_input && (fflush(held.f) != 0 || fseeko(held.f, 0, SEEK_END) != 0 ||
+	    (end = ftello(held.f)) < 0))
 		idem_die(IDEM_EXIT_ENV, "holding the stream:");
-	fclose(hold);
+	copy_out(held.f, held.start, end, "holding the stream");
+	if (held.f != stdin)
+		fclose(held.f);
 }
 
 /* Seeded keys, one entry each (seed_key merged them), in key order. */
@@ -650,6 +760,29 @@ decimal(long long v, char *end)
 	return end;
 }
 
+static void
+digest_flush(void)
+{
+	if (c.digest_len > 0 && EVP_DigestUpdate(c.digest_ctx, c.digest_buf, c.digest_len) != 1)
+		idem_die(IDEM_EXIT_ENV, "hashing the count rows: SHA-256 failed");
+	c.digest_len = 0;
+}
+
+static void
+digest_add(const void *p, size_t n)
+{
+	if (n > sizeof(c.digest_buf) - c.digest_len) {
+		digest_flush();
+		if (n > sizeof(c.digest_buf)) {
+			if (EVP_DigestUpdate(c.digest_ctx, p, n) != 1)
+				idem_die(IDEM_EXIT_ENV, "hashing the count rows: SHA-256 failed");
+			return;
+		}
+	}
+	memcpy(c.digest_buf + c.digest_len, p, n);
+	c.digest_len += n;
+}
+
 /* A count row on standard output; the same without its phase goes into
  * the digest. */
 static void
@@ -665,12 +798,81 @@ count_row(const char *scope, const char *key, long long expected, long long obse
 	row_append(&len, key, '\t');
 	row_append(&len, decimal(expected, e + sizeof(e)), '\t');
 	row_append(&len, decimal(observed, o + sizeof(o)), '\n');
-	crypto_hash_sha256_update(&c.digest_state, (const unsigned char *)"count\t", 6);
-	crypto_hash_sha256_update(&c.digest_state, (const unsigned char *)c.row_buf + after_phase,
-	    len - after_phase);
+	digest_add("count\t", 6);
+	digest_add(c.row_buf + after_phase, len - after_phase);
 	c.digest_rows++;
-	if (fwrite(c.row_buf, 1, len, stdout) != len)
+	if (c.spill != NULL && fwrite(c.row_buf, 1, len, c.spill) != len)
+		idem_die(IDEM_EXIT_ENV, "holding the count rows:");
+	else if (c.spill == NULL && fwrite(c.row_buf, 1, len, stdout) != len)
 		idem_die(IDEM_EXIT_ENV, "write error on standard output:");
+}
+
+/* A seeded key's count row, counted in the totals. */
+static void
+key_row(const struct key_count *k)
+{
+	c.effects += k->observed;
+	if (k->observed > k->expected)
+		c.duplicates += k->observed - k->expected;
+	if (k->observed == 0)
+		c.missing++;
+	c.conflicts += k->conflict;
+	count_row("key", k->key, k->expected, k->observed);
+}
+
+/* The key rows go into the spill from here on, and the digest is kept as
+ * it is now, to go back to. */
+static void
+start_spill(void)
+{
+	if ((c.spill = tmpfile()) == NULL)
+		idem_die(IDEM_EXIT_ENV, "holding the count rows:");
+	digest_flush();
+	if ((c.digest_before = EVP_MD_CTX_new()) == NULL ||
+	    EVP_MD_CTX_copy_ex(c.digest_before, c.digest_ctx) != 1)
+		idem_die(IDEM_EXIT_ENV, "hashing the count rows: SHA-256 failed");
+	c.digest_rows_before = c.digest_rows;
+	c.settled = 0;
+}
+
+/* Writes the key rows of the keys before keys[upto], which no later row of
+ * the count query may change while they come in byte order. */
+static void
+settle(size_t upto)
+{
+	while (c.settled < upto)
+		key_row(&c.keys[c.settled++]);
+}
+
+/* A row came out of byte order: the key rows written are dropped, with
+ * what they added to the totals and the digest. */
+static void
+drop_spill(void)
+{
+	fclose(c.spill);
+	c.spill = NULL;
+	c.effects = c.duplicates = c.missing = c.conflicts = 0;
+	c.digest_len = 0;
+	if (EVP_MD_CTX_copy_ex(c.digest_ctx, c.digest_before) != 1)
+		idem_die(IDEM_EXIT_ENV, "hashing the count rows: SHA-256 failed");
+	c.digest_rows = c.digest_rows_before;
+	c.settled = 0;
+}
+
+/* The rows came in byte order to their end: the rest of the key rows,
+ * then all of them on standard output. */
+static void
+pass_spill(void)
+{
+	FILE *spill = c.spill;
+	off_t end;
+
+	settle(c.nkeys);
+	c.spill = NULL;
+	if (fflush(spill) != 0 || (end = ftello(spill)) < 0)
+		idem_die(IDEM_EXIT_ENV, "holding the count rows:");
+	copy_out(spill, 0, end, "holding the count rows");
+	fclose(spill);
 }
 
 /* Runs the printed count query and sets observed counts; keys no job seeded
@@ -715,8 +917,11 @@ match_key(const char *key, size_t len)
 {
 	int cmp = 1;
 
-	if (!c.merge_lost && c.merge_last != NULL && strcmp(c.merge_last, key) >= 0)
+	if (!c.merge_lost && c.merge_last != NULL && strcmp(c.merge_last, key) >= 0) {
 		c.merge_lost = 1;
+		if (c.spill != NULL)
+			drop_spill();
+	}
 	if (c.merge_lost)
 		return find_key(key);
 	if (len + 1 > c.merge_last_cap) {
@@ -754,8 +959,12 @@ count_line(char *line, size_t len, struct key_count **unseeded, size_t *nunseede
 	line[key_len] = '\0';
 	if ((k = match_key(line, key_len)) != NULL) {
 		k->observed = n;
+		if (c.spill != NULL)
+			settle(c.merge_next);
 		return;
 	}
+	if (c.spill != NULL)
+		settle(c.merge_next);
 	if ((*nunseeded & (*nunseeded - 1)) == 0)
 		*unseeded = idem_ereallocarray(*unseeded, *nunseeded ? *nunseeded * 2 : 1,
 		    sizeof(**unseeded));
@@ -775,6 +984,8 @@ count(void)
 	int len;
 
 	query_row("count", c.count_sql);
+	if (c.nkeys > 0)
+		start_spill();
 	res = PQgetResult(c.conn);
 	if (PQresultStatus(res) != PGRES_COPY_OUT)
 		count_failed(res);
@@ -790,17 +1001,12 @@ count(void)
 	PQclear(res);
 	while ((res = PQgetResult(c.conn)) != NULL)
 		PQclear(res);
-	for (i = 0; i < c.nkeys; i++) {
-		struct key_count *k = &c.keys[i];
-
-		c.effects += k->observed;
-		if (k->observed > k->expected)
-			c.duplicates += k->observed - k->expected;
-		if (k->observed == 0)
-			c.missing++;
-		c.conflicts += k->conflict;
-		count_row("key", k->key, k->expected, k->observed);
-	}
+	if (c.spill != NULL)
+		pass_spill();
+	else
+		for (i = 0; i < c.nkeys; i++)
+			key_row(&c.keys[i]);
+	EVP_MD_CTX_free(c.digest_before);
 	if (nunseeded > 1)
 		qsort(unseeded, nunseeded, sizeof(*unseeded), by_key);
 	for (i = 0; i < nunseeded; i++) {
@@ -1271,7 +1477,10 @@ digest(void)
 	unsigned char sum[32];
 	const char *row[3];
 
-	crypto_hash_sha256_final(&c.digest_state, sum);
+	digest_flush();
+	if (EVP_DigestFinal_ex(c.digest_ctx, sum, NULL) != 1)
+		idem_die(IDEM_EXIT_ENV, "hashing the count rows: SHA-256 failed");
+	EVP_MD_CTX_free(c.digest_ctx);
 	sodium_bin2hex(hex, sizeof(hex), sum, sizeof(sum));
 	snprintf(rows, sizeof(rows), "%lld", c.digest_rows);
 	row[0] = c.phase;
@@ -1348,7 +1557,7 @@ main(int argc, char *argv[])
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *conninfo = NULL, *path = "-";
-	FILE *in = stdin, *hold;
+	FILE *in = stdin;
 	size_t i;
 	int ch, rc = 0;
 
@@ -1371,13 +1580,16 @@ main(int argc, char *argv[])
 			idem_die(IDEM_EXIT_USAGE, "%s:", path);
 	}
 	c.conninfo = conninfo;
-	if ((hold = tmpfile()) == NULL || (c.msg_ids = tmpfile()) == NULL)
+	if ((c.msg_ids = tmpfile()) == NULL)
 		idem_die(IDEM_EXIT_ENV, "holding the stream:");
-	read_stream(in, in == stdin ? "stdin" : path, hold);
-	if (in != stdin)
+	hold_stream(in, in == stdin ? "stdin" : path);
+	read_stream(in, held.name);
+	if (in != stdin && !held.is_input)
 		fclose(in);
-	pass_held(hold);
-	crypto_hash_sha256_init(&c.digest_state);
+	pass_held();
+	if ((c.digest_ctx = EVP_MD_CTX_new()) == NULL ||
+	    EVP_DigestInit_ex(c.digest_ctx, EVP_sha256(), NULL) != 1)
+		idem_die(IDEM_EXIT_ENV, "hashing the count rows: no SHA-256");
 	sort_seeded();
 	count();
 	if (strcmp(c.phase, "after") == 0) {
@@ -1395,8 +1607,12 @@ main(int argc, char *argv[])
 	}
 	digest();
 	PQfinish(c.conn);
-	for (i = 0; i < c.nkeys; i++)
-		free(c.keys[i].key);
+	while (c.key_text != NULL) {
+		struct key_block *b = c.key_text;
+
+		c.key_text = b->next;
+		free(b);
+	}
 	free(c.keys);
 	free(c.key_slots);
 	free(c.merge_last);

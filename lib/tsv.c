@@ -718,6 +718,41 @@ names_add(struct idem_tsv_names *set, unsigned long long h)
 	return 1;
 }
 
+/* Whether a job id, of name_hash h, is new. While the ids come in byte
+ * order, as seed-gen writes them, each is: its hash is only listed, with
+ * no look-up in a set that outgrows the caches. The first id that does
+ * not come after the one before puts the listed hashes in the set, where
+ * it and every later id are looked up. */
+static int
+job_id_new(struct idem_tsv_reader *r, const char *id, unsigned long long h)
+{
+	size_t len = strlen(id), i;
+
+	if (!r->job_ids_unordered) {
+		if (r->job_id_list_n == 0 || strcmp(r->last_job_id, id) < 0) {
+			if (r->job_id_list_n == r->job_id_list_cap) {
+				r->job_id_list_cap = r->job_id_list_cap ? 2 * r->job_id_list_cap : 1024;
+				r->job_id_list = idem_ereallocarray(r->job_id_list, r->job_id_list_cap,
+				    sizeof(*r->job_id_list));
+			}
+			r->job_id_list[r->job_id_list_n++] = h;
+			if (len + 1 > r->last_job_id_cap) {
+				r->last_job_id_cap = 2 * (len + 1);
+				r->last_job_id = idem_erealloc(r->last_job_id, r->last_job_id_cap);
+			}
+			memcpy(r->last_job_id, id, len + 1);
+			return 1;
+		}
+		r->job_ids_unordered = 1;
+		for (i = 0; i < r->job_id_list_n; i++)
+			names_add(&r->job_ids, r->job_id_list[i]);
+		free(r->job_id_list);
+		r->job_id_list = NULL;
+		r->job_id_list_n = r->job_id_list_cap = 0;
+	}
+	return names_add(&r->job_ids, h);
+}
+
 void
 idem_tsv_reader_init(struct idem_tsv_reader *r, FILE *in, const char *name)
 {
@@ -734,6 +769,8 @@ idem_tsv_reader_free(struct idem_tsv_reader *r)
 	free(r->decoded);
 	free(r->fields);
 	free(r->job_ids.slots);
+	free(r->last_job_id);
+	free(r->job_id_list);
 	free(r->scenario_names.slots);
 	memset(r, 0, sizeof(*r));
 }
@@ -946,7 +983,7 @@ check_row(struct idem_tsv_reader *r, struct idem_error *err)
 			    "%s:%ld: job row, field scenario: no scenario row named \"%s\" before it",
 			    r->name, r->line_no, quote(v, strlen(v), shown, sizeof(shown)));
 		v = r->fields[JOB_ID];
-		if (!names_add(&r->job_ids, r->job_id_hash))
+		if (!job_id_new(r, v, r->job_id_hash))
 			return idem_error_set(err, IDEM_EXIT_USAGE,
 			    "%s:%ld: job row, field job_id: job \"%s\" appears twice in the stream",
 			    r->name, r->line_no, quote(v, strlen(v), shown, sizeof(shown)));

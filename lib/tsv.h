@@ -141,6 +141,13 @@ struct idem_tsv_reader {
 	char queue_kind[24];		/* the seed row's */
 	struct idem_tsv_names job_ids, scenario_names;
 	unsigned long long job_id_hash;	/* the job row's, hashed as its fields are read */
+	/* while job ids come in byte order, each is new: their hashes are
+	 * listed, not looked up, until one does not come after the one before */
+	int job_ids_unordered;
+	char *last_job_id;
+	size_t last_job_id_cap;
+	unsigned long long *job_id_list;
+	size_t job_id_list_n, job_id_list_cap;
 };
 
 enum { IDEM_TSV_EOF = 0, IDEM_TSV_ROW = 1, IDEM_TSV_COMMENT = 2, IDEM_TSV_HEADER = 3 };

@@ -111,6 +111,56 @@ count_of() {
 	count-effects --before "$BATS_TEST_TMPDIR/coll" >"$out"
 	assert_equal "$(awk -F '\t' '$1 == "count" && ($3 == "key" || $3 == "unexpected") { print $3, $4, $5, $6 }' "$out")" \
 		"$(printf '%s\n' 'key B 1 2' 'key a 1 1' 'key c 1 1' 'key d 1 0' 'unexpected Z 0 3')"
+	# the rows of keys met before the first row out of byte order count
+	# once, in the totals and in the digest
+	assert_equal "$(awk -F '\t' '$1 == "count" && $3 == "total" { printf "%s=%s ", $4, $6 }' "$out")" \
+		'effects=4 duplicates=1 missing=1 unexpected=3 conflicts=0 '
+	assert_equal "$(awk -F '\t' '$1 == "digest" { print $3, $4 }' "$out")" \
+		"$(awk -F '\t' -v OFS='\t' '$1 == "count" { print "count", $3, $4, $5, $6 }' "$out" | sha256sum | cut -d ' ' -f 1) 10"
+}
+
+@test "a file is passed on from where the stream starts in it, as standard input too" {
+	count-effects --before "$BATS_TEST_TMPDIR/stream" >"$out"
+	{ echo 'not part of the stream'; cat "$BATS_TEST_TMPDIR/stream"; } >"$BATS_TEST_TMPDIR/after-a-line"
+	{ read -r _; count-effects --before; } <"$BATS_TEST_TMPDIR/after-a-line" >"$out.2"
+	cmp "$out" "$out.2"
+	head -n "$(wc -l <"$BATS_TEST_TMPDIR/stream")" "$out" | cmp - "$BATS_TEST_TMPDIR/stream"
+}
+
+@test "a file that changes while it is read is exit 3, with nothing passed on" {
+	# a session holds the sandbox marker, so count-effects waits at the
+	# seed row, after it read the small file whole, while a line is added
+	psql -X -q -v ON_ERROR_STOP=1 -c "SET application_name = 'holder'" \
+		-c 'BEGIN' -c 'LOCK TABLE idem.sandbox IN ACCESS EXCLUSIVE MODE' -c 'SELECT pg_sleep(300)' \
+		>/dev/null 2>&1 &
+	holder=$!
+	wait_for "$(cat <<-'SQL'
+		SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+		WHERE a.application_name = 'holder' AND l.relation = 'idem.sandbox'::regclass AND l.granted
+	SQL
+	)"
+	count-effects --before "$BATS_TEST_TMPDIR/stream" >"$out" 2>"$out.err" &
+	counter=$!
+	wait_for "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%idem.sandbox%'"
+	echo '# a comment added later' >>"$BATS_TEST_TMPDIR/stream"
+	sql "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'holder'" >/dev/null
+	wait "$holder" || true
+	status=0
+	wait "$counter" || status=$?
+	[ "$status" -eq 3 ]
+	[ ! -s "$out" ]
+	assert_equal "$(cat "$out.err")" "count-effects: $BATS_TEST_TMPDIR/stream: changed while it was read; nothing passed on"
+}
+
+# Waits until the query returns 1 or more, for at most 60 s.
+wait_for() {
+	local i
+	for i in $(seq 600); do
+		[ "$(sql "$1")" -ge 1 ] && return 0
+		sleep 0.1
+	done
+	echo "never: $1" >&2
+	return 1
 }
 
 @test "no guard: none, best effort; the probe's copy goes in, loudly, and is rolled back" {

@@ -67,6 +67,24 @@ refusal(const char *text, struct idem_error *err)
 	return read_all(text, err, &rows, &comments, &kinds) < 0 ? err->text : "";
 }
 
+/* 300000 job rows whose ids are job- and 0 to 299999 in width digits:
+ * read to the end, and refused as want says with the rows of more after. */
+static void
+many_job_ids(int width, const char *more, const char *want, const char *name)
+{
+	struct idem_error err;
+	size_t n = 300000, i, o;
+	char *text = malloc(n * 100 + 512);
+
+	o = (size_t)sprintf(text, "%s", HEAD);
+	for (i = 0; i < n; i++)
+		o += (size_t)sprintf(text + o, "job\tjob-%0*zu\tk\t{}\t%s\t\\N\n", width, i, HASH);
+	CHECK_STR(refusal(text, &err), "", "300000 distinct job ids");
+	strcpy(text + o, more);
+	CHECK_STR(refusal(text, &err), want, name);
+	free(text);
+}
+
 /* What the type of a kind's field says of a value: "" when it fits. */
 static const char *
 check(enum idem_kind kind, size_t field, const char *value)
@@ -503,21 +521,24 @@ main(void)
 	    "scenario\ts\trace\tbefore-write\t\\N\t1\t0\n", &err),
 	    "t:4: scenario row, field name: scenario \"s\" appears twice in the stream",
 	    "a scenario name twice");
-	{
-		/* many jobs: the set grows and still finds the first */
-		size_t n = 300000, i, o;
-		char *text = malloc(n * 100 + 512);
-
-		o = (size_t)sprintf(text, "%s", HEAD);
-		for (i = 0; i < n; i++)
-			o += (size_t)sprintf(text + o, "job\tjob-%zu\tk\t{}\t%s\t\\N\n", i, HASH);
-		CHECK_STR(refusal(text, &err), "", "300000 distinct job ids");
-		sprintf(text + o, "job\tjob-0\tk\t{}\t%s\t\\N\n", HASH);
-		CHECK_STR(refusal(text, &err),
-		    "t:300003: job row, field job_id: job \"job-0\" appears twice in the stream",
-		    "the first of 300000 job ids, again");
-		free(text);
-	}
+	/* many jobs: the set grows and still finds the first */
+	many_job_ids(0, "job\tjob-0\tk\t{}\t" HASH "\t\\N\n",
+	    "t:300003: job row, field job_id: job \"job-0\" appears twice in the stream",
+	    "the first of 300000 job ids, again");
+	/* ids in byte order are only listed; the first out of that order
+	 * finds every id listed before it */
+	CHECK_STR(refusal(HEAD "job\ta\tk\t{}\t" HASH "\t\\N\njob\ta\tl\t{}\t" HASH "\t\\N\n", &err),
+	    "t:4: job row, field job_id: job \"a\" appears twice in the stream",
+	    "a job id twice in a row");
+	CHECK_STR(refusal(HEAD "job\ta\tk\t{}\t" HASH "\t\\N\njob\tc\tk\t{}\t" HASH "\t\\N\n"
+	    "job\tb\tk\t{}\t" HASH "\t\\N\njob\td\tk\t{}\t" HASH "\t\\N\n"
+	    "job\tc\tk\t{}\t" HASH "\t\\N\n", &err),
+	    "t:7: job row, field job_id: job \"c\" appears twice in the stream",
+	    "a job id listed in order, again after the order ended");
+	/* 300000 ids in byte order, then one of the middle again */
+	many_job_ids(6, "job\tjob-300000\tk\t{}\t" HASH "\t\\N\njob\tjob-150000\tk\t{}\t" HASH
+	    "\t\\N\n", "t:300004: job row, field job_id: job \"job-150000\" appears twice in the stream",
+	    "one of 300000 job ids in byte order, again");
 
 	types();
 
