@@ -1,3 +1,4 @@
+#include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -9,13 +10,40 @@
 
 #include "git.h"
 
+/*
+ * libgit2 built on mbed TLS, as Debian's is, parses the whole system CA
+ * bundle in git_libgit2_init: a few milliseconds of CPU, more than the rest
+ * of a signed commit, for programs that never open a connection. While the
+ * library initialises, that parse is refused here (this definition comes
+ * before mbed TLS's own in the lookup order); at any other time the call
+ * goes through. A connection made later would find no trusted authority and
+ * fail, never trust more. A libgit2 on OpenSSL never calls it.
+ */
+static int initialising;
+
+int mbedtls_x509_crt_parse_file(void *chain, const char *path);
+
+int
+mbedtls_x509_crt_parse_file(void *chain, const char *path)
+{
+	static int (*real)(void *, const char *);
+
+	if (initialising)
+		return -0x2900;	/* MBEDTLS_ERR_X509_FILE_IO_ERROR */
+	if (real == NULL)
+		*(void **)&real = dlsym(RTLD_NEXT, "mbedtls_x509_crt_parse_file");
+	return real ? real(chain, path) : -0x2900;
+}
+
 static void
 init(void)
 {
 	static int done;
 
 	if (!done) {
+		initialising = 1;
 		git_libgit2_init();
+		initialising = 0;
 		done = 1;
 	}
 }
