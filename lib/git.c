@@ -1,3 +1,5 @@
+#include <sys/stat.h>
+
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
@@ -256,6 +258,7 @@ idem_git_commit(const char *const *files, size_t nfiles, const char *message,
 	}
 	for (i = 0; i < nfiles; i++) {
 		git_index_entry entry;
+		struct stat st;
 		size_t len;
 		char *data;
 
@@ -263,16 +266,39 @@ idem_git_commit(const char *const *files, size_t nfiles, const char *message,
 			goto out;
 		if ((data = idem_read_file(files[i], &len, err)) == NULL)
 			goto out;
+		if (stat(files[i], &st) < 0) {
+			free(data);
+			idem_error_set(err, IDEM_EXIT_ENV, "%s:", files[i]);
+			goto out;
+		}
 		memset(&entry, 0, sizeof(entry));
 		entry.mode = GIT_FILEMODE_BLOB;
 		entry.path = rel;
 		if (git_blob_create_from_buffer(&entry.id, repo, data, len) != 0 ||
-		    git_index_add(index, &entry) != 0 || git_index_add_bypath(repo_index, rel) != 0) {
+		    git_index_add(index, &entry) != 0) {
 			free(data);
 			git_fail(err, rel);
 			goto out;
 		}
 		free(data);
+		/* the work tree's entry: the blob just written and the file's
+		 * stat data, as git add would make it, without hashing and
+		 * writing the blob a second time */
+		entry.ctime.seconds = (int32_t)st.st_ctim.tv_sec;
+		entry.ctime.nanoseconds = (uint32_t)st.st_ctim.tv_nsec;
+		entry.mtime.seconds = (int32_t)st.st_mtim.tv_sec;
+		entry.mtime.nanoseconds = (uint32_t)st.st_mtim.tv_nsec;
+		entry.dev = (uint32_t)st.st_dev;
+		entry.ino = (uint32_t)st.st_ino;
+		entry.uid = (uint32_t)st.st_uid;
+		entry.gid = (uint32_t)st.st_gid;
+		entry.file_size = (uint32_t)st.st_size;
+		if (st.st_mode & S_IXUSR)
+			entry.mode = GIT_FILEMODE_BLOB_EXECUTABLE;
+		if (git_index_add(repo_index, &entry) != 0) {
+			git_fail(err, rel);
+			goto out;
+		}
 	}
 	if (git_index_write_tree_to(&tree_id, index, repo) != 0 ||
 	    git_tree_lookup(&tree, repo, &tree_id) != 0) {
