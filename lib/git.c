@@ -281,9 +281,9 @@ idem_git_commit(const char *const *files, size_t nfiles, const char *message,
 			goto out;
 		}
 		free(data);
-		/* the work tree's entry: the blob just written and the file's
-		 * stat data, as git add would make it, without hashing and
-		 * writing the blob a second time */
+		/* the work tree's entry: the blob and mode just committed with
+		 * the file's stat data, as git add would make it, without
+		 * hashing and writing the blob a second time */
 		entry.ctime.seconds = (int32_t)st.st_ctim.tv_sec;
 		entry.ctime.nanoseconds = (uint32_t)st.st_ctim.tv_nsec;
 		entry.mtime.seconds = (int32_t)st.st_mtim.tv_sec;
@@ -293,8 +293,6 @@ idem_git_commit(const char *const *files, size_t nfiles, const char *message,
 		entry.uid = (uint32_t)st.st_uid;
 		entry.gid = (uint32_t)st.st_gid;
 		entry.file_size = (uint32_t)st.st_size;
-		if (st.st_mode & S_IXUSR)
-			entry.mode = GIT_FILEMODE_BLOB_EXECUTABLE;
 		if (git_index_add(repo_index, &entry) != 0) {
 			git_fail(err, rel);
 			goto out;

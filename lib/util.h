@@ -51,8 +51,8 @@ char *idem_read_file_max(const char *path, size_t max, size_t *len, struct idem_
 /* Write data to a new file made from tmpl, a path that ends in XXXXXX as
  * for mkstemp, which becomes its name; mode 0644, synced. */
 int idem_write_temp_file(char *tmpl, const char *data, size_t len, struct idem_error *err);
-/* The same, not synced: for several files, each then synced with
- * idem_fsync_path, which costs one journal commit rather than one each. */
+/* The same, not synced: for several files, then synced with
+ * idem_fsync_path one by one or idem_fsync_paths all together. */
 int idem_write_temp_file_unsynced(char *tmpl, const char *data, size_t len,
 				  struct idem_error *err);
 int idem_fsync_path(const char *path, struct idem_error *err);
