@@ -1163,7 +1163,7 @@ static void
 publish(struct out_file *files, size_t n, const char *dir, int signed_record)
 {
 	char *date = idem_date_from_now(0), base[PATH_MAX], sig_name[PATH_MAX];
-	const char *name = seed_field("rehearsal");
+	const char *name = seed_field("rehearsal"), *tmps[IDEM_FSYNC_MAX];
 	struct idem_error err;
 	struct stat st;
 	unsigned long number;
@@ -1179,13 +1179,14 @@ publish(struct out_file *files, size_t n, const char *dir, int signed_record)
 		}
 		files[i].written = 1;
 	}
-	/* every byte on disk before any name is made; the first sync commits
-	 * them all on a journalling file system */
+	/* every byte on disk before any name is made, the files synced
+	 * together so that their waits on the disk overlap */
 	for (i = 0; i < n; i++)
-		if (idem_fsync_path(files[i].tmp, &err) < 0) {
-			unmake(files, n, 1);
-			idem_die_error(&err);
-		}
+		tmps[i] = files[i].tmp;
+	if (idem_fsync_paths(tmps, n, &err) < 0) {
+		unmake(files, n, 1);
+		idem_die_error(&err);
+	}
 	for (number = 1;; number++) {
 		int len = number == 1 ? snprintf(base, sizeof(base), "%s/%s-%s", dir, date, name) :
 		    snprintf(base, sizeof(base), "%s/%s-%s-%lu", dir, date, name, number);

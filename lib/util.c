@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -271,6 +272,56 @@ idem_fsync_path(const char *path, struct idem_error *err)
 	rc = fsync(fd);
 	close(fd);
 	return rc < 0 ? idem_error_set(err, IDEM_EXIT_ENV, "%s:", path) : 0;
+}
+
+struct fsync_job {
+	const char *path;
+	int error;
+};
+
+static void *
+fsync_job(void *arg)
+{
+	struct fsync_job *j = arg;
+	int fd = open(j->path, O_RDONLY | O_CLOEXEC);
+
+	j->error = 0;
+	if (fd < 0 || fsync(fd) < 0)
+		j->error = errno;
+	if (fd >= 0)
+		close(fd);
+	return NULL;
+}
+
+int
+idem_fsync_paths(const char *const *paths, size_t n, struct idem_error *err)
+{
+	struct fsync_job jobs[IDEM_FSYNC_MAX];
+	pthread_t threads[IDEM_FSYNC_MAX];
+	int started[IDEM_FSYNC_MAX] = { 0 };
+	size_t i;
+
+	if (n > IDEM_FSYNC_MAX)
+		return idem_error_set(err, IDEM_EXIT_USAGE, "%zu files to sync at once, more than %d",
+		    n, IDEM_FSYNC_MAX);
+	for (i = 0; i < n; i++)
+		jobs[i].path = paths[i];
+	for (i = 1; i < n; i++)
+		started[i] = pthread_create(&threads[i], NULL, fsync_job, &jobs[i]) == 0;
+	if (n > 0)
+		fsync_job(&jobs[0]);
+	for (i = 1; i < n; i++) {
+		if (started[i])
+			pthread_join(threads[i], NULL);
+		else
+			fsync_job(&jobs[i]);
+	}
+	for (i = 0; i < n; i++)
+		if (jobs[i].error != 0) {
+			errno = jobs[i].error;
+			return idem_error_set(err, IDEM_EXIT_ENV, "%s:", jobs[i].path);
+		}
+	return 0;
 }
 
 int

@@ -51,11 +51,17 @@ char *idem_read_file_max(const char *path, size_t max, size_t *len, struct idem_
 /* Write data to a new file made from tmpl, a path that ends in XXXXXX as
  * for mkstemp, which becomes its name; mode 0644, synced. */
 int idem_write_temp_file(char *tmpl, const char *data, size_t len, struct idem_error *err);
-/* The same, not synced: for several files, each then synced with
- * idem_fsync_path, which costs one journal commit rather than one each. */
+/* The same, not synced: for several files, then synced with
+ * idem_fsync_path one by one or idem_fsync_paths all together. */
 int idem_write_temp_file_unsynced(char *tmpl, const char *data, size_t len,
 				  struct idem_error *err);
 int idem_fsync_path(const char *path, struct idem_error *err);
+/* Syncs up to IDEM_FSYNC_MAX files at once, each in its own thread: every
+ * sync waits on the disk, and run together the waits overlap (on ext4
+ * without a journal each one is its own write and cache flush). 0 when
+ * every file is on disk; otherwise the first failing path, in order. */
+#define IDEM_FSYNC_MAX 8
+int idem_fsync_paths(const char *const *paths, size_t n, struct idem_error *err);
 
 /* Write data to path through a temporary file in the same directory and a
  * rename, so a failure leaves no partial file. */
