@@ -47,8 +47,9 @@ DEBS = make gcc libc6-dev pkg-config libpq-dev libssl-dev libyaml-dev libgit2-de
 # node and npm for the workers written with node-postgres (tests/node): any
 # node on PATH will do; Debian's is installed only when there is none.
 NODE_DEBS = nodejs npm
-# Chromium draws the record's timeline as a browser would, in the tests.
-CHECK_DEBS = chromium
+# Referees of the tests: Chromium draws the record's timeline as a browser
+# would; strace sees what mkrecord reads and syncs.
+CHECK_DEBS = chromium strace
 BENCH_DEBS = hyperfine
 FUZZ_DEBS = clang libclang-rt-14-dev
 
