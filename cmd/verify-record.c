@@ -20,6 +20,7 @@
 #include <jansson.h>
 #include <sodium.h>
 
+#include "approval.h"
 #include "evidence.h"
 #include "git.h"
 #include "path.h"
@@ -967,84 +968,6 @@ by_name(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The owner's approval of a record: RECORD.approval.sig, an SSHSIG in
- * namespace idem-approval over the record's exact bytes by a key that
- * allowed_signers permits in that namespace. text says "approved by
- * PRINCIPALS on DATE" (the date of the commit that last changed the
- * approval), or "awaiting approval", with the reason when an approval is
- * there but does not count. */
-struct approval {
-	char *principal;	/* NULL while the record awaits approval */
-	char *text;
-};
-
-static void
-approval_text(struct approval *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void
-approval_text(struct approval *a, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	if (vasprintf(&a->text, fmt, ap) < 0)
-		idem_die(IDEM_EXIT_ENV, "vasprintf:");
-	va_end(ap);
-}
-
-static void
-approval_free(struct approval *a)
-{
-	free(a->principal);
-	free(a->text);
-}
-
-static void
-check_approval(const char *record, struct approval *a)
-{
-	char sig_path[PATH_MAX + 16], *armor = NULL, *text = NULL, why[1200] = "", day[16];
-	struct idem_error err;
-	struct idem_sig sig;
-	size_t armor_len, len;
-	struct tm tm;
-	time_t when;
-	int committed = 0;
-
-	a->principal = NULL;
-	snprintf(sig_path, sizeof(sig_path), "%s.approval.sig", record);
-	if (access(sig_path, F_OK) != 0 && errno == ENOENT) {
-		approval_text(a, "awaiting approval");
-		return;
-	}
-	if ((armor = idem_read_file_max(sig_path, IDEM_SIG_ARMOR_MAX, &armor_len, &err)) == NULL ||
-	    (text = idem_read_file_max(record, idem_record_limits.bytes, &len, &err)) == NULL ||
-	    idem_sig_parse(&sig, armor, armor_len, "idem-approval", &err) < 0) {
-		snprintf(why, sizeof(why), "%s", err.text);
-	} else if ((a->principal = idem_signers_find(signers, sig.public_key, "idem-approval",
-	    time(NULL), &err)) == NULL) {
-		snprintf(why, sizeof(why), "%s (%s)", err.text, signers_path);
-	} else if (idem_sig_check(&sig, "idem-approval", text, len, &err) < 0) {
-		/* it signs other bytes: an earlier version of the record */
-		snprintf(why, sizeof(why), "it does not verify against the record as it is: it "
-		    "approves another version");
-		free(a->principal);
-		a->principal = NULL;
-	}
-	free(armor);
-	free(text);
-	if (a->principal == NULL) {
-		approval_text(a, "awaiting approval (%s: %s)", sig_path, why);
-		return;
-	}
-	if (idem_git_last_change(sig_path, &when, &committed, &err) < 0 || !committed ||
-	    gmtime_r(&when, &tm) == NULL) {
-		approval_text(a, "approved by %s, approval not committed", a->principal);
-		return;
-	}
-	strftime(day, sizeof(day), "%Y-%m-%d", &tm);
-	approval_text(a, "approved by %s on %s", a->principal, day);
-}
-
 /* The entries of the audit, kept for the summary of -m. */
 static struct entry {
 	char *kind, *id, *status, *detail;
@@ -1223,7 +1146,7 @@ static void
 summary_record(FILE *f, const char *path, const struct check *c)
 {
 	const char *status = c ? worst_status(path) : "removed";
-	struct approval a;
+	struct idem_approval a;
 	size_t i;
 	int stale = 0;
 
@@ -1263,11 +1186,11 @@ summary_record(FILE *f, const char *path, const struct check *c)
 		md_text(f, str(c->record, "next_review") ? str(c->record, "next_review") : "none");
 		fputc('\n', f);
 	}
-	check_approval(path, &a);
+	idem_approval_check(path, signers, signers_path, &a);
 	fputs("- **approval:** ", f);
 	md_text(f, a.text);
 	fputs("\n\n", f);
-	approval_free(&a);
+	idem_approval_free(&a);
 }
 
 /* The record a file of the records directory belongs to: its .yaml, .sig,
@@ -1757,7 +1680,7 @@ history(const char *dir, const char *since, int format, int commits_only, const 
 	}
 	for (i = 0; i < nnames; i++) {
 		struct check *c = &checks[i];
-		struct approval approval;
+		struct idem_approval approval;
 		const char *status = NULL;
 		int newest = 1;
 
@@ -1777,7 +1700,7 @@ history(const char *dir, const char *since, int format, int commits_only, const 
 			bad = 1;
 		}
 		staleness(c, now, newest, db, detail, sizeof(detail));
-		check_approval(c->path, &approval);
+		idem_approval_check(c->path, signers, signers_path, &approval);
 		if (*detail) {
 			emit(format, "record", c->path, "stale", detail, c->path, 0);
 			bad = 1;
@@ -1797,7 +1720,7 @@ history(const char *dir, const char *since, int format, int commits_only, const 
 			emit(format, "record", c->path, "ok", ok, c->path, 0);
 			free(ok);
 		}
-		approval_free(&approval);
+		idem_approval_free(&approval);
 	}
 	if (summary_path != NULL)
 		write_summary(dir, since, checks, nnames, bad);
