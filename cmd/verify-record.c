@@ -28,6 +28,7 @@
 #include "queue.h"
 #include "seed.h"
 #include "sig.h"
+#include "summary.h"
 #include "tsv.h"
 #include "util.h"
 #include "yamljson.h"
@@ -92,18 +93,11 @@ check_free(struct check *c)
 	json_decref(c->record);
 }
 
+/* Short names for the lookups made everywhere below. */
 static const char *
 str(const json_t *o, const char *path)
 {
-	char key[128];
-	const char *dot;
-
-	while ((dot = strchr(path, '.')) != NULL) {
-		snprintf(key, sizeof(key), "%.*s", (int)(dot - path), path);
-		o = json_object_get(o, key);
-		path = dot + 1;
-	}
-	return json_string_value(json_object_get(o, path));
+	return idem_json_str(o, path);
 }
 
 /* A line ssh-keygen would refuse trusts nobody, and is named, as
@@ -199,7 +193,7 @@ check_seed(struct check *c)
 static long long
 num(const json_t *o, const char *key)
 {
-	return (long long)json_integer_value(json_object_get(o, key));
+	return idem_json_num(o, key);
 }
 
 /* What the count rows of the after phase add up to, and their digest. */
@@ -968,333 +962,30 @@ by_name(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The entries of the audit, kept for the summary of -m. */
-static struct entry {
-	char *kind, *id, *status, *detail;
-} *entries;
-static size_t nentries;
+/* The audit's entries, kept for the summary of -m (summary_path). */
+static struct idem_summary summary;
 static const char *summary_path;
 static int require_approval;
 
-static void
-keep_entry(const char *kind, const char *id, const char *status, const char *detail)
-{
-	entries = idem_ereallocarray(entries, nentries + 1, sizeof(*entries));
-	entries[nentries++] = (struct entry){ idem_estrdup(kind), idem_estrdup(id),
-		idem_estrdup(status), idem_estrdup(detail) };
-}
-
-/* Text in Markdown as it reads: the characters that would format it are
- * escaped, a line break is a space. */
-static void
-md_text(FILE *f, const char *s)
-{
-	for (; s && *s; s++) {
-		if (*s == '\n' || *s == '\r' || *s == '\t')
-			fputc(' ', f);
-		else {
-			if (strchr("\\`*_[]<>|~#", *s) != NULL)
-				fputc('\\', f);
-			fputc(*s, f);
-		}
-	}
-}
-
-/* A code span that holds any text: fenced by one backtick more than the
- * longest run inside it. */
-static void
-md_code(FILE *f, const char *s)
-{
-	size_t run = 0, longest = 0, i;
-	const char *p;
-
-	for (p = s; *p; p++) {
-		run = *p == '`' ? run + 1 : 0;
-		longest = run > longest ? run : longest;
-	}
-	for (i = 0; i <= longest; i++)
-		fputc('`', f);
-	if (*s == '`' || (*s && s[strlen(s) - 1] == '`') || longest > 0)
-		fputc(' ', f);
-	for (p = s; *p; p++)
-		fputc(*p == '\n' || *p == '\r' ? ' ' : *p, f);
-	if (*s == '`' || (*s && s[strlen(s) - 1] == '`') || longest > 0)
-		fputc(' ', f);
-	for (i = 0; i <= longest; i++)
-		fputc('`', f);
-}
-
-/* The worst status of a record's entries: FAIL, warn, stale, then ok. */
-static const char *
-worst_status(const char *path)
-{
-	static const char *const order[] = { "FAIL", "warn", "stale", "ok" };
-	size_t i, k;
-
-	for (k = 0; k < 4; k++)
-		for (i = 0; i < nentries; i++)
-			if (strcmp(entries[i].kind, "record") == 0 && strcmp(entries[i].id, path) == 0 &&
-			    strcmp(entries[i].status, order[k]) == 0)
-				return order[k];
-	return "ok";
-}
-
-/* The totals a reviewer reads first, each against what the seed expected. */
-static void
-summary_counts(FILE *f, const json_t *record)
-{
-	static const char *const names[] = { "effects", "duplicates", "missing", "pending", "external",
-		"external_duplicates", NULL };
-	const json_t *totals = json_object_get(json_object_get(record, "counts"), "totals"), *t;
-	size_t i;
-	int first = 1;
-
-	fputs("- **counts:** ", f);
-	for (i = 0; names[i]; i++) {
-		long long e, o;
-
-		if ((t = json_object_get(totals, names[i])) == NULL)
-			continue;
-		e = num(t, "expected");
-		o = num(t, "observed");
-		fprintf(f, "%s%s%s %lld (expected %lld)%s", first ? "" : ", ", e != o ? "**" : "",
-		    names[i], o, e, e != o ? "**" : "");
-		first = 0;
-	}
-	fputs(first ? "none recorded\n" : "\n", f);
-}
-
-static void
-summary_guard(FILE *f, const json_t *record)
-{
-	const json_t *g, *declared = json_object_get(record, "declared_guard");
-	size_t i;
-
-	fputs("- **guard:** ", f);
-	json_array_foreach(json_object_get(record, "guards"), i, g) {
-		fputs(i > 0 ? "; " : "", f);
-		md_text(f, str(g, "kind") ? str(g, "kind") : "none");
-		if (str(g, "name")) {
-			fputc(' ', f);
-			md_code(f, str(g, "name"));
-		}
-		if (str(g, "definition")) {
-			fputc(' ', f);
-			md_code(f, str(g, "definition"));
-		}
-	}
-	if (json_array_size(json_object_get(record, "guards")) == 0)
-		fputs("none found", f);
-	fputs(", probe: ", f);
-	md_text(f, str(record, "probe.result") ? str(record, "probe.result") : "none");
-	if (json_is_object(declared) && str(declared, "table")) {
-		fputs("; declared on ", f);
-		md_code(f, str(declared, "table"));
-		fputs(", probe: ", f);
-		md_text(f, str(declared, "probe.result") ? str(declared, "probe.result") : "none");
-	}
-	fputc('\n', f);
-}
-
-/* The kill points reached and missed, the first few of each named. */
-static void
-summary_kills(FILE *f, const json_t *record)
-{
-	const json_t *kills = json_object_get(record, "kill_points"), *missed = json_object_get(record,
-	    "missed"), *k;
-	enum { SHOWN = 10 };
-	size_t i;
-
-	fprintf(f, "- **kill points:** %zu reached", json_array_size(kills));
-	json_array_foreach(kills, i, k) {
-		if (i == SHOWN) {
-			fprintf(f, ", and %zu more", json_array_size(kills) - SHOWN);
-			break;
-		}
-		fputs(i == 0 ? ": " : ", ", f);
-		md_text(f, str(k, "step"));
-		fputs(" (", f);
-		md_code(f, str(k, "job") ? str(k, "job") : "");
-		fprintf(f, ", attempt %lld", num(k, "attempt"));
-		if (json_is_integer(json_object_get(k, "recovery_ms")))
-			fprintf(f, ", recovered in %lld ms", num(k, "recovery_ms"));
-		fputc(')', f);
-	}
-	if (json_array_size(missed) == 0) {
-		fputs("; none missed\n", f);
-		return;
-	}
-	fprintf(f, "; **%zu missed**", json_array_size(missed));
-	json_array_foreach(missed, i, k) {
-		if (i == SHOWN) {
-			fprintf(f, ", and %zu more", json_array_size(missed) - SHOWN);
-			break;
-		}
-		fputs(i == 0 ? ": " : ", ", f);
-		md_text(f, str(k, "what"));
-		fputc(' ', f);
-		md_text(f, str(k, "step"));
-		fputs(" (", f);
-		md_code(f, str(k, "job") ? str(k, "job") : "");
-		fputc(')', f);
-	}
-	fputc('\n', f);
-}
-
-/* One record as a reviewer reads it in the pull request. */
-static void
-summary_record(FILE *f, const char *path, const struct check *c)
-{
-	const char *status = c ? worst_status(path) : "removed";
-	struct idem_approval a;
-	size_t i;
-	int stale = 0;
-
-	fprintf(f, "### %s ", status);
-	md_code(f, path);
-	fputs("\n\n", f);
-	if (c == NULL) {
-		fputs("The change removes this record.\n\n", f);
-		return;
-	}
-	for (i = 0; i < nentries; i++)
-		if (strcmp(entries[i].kind, "record") == 0 && strcmp(entries[i].id, path) == 0 &&
-		    strcmp(entries[i].status, "ok") != 0) {
-			fprintf(f, "- **%s:** ", entries[i].status);
-			md_text(f, entries[i].detail);
-			fputc('\n', f);
-			stale |= strcmp(entries[i].status, "stale") == 0;
-		}
-	if (c->nreasons > 0) {
-		fputc('\n', f);
-		return;
-	}
-	fputs("- **verdict:** ", f);
-	md_text(f, str(c->record, "verdict"));
-	if (str(c->record, "expected_verdict")) {
-		fputs(", the seed expects ", f);
-		md_text(f, str(c->record, "expected_verdict"));
-	}
-	fputs("; signed by ", f);
-	md_text(f, c->principal);
-	fputc('\n', f);
-	summary_counts(f, c->record);
-	summary_guard(f, c->record);
-	summary_kills(f, c->record);
-	if (!stale) {
-		fputs("- **staleness:** not stale; next review ", f);
-		md_text(f, str(c->record, "next_review") ? str(c->record, "next_review") : "none");
-		fputc('\n', f);
-	}
-	idem_approval_check(path, signers, signers_path, &a);
-	fputs("- **approval:** ", f);
-	md_text(f, a.text);
-	fputs("\n\n", f);
-	idem_approval_free(&a);
-}
-
-/* The record a file of the records directory belongs to: its .yaml, .sig,
- * .approval.sig or handoff; NULL for another file. */
-static char *
-record_of(const char *name)
-{
-	static const char *const suffixes[] = { ".yaml.approval.sig", ".yaml.sig", ".yaml", ".md", NULL };
-	size_t len = strlen(name), s, n;
-	char *out;
-
-	for (s = 0; suffixes[s]; s++) {
-		n = strlen(suffixes[s]);
-		if (len > n && strcmp(name + len - n, suffixes[s]) == 0) {
-			if (asprintf(&out, "%.*s.yaml", (int)(len - n), name) < 0)
-				idem_die(IDEM_EXIT_ENV, "asprintf:");
-			return out;
-		}
-	}
-	return NULL;
-}
-
-/*
- * The Markdown summary of -m: the overall result, the commits that fail,
- * then each record the change adds or touches (every record without -s):
- * its audit, verdict, counts, guard, kill points, staleness and approval.
- * Written whole, through a temporary file, however the audit ends.
- */
+/* The summary of -m, of the records checked. */
 static void
 write_summary(const char *dir, const char *since, const struct check *checks, size_t nchecks,
 	      int bad)
 {
-	char *buf = NULL, **changed = NULL, **shown = NULL, *name;
-	size_t len = 0, nchanged = 0, nshown = 0, ncommits = 0, nunsigned = 0, i, j;
+	struct idem_summary_record *records = idem_ereallocarray(NULL, nchecks + 1, sizeof(*records));
 	struct idem_error err;
-	FILE *f = open_memstream(&buf, &len);
+	size_t i;
 
-	if (f == NULL)
-		idem_die(IDEM_EXIT_ENV, "open_memstream:");
-	if (since != NULL && idem_git_changed(dir, since, &changed, &nchanged, &err) < 0)
+	for (i = 0; i < nchecks; i++)
+		records[i] = (struct idem_summary_record){ checks[i].path, checks[i].principal,
+			checks[i].record, checks[i].nreasons > 0 };
+	summary.dir = dir;
+	summary.since = since;
+	summary.signers = signers;
+	summary.signers_path = signers_path;
+	if (idem_summary_write(&summary, summary_path, records, nchecks, bad, &err) < 0)
 		idem_die_error(&err);
-	for (i = 0; since != NULL && i < nchanged; i++) {
-		char *path;
-
-		if ((name = record_of(changed[i])) == NULL)
-			continue;
-		if (asprintf(&path, "%s/%s", dir, name) < 0)
-			idem_die(IDEM_EXIT_ENV, "asprintf:");
-		free(name);
-		for (j = 0; j < nshown && strcmp(shown[j], path) != 0; j++)
-			;
-		if (j < nshown) {
-			free(path);
-			continue;
-		}
-		shown = idem_ereallocarray(shown, nshown + 1, sizeof(char *));
-		shown[nshown++] = path;
-	}
-	for (i = 0; since == NULL && i < nchecks; i++) {
-		shown = idem_ereallocarray(shown, nshown + 1, sizeof(char *));
-		shown[nshown++] = idem_estrdup(checks[i].path);
-	}
-	for (i = 0; i < nentries; i++)
-		if (strcmp(entries[i].kind, "commit") == 0) {
-			ncommits++;
-			nunsigned += strcmp(entries[i].status, "ok") != 0;
-		}
-	fprintf(f, "## idem records: the check %s\n\n", bad ? "fails" : "passes");
-	fprintf(f, "%zu record%s ", nshown, nshown == 1 ? "" : "s");
-	if (since != NULL) {
-		fputs("added, changed or removed since ", f);
-		md_code(f, since);
-	} else {
-		fputs("in ", f);
-		md_code(f, dir);
-	}
-	fprintf(f, "; %zu commit%s touching ", ncommits, ncommits == 1 ? "" : "s");
-	md_code(f, dir);
-	if (nunsigned > 0)
-		fprintf(f, ", **%zu not signed by a trusted key**.\n\n", nunsigned);
-	else
-		fputs(ncommits > 0 ? ", all signed by trusted keys.\n\n" : ".\n\n", f);
-	for (i = 0; i < nentries; i++)
-		if (strcmp(entries[i].kind, "commit") == 0 && strcmp(entries[i].status, "ok") != 0) {
-			fprintf(f, "- **%s** commit ", entries[i].status);
-			md_code(f, entries[i].id);
-			fputs(": ", f);
-			md_text(f, entries[i].detail);
-			fputc('\n', f);
-		}
-	if (nunsigned > 0)
-		fputc('\n', f);
-	for (i = 0; i < nshown; i++) {
-		for (j = 0; j < nchecks && strcmp(checks[j].path, shown[i]) != 0; j++)
-			;
-		summary_record(f, shown[i], j < nchecks ? &checks[j] : NULL);
-	}
-	if (fclose(f) != 0)
-		idem_die(IDEM_EXIT_ENV, "writing the summary:");
-	if (idem_write_file_atomic(summary_path, buf, len, &err) < 0)
-		idem_die_error(&err);
-	free(buf);
-	idem_free_list(changed, nchanged);
-	idem_free_list(shown, nshown);
+	free(records);
 }
 
 /* One entry of the audit. In GitHub's form, file (with line when it is
@@ -1305,7 +996,7 @@ emit(int format, const char *kind, const char *id, const char *status, const cha
      const char *file, long line)
 {
 	if (summary_path != NULL)
-		keep_entry(kind, id, status, detail);
+		idem_summary_keep(&summary, kind, id, status, detail);
 	switch (format) {
 	case OUT_TSV: {
 		const char *row[4] = { kind, id, status, detail };
@@ -1815,13 +1506,7 @@ main(int argc, char *argv[])
 			check_free(&chk);
 		}
 	}
-	for (i = 0; (size_t)i < nentries; i++) {
-		free(entries[i].kind);
-		free(entries[i].id);
-		free(entries[i].status);
-		free(entries[i].detail);
-	}
-	free(entries);
+	idem_summary_free(&summary);
 	idem_signers_free(signers);
 	idem_git_close();
 	for (i = 0; (size_t)i < nseed_cache; i++) {
