@@ -6,7 +6,6 @@
  * rows. See idem-step(7) for the kill points and the protocol. */
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <errno.h>
@@ -20,7 +19,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <jansson.h>
 #include <libpq-fe.h>
 #include <sodium.h>
 
@@ -32,6 +30,7 @@
 #include "pg.h"
 #include "queue.h"
 #include "role.h"
+#include "runrows.h"
 #include "seed.h"
 #include "step.h"
 #include "tsv.h"
@@ -1376,160 +1375,38 @@ static void
 write_calls(void)
 {
 	struct idem_vendor_call *const *calls;
-	size_t n, i;
+	size_t n;
 
 	if (k.vendor == NULL)
 		return;
 	idem_vendor_stop(k.vendor, &calls, &n);
-	for (i = 0; i < n; i++) {
-		const struct idem_vendor_call *c = calls[i];
-		char at[32], worker[16], pid[16], status[16];
-		const char *row[12];
-
-		idem_format_time(c->at_us + k.skew_us, at);
-		snprintf(worker, sizeof(worker), "%d", c->worker);
-		snprintf(pid, sizeof(pid), "%d", (int)c->pid);
-		snprintf(status, sizeof(status), "%d", c->status);
-		row[0] = at;
-		row[1] = worker;
-		row[2] = pid;
-		row[3] = c->method;
-		row[4] = c->path;
-		row[5] = c->idempotency_key;
-		row[6] = c->body_sha256;
-		row[7] = c->business_key;
-		row[8] = status;
-		/* a request cut short before it was answered took no effect */
-		row[9] = *c->answer ? c->answer : "error";
-		row[10] = c->effect ? "yes" : "no";
-		row[11] = c->response_id;
-		if (idem_tsv_write_row(k.out, "call", row, 12) < 0)
-			idem_die(IDEM_EXIT_ENV, "holding the rows:");
-	}
+	if (idem_runrows_calls(k.out, calls, n, k.skew_us) < 0)
+		idem_die(IDEM_EXIT_ENV, "holding the rows:");
 }
 
-
-static int
-regular_file(const char *path)
-{
-	struct stat st;
-
-	return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-/* The file execvp(3) runs for a name: itself when it holds a slash, else
- * the first executable regular file of that name along PATH; NULL when
- * there is none. */
-static char *
-resolve_executable(const char *name)
-{
-	const char *path = getenv("PATH"), *p, *colon;
-	char *file;
-
-	if (*name == '\0')
-		return NULL;
-	if (strchr(name, '/'))
-		return regular_file(name) ? idem_estrdup(name) : NULL;
-	if (path == NULL)
-		path = "/bin:/usr/bin";
-	for (p = path;; p = colon + 1) {
-		size_t len;
-
-		colon = strchr(p, ':');
-		len = colon ? (size_t)(colon - p) : strlen(p);
-		/* an empty entry is the current directory */
-		if (asprintf(&file, "%.*s%s%s", (int)len, p, len ? "/" : "", name) < 0)
-			idem_die(IDEM_EXIT_ENV, "asprintf:");
-		if (regular_file(file) && access(file, X_OK) == 0)
-			return file;
-		free(file);
-		if (colon == NULL)
-			return NULL;
-	}
-}
-
-/* The worker row: the argument vector kill-at executes, the file it runs
- * and the first later argument that names a regular file, with their
- * hashes. For the seed's command run by the shell, the words of the
- * command text, split at blanks, stand for the arguments. */
+/* The worker row: the argument vector kill-at executes and the files it
+ * runs, with their hashes. */
 static void
 write_worker(void)
 {
-	json_t *argv_json = json_array();
-	char **words = NULL, *text = NULL, *word, *save, *argv_text, *executable = NULL;
-	char executable_sha256[65], script_sha256[65];
-	const char *row[5] = { NULL, NULL, NULL, NULL, NULL };
-	size_t nwords = 0, i;
-
-	for (i = 0; k.command[i] != NULL; i++)
-		json_array_append_new(argv_json, json_string(k.command[i]));
-	argv_text = idem_json_canonical(argv_json);
-	json_decref(argv_json);
-	if (k.command == k.shell) {
-		text = idem_estrdup(k.worker_command);
-		for (word = strtok_r(text, " \t\n", &save); word; word = strtok_r(NULL, " \t\n", &save)) {
-			words = idem_ereallocarray(words, nwords + 1, sizeof(*words));
-			words[nwords++] = word;
-		}
-	} else {
-		for (nwords = 0; k.command[nwords] != NULL; nwords++)
-			;
-		words = idem_ereallocarray(NULL, nwords + 1, sizeof(*words));
-		memcpy(words, k.command, nwords * sizeof(*words));
-	}
-	row[0] = argv_text;
-	if (nwords > 0 && (executable = resolve_executable(words[0])) != NULL) {
-		row[1] = executable;
-		if (idem_sha256_file(executable, executable_sha256) == 0)
-			row[2] = executable_sha256;
-	}
-	for (i = 1; i < nwords; i++)
-		if (regular_file(words[i]) && idem_sha256_file(words[i], script_sha256) == 0) {
-			row[3] = words[i];
-			row[4] = script_sha256;
-			break;
-		}
-	if (idem_tsv_write_row(k.out, "worker", row, 5) < 0)
+	if (idem_runrows_worker(k.out, k.command, k.command == k.shell ? k.worker_command : NULL) < 0)
 		idem_die(IDEM_EXIT_ENV, "holding the rows:");
-	free(executable);
-	free(argv_text);
-	free(words);
-	free(text);
 }
 
 /* The missed rows: every kill point and race the run did not reach. */
 static void
 write_missed(void)
 {
-	char attempt[24];
-	const char *row[5];
 	size_t i;
 
-	for (i = 0; i < k.nkills; i++) {
-		const struct kill_point *kp = &k.kills[i];
-
-		if (kp->fired)
-			continue;
-		snprintf(attempt, sizeof(attempt), "%lld", kp->attempt);
-		row[0] = "kill";
-		row[1] = kp->scenario;
-		row[2] = kp->job_id;
-		row[3] = attempt;
-		row[4] = kp->step;
-		if (idem_tsv_write_row(k.out, "missed", row, 5) < 0)
+	for (i = 0; i < k.nkills; i++)
+		if (!k.kills[i].fired && idem_runrows_missed(k.out, "kill", k.kills[i].scenario,
+		    k.kills[i].job_id, k.kills[i].attempt, k.kills[i].step) < 0)
 			idem_die(IDEM_EXIT_ENV, "holding the rows:");
-	}
-	for (i = 0; i < k.nraces; i++) {
-		if (k.races[i].done)
-			continue;
-		row[0] = "race";
-		row[1] = k.races[i].scenario;
-		row[2] = k.races[i].business_key;
-		row[3] = NULL;
-		row[4] = k.races[i].step;
-		if (idem_tsv_write_row(k.out, "missed", row, 5) < 0)
+	for (i = 0; i < k.nraces; i++)
+		if (!k.races[i].done && idem_runrows_missed(k.out, "race", k.races[i].scenario,
+		    k.races[i].business_key, 0, k.races[i].step) < 0)
 			idem_die(IDEM_EXIT_ENV, "holding the rows:");
-	}
 }
 
 /*
@@ -1578,16 +1455,6 @@ write_evidence(void)
 }
 
 static void
-free_list(char **list, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		free(list[i]);
-	free(list);
-}
-
-static void
 free_all(void)
 {
 	size_t i;
@@ -1606,9 +1473,9 @@ free_all(void)
 	free(k.key_columns);
 	free(k.worker_command);
 	free(k.database_url);
-	free_list(k.scenario_names, k.nscenarios);
-	free_list(k.scenario_faults, k.nscenarios);
-	free_list(k.scenario_steps, k.nscenarios);
+	idem_free_list(k.scenario_names, k.nscenarios);
+	idem_free_list(k.scenario_faults, k.nscenarios);
+	idem_free_list(k.scenario_steps, k.nscenarios);
 	free(k.scenario_attempts);
 	for (i = 0; i < k.njobs; i++) {
 		free(k.jobs[i].id);
