@@ -4,12 +4,10 @@
  * release them in a recorded order, wait until every published message is
  * acked, and append the evidence: step, kill, log, attempt and recover
  * rows. See idem-step(7) for the kill points and the protocol. */
-#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <poll.h>
 #include <signal.h>
@@ -36,6 +34,7 @@
 #include "tsv.h"
 #include "util.h"
 #include "vendor.h"
+#include "worker.h"
 
 #define MAX_WORKERS 16
 #define MAX_RESTARTS 20
@@ -100,15 +99,6 @@ struct session {
 	pid_t pid;
 };
 
-struct worker {
-	pid_t pid;			/* 0 when not running */
-	int out;			/* its stdout and stderr, or -1 */
-	char *partial;			/* a log line not yet ended */
-	size_t partial_len;
-	int killed;			/* killed by us at a step: restart it */
-	int restarts;
-};
-
 struct client {
 	struct idem_step_peer peer;
 	int worker;
@@ -152,7 +142,7 @@ static struct {
 	char **command;
 	char *shell[4];			/* the seed's command, run by the shell */
 	int nworkers;
-	struct worker workers[MAX_WORKERS];
+	struct idem_worker workers[MAX_WORKERS];
 	struct client *clients;
 	size_t nclients;
 	struct idem_evidence *ev;	/* the steps, kills and lines seen */
@@ -477,64 +467,43 @@ tell_vendor(void)
 	idem_vendor_workers(k.vendor, groups, k.nworkers);
 }
 
+/* The worker's environment, set in the child: where kill-at listens, the
+ * queue, the vendor double and the database. */
+static void
+worker_env(void *ctx)
+{
+	int index = *(const int *)ctx;
+	char value[32];
+
+	setenv("IDEM_STEP_SOCK", k.server.path, 1);
+	setenv("IDEM_QUEUE", k.queue, 1);
+	setenv("IDEM_QUEUE_KIND", k.queue_kind, 1);
+	snprintf(value, sizeof(value), "%lld", k.visibility_timeout_ms);
+	setenv("IDEM_VISIBILITY_TIMEOUT_MS", value, 1);
+	setenv("IDEM_RECONCILIATION_OWNER", k.owner, 1);
+	if (k.vendor != NULL)
+		setenv("IDEM_VENDOR_URL", idem_vendor_url(k.vendor), 1);
+	if (k.conninfo != NULL)
+		setenv("IDEM_DATABASE", k.conninfo, 1);
+	/* the database kill-at is connected to, for clients that read no conninfo */
+	setenv("DATABASE_URL", k.database_url, 1);
+	setenv("IDEM_DATABASE_URL", k.database_url, 1);
+	snprintf(value, sizeof(value), "%d", index);
+	setenv("IDEM_WORKER", value, 1);
+	if (k.account != NULL)
+		idem_role_setenv(&k.role, k.conn);
+}
+
 static void
 spawn(int index)
 {
-	struct worker *wk = &k.workers[index];
-	int out[2];
-	pid_t parent = getpid(), pid;
-	char value[32];
+	struct idem_error err;
 
 	if (k.database_url == NULL)
 		k.database_url = idem_pg_url_of(k.conn);
-	if (pipe2(out, O_CLOEXEC) < 0)
-		idem_die(IDEM_EXIT_ENV, "pipe:");
-	fflush(NULL);
-	if ((pid = fork()) < 0)
-		idem_die(IDEM_EXIT_ENV, "fork:");
-	if (pid == 0) {
-		sigset_t none;
-		int devnull = open("/dev/null", O_RDONLY);
-
-		setpgid(0, 0);
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(127);
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		if (devnull >= 0)
-			dup2(devnull, 0);
-		dup2(out[1], 1);
-		dup2(out[1], 2);
-		setenv("IDEM_STEP_SOCK", k.server.path, 1);
-		setenv("IDEM_QUEUE", k.queue, 1);
-		setenv("IDEM_QUEUE_KIND", k.queue_kind, 1);
-		snprintf(value, sizeof(value), "%lld", k.visibility_timeout_ms);
-		setenv("IDEM_VISIBILITY_TIMEOUT_MS", value, 1);
-		setenv("IDEM_RECONCILIATION_OWNER", k.owner, 1);
-		if (k.vendor != NULL)
-			setenv("IDEM_VENDOR_URL", idem_vendor_url(k.vendor), 1);
-		if (k.conninfo != NULL)
-			setenv("IDEM_DATABASE", k.conninfo, 1);
-		/* the database kill-at is connected to, for clients that read no conninfo */
-		setenv("DATABASE_URL", k.database_url, 1);
-		setenv("IDEM_DATABASE_URL", k.database_url, 1);
-		snprintf(value, sizeof(value), "%d", index);
-		setenv("IDEM_WORKER", value, 1);
-		if (k.account != NULL)
-			idem_role_setenv(&k.role, k.conn);
-		execvp(k.command[0], k.command);
-		fprintf(stderr, "kill-at: %s: %s\n", k.command[0], strerror(errno));
-		_exit(127);
-	}
-	setpgid(pid, pid);
-	close(out[1]);
-	fcntl(out[0], F_SETFL, O_NONBLOCK);
-	if (write(k.watchdog_fd, &pid, sizeof(pid)) != (ssize_t)sizeof(pid))
-		idem_warn("the watchdog is gone: workers may outlive a killed kill-at");
-	wk->pid = pid;
-	wk->out = out[0];
-	wk->killed = 0;
+	if (idem_worker_start(&k.workers[index], k.command, k.watchdog_fd, worker_env, &index,
+	    &err) < 0)
+		idem_die_error(&err);
 	tell_vendor();
 }
 
@@ -575,8 +544,7 @@ race_for(const char *job_id, const char *step)
 static void
 kill_worker_group(int index, int sig)
 {
-	if (k.workers[index].pid > 0)
-		kill(-k.workers[index].pid, sig);
+	idem_worker_signal(&k.workers[index], sig);
 }
 
 /* The first of a race has ended its attempt: release the second. */
@@ -675,13 +643,7 @@ handle_step(size_t ci, const struct idem_step_line *l)
 static int
 worker_of(pid_t pid)
 {
-	pid_t group = getpgid(pid);
-	int i;
-
-	for (i = 0; i < k.nworkers; i++)
-		if (k.workers[i].pid > 0 && (k.workers[i].pid == pid || k.workers[i].pid == group))
-			return i;
-	return -1;
+	return idem_worker_of(k.workers, k.nworkers, pid);
 }
 
 static void
@@ -731,38 +693,17 @@ read_client(size_t ci)
 }
 
 static void
+worker_line(void *ctx, const char *text, size_t len)
+{
+	int index = *(const int *)ctx;
+
+	record_log(index, k.workers[index].pid, text, len);
+}
+
+static void
 read_worker_output(int index, int final)
 {
-	struct worker *wk = &k.workers[index];
-	char buf[8192];
-	ssize_t got;
-	char *start, *nl;
-
-	while (wk->out >= 0 && (got = read(wk->out, buf, sizeof(buf))) != 0) {
-		if (got < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN && !final)
-				return;
-			break;
-		}
-		wk->partial = idem_erealloc(wk->partial, wk->partial_len + (size_t)got + 1);
-		memcpy(wk->partial + wk->partial_len, buf, (size_t)got);
-		wk->partial_len += (size_t)got;
-		start = wk->partial;
-		while ((nl = memchr(start, '\n', wk->partial_len - (size_t)(start - wk->partial))) != NULL) {
-			record_log(index, wk->pid, start, (size_t)(nl - start));
-			start = nl + 1;
-		}
-		wk->partial_len -= (size_t)(start - wk->partial);
-		memmove(wk->partial, start, wk->partial_len);
-	}
-	if (wk->partial_len > 0)
-		record_log(index, wk->pid, wk->partial, wk->partial_len);
-	wk->partial_len = 0;
-	if (wk->out >= 0)
-		close(wk->out);
-	wk->out = -1;
+	idem_worker_read(&k.workers[index], final, worker_line, &index);
 }
 
 /* The database's side: points armed for the kill points and races, the
@@ -1192,15 +1133,12 @@ reap(void)
 				    WTERMSIG(status));
 			record_log(i, pid, note, strlen(note));
 		}
-		k.workers[i].pid = 0;
+		idem_worker_ended(&k.workers[i], k.watchdog_fd);
 		tell_vendor();
-		pid = -pid;
-		if (write(k.watchdog_fd, &pid, sizeof(pid)) != (ssize_t)sizeof(pid))
-			idem_warn("the watchdog is gone: workers may outlive a killed kill-at");
 		if (k.stopping)
 			continue;
 		if (!k.workers[i].killed && WIFEXITED(status) && WEXITSTATUS(status) == 127) {
-			idem_evidence_print_log(k.ev, stderr, -pid);
+			idem_evidence_print_log(k.ev, stderr, pid);
 			idem_die(IDEM_EXIT_ENV, "worker %d could not be started (status 127): %s", i,
 			    k.command[0]);
 		}
