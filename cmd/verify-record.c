@@ -23,10 +23,9 @@
 #include "evidence.h"
 #include "git.h"
 #include "pg.h"
-#include "queue.h"
 #include "rerun.h"
-#include "seed.h"
 #include "sig.h"
+#include "staleness.h"
 #include "summary.h"
 #include "tsv.h"
 #include "util.h"
@@ -56,13 +55,6 @@ static struct seed_hash {
 } *seed_cache;
 static size_t nseed_cache;
 static struct idem_signers *signers;
-
-/* The version of each kind of queue in the database of --history -d, read
- * once: NULL where that kind is not installed. */
-static struct queue_in_use {
-	char *kind, *version;
-} *queues_in_use;
-static size_t nqueues_in_use;
 
 static void
 reason(struct check *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -761,207 +753,6 @@ verdict_policy(const struct check *c, char *out, size_t size)
 	return NULL;
 }
 
-/* Adds a reason of staleness to out, after those already there. */
-static void
-stale_reason(char *out, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void
-stale_reason(char *out, size_t size, const char *fmt, ...)
-{
-	size_t len = strlen(out);
-	va_list ap;
-
-	if (len > 0 && len + 2 < size) {
-		strcpy(out + len, "; ");
-		len += 2;
-	}
-	va_start(ap, fmt);
-	vsnprintf(out + len, size - len, fmt, ap);
-	va_end(ap);
-}
-
-/* The seed's text field and the record's differ (the record has it). */
-static void
-stale_text(char *out, size_t size, const char *what, const char *in_seed, const char *recorded)
-{
-	if (recorded != NULL && strcmp(in_seed ? in_seed : "", recorded) != 0)
-		stale_reason(out, size, "the seed's %s is %s, the record rehearsed %s", what,
-		    in_seed ? in_seed : "none", recorded);
-}
-
-/* The seed no longer matches what the record rehearsed: each difference
- * named. */
-/* The guard the seed declares now against the one the record rehearsed:
- * another table or key, or one declared or dropped since. */
-static void
-guard_staleness(struct check *c, const struct idem_seed *seed, char *out, size_t size)
-{
-	const json_t *then = json_object_get(c->record, "declared_guard");
-	json_t *now = json_null();
-	char *a, *b;
-	size_t i;
-
-	if (seed->guard_table != NULL) {
-		now = json_pack("{s:s,s:[]}", "table", seed->guard_table, "key");
-		for (i = 0; i < seed->nguard_key; i++)
-			json_array_append_new(json_object_get(now, "key"), json_string(seed->guard_key[i]));
-	}
-	if (then == NULL || json_is_null(then) ?
-	    json_is_null(now) :
-	    json_equal(json_object_get(then, "table"), json_object_get(now, "table")) &&
-	    json_equal(json_object_get(then, "key"), json_object_get(now, "key"))) {
-		json_decref(now);
-		return;
-	}
-	a = json_is_null(now) ? idem_estrdup("none") : json_dumps(now, JSON_COMPACT | JSON_SORT_KEYS);
-	if (then == NULL || json_is_null(then)) {
-		b = idem_estrdup("none");
-	} else {
-		json_t *t = json_pack("{s:O,s:O}", "table", json_object_get(then, "table"), "key",
-		    json_object_get(then, "key"));
-
-		b = json_dumps(t, JSON_COMPACT | JSON_SORT_KEYS);
-		json_decref(t);
-	}
-	stale_reason(out, size, "the seed's guard declaration is %s, the record rehearsed %s", a, b);
-	free(a);
-	free(b);
-	json_decref(now);
-}
-
-/* The worker's files as they are now against the hashes the run took: a
- * script named on its command line, relative to the work tree, and the
- * executable, where it still is. */
-static void
-worker_file_staleness(struct check *c, char *out, size_t size)
-{
-	const json_t *observed = json_object_get(json_object_get(c->record, "worker"), "observed");
-	static const char *const files[][2] = {
-		{ "script", "script_sha256" }, { "executable", "executable_sha256" }
-	};
-	char now[65];
-	size_t i;
-
-	for (i = 0; i < 2; i++) {
-		const char *path = str(observed, files[i][0]), *then = str(observed, files[i][1]);
-
-		if (path == NULL || then == NULL || idem_sha256_file(path, now) < 0)
-			continue;
-		if (strcmp(now, then) != 0)
-			stale_reason(out, size, "the worker's %s %s has changed since the run (SHA-256 "
-			    "%.12s..., the record %.12s...)", files[i][0], path, now, then);
-	}
-}
-
-static void
-seed_staleness(struct check *c, char *out, size_t size)
-{
-	const char *seed_path = str(c->record, "seed.path");
-	const json_t *queue = json_object_get(c->record, "queue");
-	/* a record of format 1 names idem's queue by a text */
-	const char *queue_kind = str(queue, "kind") ? str(queue, "kind") : "idem";
-	const json_t *recorded_key = json_object_get(json_object_get(c->record, "effect"), "key");
-	json_t *key;
-	struct idem_seed seed;
-	struct idem_error err;
-	size_t i;
-
-	if (seed_path == NULL || access(seed_path, F_OK) != 0)
-		return;
-	if (idem_seed_load(&seed, seed_path, &err) < 0) {
-		idem_seed_free(&seed);
-		return;
-	}
-	stale_text(out, size, "worker image", seed.worker_image, str(c->record, "worker.image"));
-	stale_text(out, size, "worker version", seed.worker_version, str(c->record, "worker.version"));
-	stale_text(out, size, "worker command", seed.worker_command, str(c->record, "worker.command"));
-	if (num(json_object_get(c->record, "retry"), "visibility_timeout_ms") != seed.visibility_timeout_ms ||
-	    num(json_object_get(c->record, "retry"), "max_attempts") != seed.max_attempts)
-		stale_reason(out, size, "the seed's retry policy (%lld ms, %lld attempts) is not the one "
-		    "rehearsed", seed.visibility_timeout_ms, seed.max_attempts);
-	key = json_array();
-	for (i = 0; i < seed.nkey; i++)
-		json_array_append_new(key, json_string(seed.key[i]));
-	if (json_is_array(recorded_key) && !json_equal(key, recorded_key)) {
-		char *now = json_dumps(key, JSON_COMPACT), *then = json_dumps(recorded_key, JSON_COMPACT);
-
-		stale_reason(out, size, "the seed's key columns are %s, the record rehearsed %s", now, then);
-		free(now);
-		free(then);
-	}
-	json_decref(key);
-	stale_text(out, size, "key scope", seed.key_scope, str(c->record, "effect.key_scope"));
-	stale_text(out, size, "queue kind", seed.queue_kind, queue_kind);
-	guard_staleness(c, &seed, out, size);
-	idem_seed_free(&seed);
-}
-
-static const char *
-version_in_use(PGconn *db, const char *kind, int *known)
-{
-	struct idem_queue q;
-	struct idem_error err;
-	char *version;
-	size_t i;
-
-	*known = 1;
-	for (i = 0; i < nqueues_in_use; i++)
-		if (strcmp(queues_in_use[i].kind, kind) == 0)
-			return queues_in_use[i].version;
-	if (idem_queue_open(&q, kind, "", &err) < 0) {
-		idem_queue_close(&q);
-		*known = 0;
-		return NULL;
-	}
-	if (idem_queue_version(&q, db, &version, &err) < 0)
-		idem_die_error(&err);
-	idem_queue_close(&q);
-	queues_in_use = idem_ereallocarray(queues_in_use, nqueues_in_use + 1, sizeof(*queues_in_use));
-	queues_in_use[nqueues_in_use].kind = idem_estrdup(kind);
-	queues_in_use[nqueues_in_use++].version = version;
-	return version;
-}
-
-/* The queue library's schema in the database is at another version than
- * the one the record rehearsed: the record describes an older system. A
- * record that does not say its version (format 1, or a queue row without
- * one), a kind this program does not know, and a library not installed in
- * the database say nothing. */
-static void
-queue_staleness(struct check *c, PGconn *db, char *out, size_t size)
-{
-	const json_t *queue = json_object_get(c->record, "queue");
-	const char *kind = str(queue, "kind"), *rehearsed = str(queue, "version"), *in_use;
-	int known;
-
-	if (kind == NULL || rehearsed == NULL)
-		return;
-	in_use = version_in_use(db, kind, &known);
-	if (known && in_use != NULL && strcmp(in_use, rehearsed) != 0)
-		stale_reason(out, size, "the %s queue's schema is version %s in the database, the record "
-		    "rehearsed version %s: not rehearsed since the queue's upgrade", kind, in_use,
-		    rehearsed);
-}
-
-/* Staleness: the review date passed; or, for the newest record of its
- * rehearsal, the current seed no longer matches what it rehearsed, or the
- * database of -d has another version of its queue. */
-static void
-staleness(struct check *c, const char *now, int newest, PGconn *db, char *out, size_t size)
-{
-	const char *next = str(c->record, "next_review");
-
-	out[0] = '\0';
-	if (next && strcmp(next, now) < 0)
-		stale_reason(out, size, "next review date %s passed", next);
-	if (!newest)
-		return;
-	seed_staleness(c, out, size);
-	worker_file_staleness(c, out, size);
-	if (db != NULL)
-		queue_staleness(c, db, out, size);
-}
-
 static int
 history(const char *dir, const char *since, int format, int commits_only, const char *conninfo)
 {
@@ -973,6 +764,7 @@ history(const char *dir, const char *since, int format, int commits_only, const 
 	struct check *checks;
 	size_t ncommits, nnames = 0, i, j;
 	struct dirent *e;
+	struct idem_staleness stale = { NULL, NULL, 0 };
 	PGconn *db = NULL;
 	PGresult *res;
 	DIR *d;
@@ -988,6 +780,7 @@ history(const char *dir, const char *since, int format, int commits_only, const 
 			idem_die_error(&err);
 		PQclear(res);
 	}
+	stale.db = db;
 	if (format == OUT_TSV)
 		idem_tsv_write_header(stdout);
 	if (idem_git_history(dir, since, signers, &commits, &ncommits, &err) < 0)
@@ -1068,7 +861,8 @@ history(const char *dir, const char *since, int format, int commits_only, const 
 			    strcmp(status, "FAIL") == 0 ? "verdict" : "guards"));
 			bad = 1;
 		}
-		staleness(c, now, newest, db, detail, sizeof(detail));
+		if (idem_staleness(&stale, c->record, now, newest, detail, sizeof(detail), &err) < 0)
+			idem_die_error(&err);
 		idem_approval_check(c->path, signers, signers_path, &approval);
 		if (*detail) {
 			emit(format, "record", c->path, "stale", detail, c->path, 0);
@@ -1098,11 +892,7 @@ history(const char *dir, const char *since, int format, int commits_only, const 
 		free(paths[i]);
 		free(names[i]);
 	}
-	for (i = 0; i < nqueues_in_use; i++) {
-		free(queues_in_use[i].kind);
-		free(queues_in_use[i].version);
-	}
-	free(queues_in_use);
+	idem_staleness_free(&stale);
 	PQfinish(db);
 	free(latest);
 	free(checks);

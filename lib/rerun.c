@@ -198,7 +198,8 @@ compare_path(const char *path, const json_t *record, const struct rerun_stream *
 static char *
 count_text(const json_t *row)
 {
-	char *scope = idem_tsv_escape(idem_json_str(row, "scope")), *key = idem_tsv_escape(idem_json_str(row, "key"));
+	char *scope = idem_tsv_escape(idem_json_str(row, "scope"));
+	char *key = idem_tsv_escape(idem_json_str(row, "key"));
 	char *text;
 
 	if (asprintf(&text, "%s\t%s\t%lld\t%lld", scope, key, idem_json_num(row, "expected"),
