@@ -30,7 +30,9 @@ LIBOBJ = $(BUILD)/lib/util.o $(BUILD)/lib/tsv.o $(BUILD)/lib/seed.o \
 	$(BUILD)/lib/sig.o $(BUILD)/lib/yamljson.o $(BUILD)/lib/git.o $(BUILD)/lib/peer.o \
 	$(BUILD)/lib/failpoint.o $(BUILD)/lib/map.o $(BUILD)/lib/evidence.o $(BUILD)/lib/queue.o \
 	$(BUILD)/lib/vendor.o $(BUILD)/lib/path.o $(BUILD)/lib/evidence_file.o $(BUILD)/lib/timeline.o \
-	$(BUILD)/lib/handoff.o $(BUILD)/lib/baseline.o $(BUILD)/lib/role.o $(BUILD)/lib/sanitize.o
+	$(BUILD)/lib/handoff.o $(BUILD)/lib/baseline.o $(BUILD)/lib/role.o $(BUILD)/lib/sanitize.o \
+	$(BUILD)/lib/approval.o $(BUILD)/lib/summary.o $(BUILD)/lib/rerun.o \
+	$(BUILD)/lib/runrows.o $(BUILD)/lib/worker.o $(BUILD)/lib/staleness.o
 UNIT = tsv util seed template sig yamljson pg map evidence queue timeline handoff
 FUZZ = tsv seed record sshsig signers key template vendor sanitize
 FUZZ_SECONDS = 60

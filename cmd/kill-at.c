@@ -4,13 +4,10 @@
  * release them in a recorded order, wait until every published message is
  * acked, and append the evidence: step, kill, log, attempt and recover
  * rows. See idem-step(7) for the kill points and the protocol. */
-#include <sys/prctl.h>
 #include <sys/signalfd.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <poll.h>
 #include <signal.h>
@@ -20,7 +17,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <jansson.h>
 #include <libpq-fe.h>
 #include <sodium.h>
 
@@ -32,11 +28,13 @@
 #include "pg.h"
 #include "queue.h"
 #include "role.h"
+#include "runrows.h"
 #include "seed.h"
 #include "step.h"
 #include "tsv.h"
 #include "util.h"
 #include "vendor.h"
+#include "worker.h"
 
 #define MAX_WORKERS 16
 #define MAX_RESTARTS 20
@@ -101,15 +99,6 @@ struct session {
 	pid_t pid;
 };
 
-struct worker {
-	pid_t pid;			/* 0 when not running */
-	int out;			/* its stdout and stderr, or -1 */
-	char *partial;			/* a log line not yet ended */
-	size_t partial_len;
-	int killed;			/* killed by us at a step: restart it */
-	int restarts;
-};
-
 struct client {
 	struct idem_step_peer peer;
 	int worker;
@@ -153,7 +142,7 @@ static struct {
 	char **command;
 	char *shell[4];			/* the seed's command, run by the shell */
 	int nworkers;
-	struct worker workers[MAX_WORKERS];
+	struct idem_worker workers[MAX_WORKERS];
 	struct client *clients;
 	size_t nclients;
 	struct idem_evidence *ev;	/* the steps, kills and lines seen */
@@ -478,64 +467,43 @@ tell_vendor(void)
 	idem_vendor_workers(k.vendor, groups, k.nworkers);
 }
 
+/* The worker's environment, set in the child: where kill-at listens, the
+ * queue, the vendor double and the database. */
+static void
+worker_env(void *ctx)
+{
+	int index = *(const int *)ctx;
+	char value[32];
+
+	setenv("IDEM_STEP_SOCK", k.server.path, 1);
+	setenv("IDEM_QUEUE", k.queue, 1);
+	setenv("IDEM_QUEUE_KIND", k.queue_kind, 1);
+	snprintf(value, sizeof(value), "%lld", k.visibility_timeout_ms);
+	setenv("IDEM_VISIBILITY_TIMEOUT_MS", value, 1);
+	setenv("IDEM_RECONCILIATION_OWNER", k.owner, 1);
+	if (k.vendor != NULL)
+		setenv("IDEM_VENDOR_URL", idem_vendor_url(k.vendor), 1);
+	if (k.conninfo != NULL)
+		setenv("IDEM_DATABASE", k.conninfo, 1);
+	/* the database kill-at is connected to, for clients that read no conninfo */
+	setenv("DATABASE_URL", k.database_url, 1);
+	setenv("IDEM_DATABASE_URL", k.database_url, 1);
+	snprintf(value, sizeof(value), "%d", index);
+	setenv("IDEM_WORKER", value, 1);
+	if (k.account != NULL)
+		idem_role_setenv(&k.role, k.conn);
+}
+
 static void
 spawn(int index)
 {
-	struct worker *wk = &k.workers[index];
-	int out[2];
-	pid_t parent = getpid(), pid;
-	char value[32];
+	struct idem_error err;
 
 	if (k.database_url == NULL)
 		k.database_url = idem_pg_url_of(k.conn);
-	if (pipe2(out, O_CLOEXEC) < 0)
-		idem_die(IDEM_EXIT_ENV, "pipe:");
-	fflush(NULL);
-	if ((pid = fork()) < 0)
-		idem_die(IDEM_EXIT_ENV, "fork:");
-	if (pid == 0) {
-		sigset_t none;
-		int devnull = open("/dev/null", O_RDONLY);
-
-		setpgid(0, 0);
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(127);
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		if (devnull >= 0)
-			dup2(devnull, 0);
-		dup2(out[1], 1);
-		dup2(out[1], 2);
-		setenv("IDEM_STEP_SOCK", k.server.path, 1);
-		setenv("IDEM_QUEUE", k.queue, 1);
-		setenv("IDEM_QUEUE_KIND", k.queue_kind, 1);
-		snprintf(value, sizeof(value), "%lld", k.visibility_timeout_ms);
-		setenv("IDEM_VISIBILITY_TIMEOUT_MS", value, 1);
-		setenv("IDEM_RECONCILIATION_OWNER", k.owner, 1);
-		if (k.vendor != NULL)
-			setenv("IDEM_VENDOR_URL", idem_vendor_url(k.vendor), 1);
-		if (k.conninfo != NULL)
-			setenv("IDEM_DATABASE", k.conninfo, 1);
-		/* the database kill-at is connected to, for clients that read no conninfo */
-		setenv("DATABASE_URL", k.database_url, 1);
-		setenv("IDEM_DATABASE_URL", k.database_url, 1);
-		snprintf(value, sizeof(value), "%d", index);
-		setenv("IDEM_WORKER", value, 1);
-		if (k.account != NULL)
-			idem_role_setenv(&k.role, k.conn);
-		execvp(k.command[0], k.command);
-		fprintf(stderr, "kill-at: %s: %s\n", k.command[0], strerror(errno));
-		_exit(127);
-	}
-	setpgid(pid, pid);
-	close(out[1]);
-	fcntl(out[0], F_SETFL, O_NONBLOCK);
-	if (write(k.watchdog_fd, &pid, sizeof(pid)) != (ssize_t)sizeof(pid))
-		idem_warn("the watchdog is gone: workers may outlive a killed kill-at");
-	wk->pid = pid;
-	wk->out = out[0];
-	wk->killed = 0;
+	if (idem_worker_start(&k.workers[index], k.command, k.watchdog_fd, worker_env, &index,
+	    &err) < 0)
+		idem_die_error(&err);
 	tell_vendor();
 }
 
@@ -576,8 +544,7 @@ race_for(const char *job_id, const char *step)
 static void
 kill_worker_group(int index, int sig)
 {
-	if (k.workers[index].pid > 0)
-		kill(-k.workers[index].pid, sig);
+	idem_worker_signal(&k.workers[index], sig);
 }
 
 /* The first of a race has ended its attempt: release the second. */
@@ -676,13 +643,7 @@ handle_step(size_t ci, const struct idem_step_line *l)
 static int
 worker_of(pid_t pid)
 {
-	pid_t group = getpgid(pid);
-	int i;
-
-	for (i = 0; i < k.nworkers; i++)
-		if (k.workers[i].pid > 0 && (k.workers[i].pid == pid || k.workers[i].pid == group))
-			return i;
-	return -1;
+	return idem_worker_of(k.workers, k.nworkers, pid);
 }
 
 static void
@@ -732,38 +693,17 @@ read_client(size_t ci)
 }
 
 static void
+worker_line(void *ctx, const char *text, size_t len)
+{
+	int index = *(const int *)ctx;
+
+	record_log(index, k.workers[index].pid, text, len);
+}
+
+static void
 read_worker_output(int index, int final)
 {
-	struct worker *wk = &k.workers[index];
-	char buf[8192];
-	ssize_t got;
-	char *start, *nl;
-
-	while (wk->out >= 0 && (got = read(wk->out, buf, sizeof(buf))) != 0) {
-		if (got < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN && !final)
-				return;
-			break;
-		}
-		wk->partial = idem_erealloc(wk->partial, wk->partial_len + (size_t)got + 1);
-		memcpy(wk->partial + wk->partial_len, buf, (size_t)got);
-		wk->partial_len += (size_t)got;
-		start = wk->partial;
-		while ((nl = memchr(start, '\n', wk->partial_len - (size_t)(start - wk->partial))) != NULL) {
-			record_log(index, wk->pid, start, (size_t)(nl - start));
-			start = nl + 1;
-		}
-		wk->partial_len -= (size_t)(start - wk->partial);
-		memmove(wk->partial, start, wk->partial_len);
-	}
-	if (wk->partial_len > 0)
-		record_log(index, wk->pid, wk->partial, wk->partial_len);
-	wk->partial_len = 0;
-	if (wk->out >= 0)
-		close(wk->out);
-	wk->out = -1;
+	idem_worker_read(&k.workers[index], final, worker_line, &index);
 }
 
 /* The database's side: points armed for the kill points and races, the
@@ -1193,15 +1133,12 @@ reap(void)
 				    WTERMSIG(status));
 			record_log(i, pid, note, strlen(note));
 		}
-		k.workers[i].pid = 0;
+		idem_worker_ended(&k.workers[i], k.watchdog_fd);
 		tell_vendor();
-		pid = -pid;
-		if (write(k.watchdog_fd, &pid, sizeof(pid)) != (ssize_t)sizeof(pid))
-			idem_warn("the watchdog is gone: workers may outlive a killed kill-at");
 		if (k.stopping)
 			continue;
 		if (!k.workers[i].killed && WIFEXITED(status) && WEXITSTATUS(status) == 127) {
-			idem_evidence_print_log(k.ev, stderr, -pid);
+			idem_evidence_print_log(k.ev, stderr, pid);
 			idem_die(IDEM_EXIT_ENV, "worker %d could not be started (status 127): %s", i,
 			    k.command[0]);
 		}
@@ -1376,160 +1313,38 @@ static void
 write_calls(void)
 {
 	struct idem_vendor_call *const *calls;
-	size_t n, i;
+	size_t n;
 
 	if (k.vendor == NULL)
 		return;
 	idem_vendor_stop(k.vendor, &calls, &n);
-	for (i = 0; i < n; i++) {
-		const struct idem_vendor_call *c = calls[i];
-		char at[32], worker[16], pid[16], status[16];
-		const char *row[12];
-
-		idem_format_time(c->at_us + k.skew_us, at);
-		snprintf(worker, sizeof(worker), "%d", c->worker);
-		snprintf(pid, sizeof(pid), "%d", (int)c->pid);
-		snprintf(status, sizeof(status), "%d", c->status);
-		row[0] = at;
-		row[1] = worker;
-		row[2] = pid;
-		row[3] = c->method;
-		row[4] = c->path;
-		row[5] = c->idempotency_key;
-		row[6] = c->body_sha256;
-		row[7] = c->business_key;
-		row[8] = status;
-		/* a request cut short before it was answered took no effect */
-		row[9] = *c->answer ? c->answer : "error";
-		row[10] = c->effect ? "yes" : "no";
-		row[11] = c->response_id;
-		if (idem_tsv_write_row(k.out, "call", row, 12) < 0)
-			idem_die(IDEM_EXIT_ENV, "holding the rows:");
-	}
+	if (idem_runrows_calls(k.out, calls, n, k.skew_us) < 0)
+		idem_die(IDEM_EXIT_ENV, "holding the rows:");
 }
 
-
-static int
-regular_file(const char *path)
-{
-	struct stat st;
-
-	return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-/* The file execvp(3) runs for a name: itself when it holds a slash, else
- * the first executable regular file of that name along PATH; NULL when
- * there is none. */
-static char *
-resolve_executable(const char *name)
-{
-	const char *path = getenv("PATH"), *p, *colon;
-	char *file;
-
-	if (*name == '\0')
-		return NULL;
-	if (strchr(name, '/'))
-		return regular_file(name) ? idem_estrdup(name) : NULL;
-	if (path == NULL)
-		path = "/bin:/usr/bin";
-	for (p = path;; p = colon + 1) {
-		size_t len;
-
-		colon = strchr(p, ':');
-		len = colon ? (size_t)(colon - p) : strlen(p);
-		/* an empty entry is the current directory */
-		if (asprintf(&file, "%.*s%s%s", (int)len, p, len ? "/" : "", name) < 0)
-			idem_die(IDEM_EXIT_ENV, "asprintf:");
-		if (regular_file(file) && access(file, X_OK) == 0)
-			return file;
-		free(file);
-		if (colon == NULL)
-			return NULL;
-	}
-}
-
-/* The worker row: the argument vector kill-at executes, the file it runs
- * and the first later argument that names a regular file, with their
- * hashes. For the seed's command run by the shell, the words of the
- * command text, split at blanks, stand for the arguments. */
+/* The worker row: the argument vector kill-at executes and the files it
+ * runs, with their hashes. */
 static void
 write_worker(void)
 {
-	json_t *argv_json = json_array();
-	char **words = NULL, *text = NULL, *word, *save, *argv_text, *executable = NULL;
-	char executable_sha256[65], script_sha256[65];
-	const char *row[5] = { NULL, NULL, NULL, NULL, NULL };
-	size_t nwords = 0, i;
-
-	for (i = 0; k.command[i] != NULL; i++)
-		json_array_append_new(argv_json, json_string(k.command[i]));
-	argv_text = idem_json_canonical(argv_json);
-	json_decref(argv_json);
-	if (k.command == k.shell) {
-		text = idem_estrdup(k.worker_command);
-		for (word = strtok_r(text, " \t\n", &save); word; word = strtok_r(NULL, " \t\n", &save)) {
-			words = idem_ereallocarray(words, nwords + 1, sizeof(*words));
-			words[nwords++] = word;
-		}
-	} else {
-		for (nwords = 0; k.command[nwords] != NULL; nwords++)
-			;
-		words = idem_ereallocarray(NULL, nwords + 1, sizeof(*words));
-		memcpy(words, k.command, nwords * sizeof(*words));
-	}
-	row[0] = argv_text;
-	if (nwords > 0 && (executable = resolve_executable(words[0])) != NULL) {
-		row[1] = executable;
-		if (idem_sha256_file(executable, executable_sha256) == 0)
-			row[2] = executable_sha256;
-	}
-	for (i = 1; i < nwords; i++)
-		if (regular_file(words[i]) && idem_sha256_file(words[i], script_sha256) == 0) {
-			row[3] = words[i];
-			row[4] = script_sha256;
-			break;
-		}
-	if (idem_tsv_write_row(k.out, "worker", row, 5) < 0)
+	if (idem_runrows_worker(k.out, k.command, k.command == k.shell ? k.worker_command : NULL) < 0)
 		idem_die(IDEM_EXIT_ENV, "holding the rows:");
-	free(executable);
-	free(argv_text);
-	free(words);
-	free(text);
 }
 
 /* The missed rows: every kill point and race the run did not reach. */
 static void
 write_missed(void)
 {
-	char attempt[24];
-	const char *row[5];
 	size_t i;
 
-	for (i = 0; i < k.nkills; i++) {
-		const struct kill_point *kp = &k.kills[i];
-
-		if (kp->fired)
-			continue;
-		snprintf(attempt, sizeof(attempt), "%lld", kp->attempt);
-		row[0] = "kill";
-		row[1] = kp->scenario;
-		row[2] = kp->job_id;
-		row[3] = attempt;
-		row[4] = kp->step;
-		if (idem_tsv_write_row(k.out, "missed", row, 5) < 0)
+	for (i = 0; i < k.nkills; i++)
+		if (!k.kills[i].fired && idem_runrows_missed(k.out, "kill", k.kills[i].scenario,
+		    k.kills[i].job_id, k.kills[i].attempt, k.kills[i].step) < 0)
 			idem_die(IDEM_EXIT_ENV, "holding the rows:");
-	}
-	for (i = 0; i < k.nraces; i++) {
-		if (k.races[i].done)
-			continue;
-		row[0] = "race";
-		row[1] = k.races[i].scenario;
-		row[2] = k.races[i].business_key;
-		row[3] = NULL;
-		row[4] = k.races[i].step;
-		if (idem_tsv_write_row(k.out, "missed", row, 5) < 0)
+	for (i = 0; i < k.nraces; i++)
+		if (!k.races[i].done && idem_runrows_missed(k.out, "race", k.races[i].scenario,
+		    k.races[i].business_key, 0, k.races[i].step) < 0)
 			idem_die(IDEM_EXIT_ENV, "holding the rows:");
-	}
 }
 
 /*
@@ -1578,16 +1393,6 @@ write_evidence(void)
 }
 
 static void
-free_list(char **list, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		free(list[i]);
-	free(list);
-}
-
-static void
 free_all(void)
 {
 	size_t i;
@@ -1606,9 +1411,9 @@ free_all(void)
 	free(k.key_columns);
 	free(k.worker_command);
 	free(k.database_url);
-	free_list(k.scenario_names, k.nscenarios);
-	free_list(k.scenario_faults, k.nscenarios);
-	free_list(k.scenario_steps, k.nscenarios);
+	idem_free_list(k.scenario_names, k.nscenarios);
+	idem_free_list(k.scenario_faults, k.nscenarios);
+	idem_free_list(k.scenario_steps, k.nscenarios);
 	free(k.scenario_attempts);
 	for (i = 0; i < k.njobs; i++) {
 		free(k.jobs[i].id);

@@ -3,7 +3,6 @@
  * arithmetic), rerun it to the same counts as a second engineer would, or
  * audit every signed commit and record in the history as an auditor would. */
 #include <sys/stat.h>
-#include <sys/wait.h>
 
 #include <dirent.h>
 #include <errno.h>
@@ -20,13 +19,14 @@
 #include <jansson.h>
 #include <sodium.h>
 
+#include "approval.h"
 #include "evidence.h"
 #include "git.h"
-#include "path.h"
 #include "pg.h"
-#include "queue.h"
-#include "seed.h"
+#include "rerun.h"
 #include "sig.h"
+#include "staleness.h"
+#include "summary.h"
 #include "tsv.h"
 #include "util.h"
 #include "yamljson.h"
@@ -56,13 +56,6 @@ static struct seed_hash {
 static size_t nseed_cache;
 static struct idem_signers *signers;
 
-/* The version of each kind of queue in the database of --history -d, read
- * once: NULL where that kind is not installed. */
-static struct queue_in_use {
-	char *kind, *version;
-} *queues_in_use;
-static size_t nqueues_in_use;
-
 static void
 reason(struct check *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -91,18 +84,11 @@ check_free(struct check *c)
 	json_decref(c->record);
 }
 
+/* Short names for the lookups made everywhere below. */
 static const char *
 str(const json_t *o, const char *path)
 {
-	char key[128];
-	const char *dot;
-
-	while ((dot = strchr(path, '.')) != NULL) {
-		snprintf(key, sizeof(key), "%.*s", (int)(dot - path), path);
-		o = json_object_get(o, key);
-		path = dot + 1;
-	}
-	return json_string_value(json_object_get(o, path));
+	return idem_json_str(o, path);
 }
 
 /* A line ssh-keygen would refuse trusts nobody, and is named, as
@@ -198,7 +184,7 @@ check_seed(struct check *c)
 static long long
 num(const json_t *o, const char *key)
 {
-	return (long long)json_integer_value(json_object_get(o, key));
+	return idem_json_num(o, key);
 }
 
 /* What the count rows of the after phase add up to, and their digest. */
@@ -628,337 +614,16 @@ print_check(const struct check *c)
 		printf("%s: %s\n", c->path, c->reasons[i]);
 }
 
-/* The directory of this program, so a rerun finds the programs it was
- * installed or built with. */
-static void
-path_with_self(void)
+/* Reruns a record that verified; 1 when the rerun differs. */
+static int
+rerun(const struct check *c, const char *conninfo)
 {
-	char self[PATH_MAX], *slash, *path;
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-
-	if (n <= 0)
-		return;
-	self[n] = '\0';
-	if ((slash = strrchr(self, '/')) == NULL)
-		return;
-	*slash = '\0';
-	if (asprintf(&path, "%s:%s", self, getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin") < 0)
-		idem_die(IDEM_EXIT_ENV, "asprintf:");
-	setenv("PATH", path, 1);
-	free(path);
-}
-
-static char *
-run_capture(const char *script, int *status)
-{
-	char *out = NULL;
-	size_t len = 0, got;
-	char buf[65536];
-	FILE *p = popen(script, "r");
-
-	if (p == NULL)
-		idem_die(IDEM_EXIT_ENV, "popen:");
-	while ((got = fread(buf, 1, sizeof(buf), p)) > 0) {
-		out = idem_erealloc(out, len + got + 1);
-		memcpy(out + len, buf, got);
-		len += got;
-	}
-	if (out == NULL)
-		out = idem_estrdup("");
-	else
-		out[len] = '\0';
-	*status = pclose(p);
-	return out;
-}
-
-/* What a rerun's stream gives, read as every program reads a stream: its
- * count rows of the after phase, each "SCOPE<TAB>KEY<TAB>E<TAB>O" as the
- * stream has them, its last digest of the after phase, or why the stream
- * was refused. */
-struct rerun_stream {
-	char **counts;
-	size_t ncounts;
-	char *digest;
-	char *refused;
-	json_t *kills, *attempts, *recovers, *missed;	/* as mkrecord reads them */
-};
-
-static json_int_t
-integer(const char *v)
-{
-	return v ? (json_int_t)strtoll(v, NULL, 10) : 0;
-}
-
-static void
-read_rerun(const char *stream, struct rerun_stream *out)
-{
-	static const char count_after[] = "count\tafter\t";
-	struct idem_tsv_reader r;
 	struct idem_error err;
-	FILE *f = fmemopen((void *)stream, strlen(stream), "r");
 	int rc;
 
-	memset(out, 0, sizeof(*out));
-	out->kills = json_array();
-	out->attempts = json_array();
-	out->recovers = json_array();
-	out->missed = json_array();
-	if (f == NULL)
-		idem_die(IDEM_EXIT_ENV, "fmemopen:");
-	idem_tsv_reader_init(&r, f, "rerun output");
-	while ((rc = idem_tsv_next(&r, &err)) > 0) {
-		char **f = r.fields;
-
-		if (rc != IDEM_TSV_ROW)
-			continue;
-		if (r.kind == IDEM_KIND_COUNT_ROW && strcmp(r.fields[COUNT_PHASE], "after") == 0) {
-			out->counts = idem_ereallocarray(out->counts, out->ncounts + 1, sizeof(char *));
-			out->counts[out->ncounts++] = idem_estrdup(r.line + strlen(count_after));
-		} else if (r.kind == IDEM_KIND_KILL) {
-			json_array_append_new(out->kills, json_pack("{s:s,s:I,s:s,s:I,s:s}",
-			    "job", f[KILL_JOB_ID], "attempt", integer(f[KILL_ATTEMPT]), "step", f[KILL_STEP],
-			    "pid", integer(f[KILL_PID]), "killed_at", f[KILL_KILLED_AT]));
-		} else if (r.kind == IDEM_KIND_ATTEMPT) {
-			json_array_append_new(out->attempts, json_pack("{s:s,s:s,s:I,s:I,s:o,s:o}",
-			    "job", f[ATTEMPT_JOB_ID], "msg", f[ATTEMPT_MSG_ID],
-			    "attempt", integer(f[ATTEMPT_ATTEMPT]), "pid", integer(f[ATTEMPT_PID]),
-			    "acked_at", f[ATTEMPT_ACKED_AT] ? json_string(f[ATTEMPT_ACKED_AT]) : json_null(),
-			    "branch", f[ATTEMPT_BRANCH] ? json_string(f[ATTEMPT_BRANCH]) : json_null()));
-		} else if (r.kind == IDEM_KIND_RECOVER) {
-			json_array_append_new(out->recovers, json_pack("{s:s,s:s}", "msg",
-			    f[RECOVER_MSG_ID], "killed_at", f[RECOVER_KILLED_AT]));
-		} else if (r.kind == IDEM_KIND_MISSED) {
-			json_array_append_new(out->missed, json_pack("{s:s,s:s,s:o,s:s}",
-			    "what", f[MISSED_WHAT], "job", f[MISSED_JOB_ID], "attempt", f[MISSED_ATTEMPT] ?
-			    json_integer(integer(f[MISSED_ATTEMPT])) : json_null(), "step", f[MISSED_STEP]));
-		} else if (r.kind == IDEM_KIND_DIGEST && strcmp(r.fields[DIGEST_PHASE], "after") == 0) {
-			free(out->digest);
-			out->digest = idem_estrdup(r.fields[DIGEST_SHA256]);
-		}
-	}
-	if (rc < 0 && *stream != '\0')
-		out->refused = idem_estrdup(err.text);
-	idem_tsv_reader_free(&r);
-	fclose(f);
-}
-
-/* For a volume record, the jobs whose attempts the path compares: those
- * the record lists, and those the rerun would list as anomalies (killed,
- * retried, left without an ack). NULL for a record that lists every
- * attempt. */
-static json_t *
-volume_jobs(const struct check *c, const struct rerun_stream *out)
-{
-	const json_t *file = json_object_get(c->record, "evidence_file"), *a;
-	json_t *jobs;
-	size_t i;
-
-	if (file == NULL || json_is_null(file))
-		return NULL;
-	jobs = json_object();
-	json_array_foreach(json_object_get(c->record, "evidence"), i, a)
-		if (str(a, "job"))
-			json_object_set_new(jobs, str(a, "job"), json_true());
-	json_array_foreach(out->kills, i, a)
-		json_object_set_new(jobs, str(a, "job"), json_true());
-	json_array_foreach(out->attempts, i, a)
-		if (num(a, "attempt") > 1 || json_is_null(json_object_get(a, "acked_at")))
-			json_object_set_new(jobs, str(a, "job"), json_true());
-	return jobs;
-}
-
-/* The rerun's path against the record's: the kill points reached, the
- * races and kill points missed, the outcome and branch of each attempt of
- * each job, as mkrecord would write them from the rerun's stream. Prints
- * each difference; 1 when there is one. */
-static int
-compare_path(const struct check *c, const struct rerun_stream *out)
-{
-	json_t *attempts = json_array(), *a, *diff, *line, *missed, *none = json_array();
-	char outcome[128];
-	size_t i;
-	int differ;
-
-	json_t *listed = volume_jobs(c, out);
-
-	json_array_foreach(out->attempts, i, a) {
-		if (listed != NULL && json_object_get(listed, str(a, "job")) == NULL)
-			continue;
-		idem_path_outcome(a, out->kills, out->recovers, outcome, sizeof(outcome));
-		json_array_append_new(attempts, json_pack("{s:O,s:O,s:s,s:O}", "job",
-		    json_object_get(a, "job"), "attempt", json_object_get(a, "attempt"),
-		    "outcome", outcome, "branch", json_object_get(a, "branch")));
-	}
-	missed = json_object_get(c->record, "missed");
-	diff = idem_path_diff(json_object_get(c->record, "kill_points"),
-	    json_object_get(c->record, "evidence"), missed ? missed : none, out->kills, attempts,
-	    out->missed);
-	json_array_foreach(diff, i, line)
-		printf("%s: %s\n", c->path, json_string_value(line));
-	differ = json_array_size(diff) > 0;
-	json_decref(diff);
-	json_decref(attempts);
-	json_decref(none);
-	json_decref(listed);
-	return differ;
-}
-
-/* A count row of the record as the stream writes it. */
-static char *
-count_text(const json_t *row)
-{
-	char *scope = idem_tsv_escape(str(row, "scope")), *key = idem_tsv_escape(str(row, "key"));
-	char *text;
-
-	if (asprintf(&text, "%s\t%s\t%lld\t%lld", scope, key, num(row, "expected"),
-	    num(row, "observed")) < 0)
-		idem_die(IDEM_EXIT_ENV, "asprintf:");
-	free(scope);
-	free(key);
-	return text;
-}
-
-static int
-has_count(char *const *counts, size_t n, const char *text)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		if (strcmp(counts[i], text) == 0)
-			return 1;
-	return 0;
-}
-
-/* Whether a volume record would list a count row of the after phase,
- * "SCOPE<TAB>KEY<TAB>E<TAB>O" as the stream writes it: a total, or a row
- * whose observed count is not the expected one. */
-static int
-listed_count(const char *text)
-{
-	const char *observed = strrchr(text, '\t'), *expected;
-
-	if (strncmp(text, "total\t", 6) == 0 || observed == NULL)
-		return 1;
-	for (expected = observed; expected > text && expected[-1] != '\t'; expected--)
-		;
-	return (size_t)(observed - expected) != strlen(observed + 1) ||
-	    strncmp(expected, observed + 1, (size_t)(observed - expected)) != 0;
-}
-
-/* Runs the recorded command on a fresh sandbox (or -d) from the work tree
- * that holds the record, and compares the counts digest. */
-static int
-rerun(struct check *c, const char *conninfo)
-{
-	const char *command = str(c->record, "reproduce"), *want = str(c->record, "counts.digest");
-	char dir[PATH_MAX], abs[PATH_MAX], *slash, *script = NULL, *sandbox = NULL, *stream;
-	char *quoted_command;
-	json_t *rows = json_object_get(json_object_get(c->record, "counts"), "after"), *row;
-	/* a volume record lists only the count rows that differ */
-	int volume = json_object_get(c->record, "evidence_file") != NULL &&
-	    !json_is_null(json_object_get(c->record, "evidence_file"));
-	struct rerun_stream out;
-	int status, differ = 0;
-	size_t i;
-
-	if (command == NULL || want == NULL)
-		idem_die(IDEM_EXIT_USAGE, "%s: no reproduce command or digest recorded", c->path);
-	snprintf(dir, sizeof(dir), "%s", c->path);
-	if ((slash = strrchr(dir, '/')) != NULL)
-		*slash = '\0';
-	else
-		strcpy(dir, ".");
-	if (realpath(dir, abs) == NULL)
-		idem_die(IDEM_EXIT_ENV, "%s:", dir);
-	path_with_self();
-	quoted_command = idem_shell_quote(command);
-	if (conninfo == NULL) {
-		char tmpl[96];
-		struct idem_error err;
-
-		if (idem_make_temp_dir(tmpl, sizeof(tmpl), "verify-record", 0711, &err) < 0)
-			idem_die_error(&err);
-		/* a sandbox that does not start stops the rerun: never the caller's database */
-		char *q_abs = idem_shell_quote(abs), *q_sandbox, *q_tmpl = idem_shell_quote(tmpl);
-
-		if (asprintf(&sandbox, "%s/sandbox", tmpl) < 0)
-			idem_die(IDEM_EXIT_ENV, "asprintf:");
-		q_sandbox = idem_shell_quote(sandbox);
-		if (asprintf(&script, "unset IDEM_DATABASE PGSERVICE; "
-		    "cd \"$(git -C %s rev-parse --show-toplevel)\" && "
-		    "settings=$(idem-sandbox -D %s start) && eval \"$settings\" && sh -c %s; rc=$?; "
-		    "idem-sandbox -D %s --purge stop >&2; rmdir %s; exit $rc", q_abs, q_sandbox,
-		    quoted_command, q_sandbox, q_tmpl) < 0)
-			idem_die(IDEM_EXIT_ENV, "asprintf:");
-		free(q_abs);
-		free(q_sandbox);
-		free(q_tmpl);
-	} else {
-		char *quoted_db = idem_shell_quote(conninfo);
-		char *q_abs = idem_shell_quote(abs);
-		struct idem_error err;
-
-		/* a sandbox or nothing, and its URI as kill-at gives it to workers */
-		if (idem_pg_setenv_url(conninfo, &err) < 0)
-			idem_die_error(&err);
-
-		if (asprintf(&script, "cd \"$(git -C %s rev-parse --show-toplevel)\" && "
-		    "IDEM_DATABASE=%s sh -c %s", q_abs, quoted_db, quoted_command) < 0)
-			idem_die(IDEM_EXIT_ENV, "asprintf:");
-		free(quoted_db);
-		free(q_abs);
-	}
-	fprintf(stderr, "verify-record: rerunning: %s\n", command);
-	stream = run_capture(script, &status);
-	read_rerun(stream, &out);
-	if (out.refused != NULL) {
-		printf("%s: %s\n", c->path, out.refused);
-		differ = 1;
-	} else if (out.digest == NULL) {
-		printf("%s: rerun gave no counts digest (the command exited with status %d)\n",
-		    c->path, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
-		differ = 1;
-	} else if (strcmp(out.digest, want) != 0) {
-		char **recorded = idem_ereallocarray(NULL, json_array_size(rows) + 1, sizeof(char *));
-
-		printf("%s: rerun counts differ: digest %s, the record says %s\n", c->path, out.digest,
-		    want);
-		differ = 1;
-		json_array_foreach(rows, i, row) {
-			recorded[i] = count_text(row);
-			if (!has_count(out.counts, out.ncounts, recorded[i]))
-				printf("%s: recorded %s %s: expected %lld, observed %lld; the rerun differs\n",
-				    c->path, str(row, "scope"), str(row, "key"), num(row, "expected"),
-				    num(row, "observed"));
-		}
-		for (i = 0; i < out.ncounts; i++)
-			if ((!volume || listed_count(out.counts[i])) &&
-			    !has_count(recorded, json_array_size(rows), out.counts[i]))
-				printf("%s: rerun %s\n", c->path, out.counts[i]);
-		for (i = 0; i < json_array_size(rows); i++)
-			free(recorded[i]);
-		free(recorded);
-	} else {
-		printf("%s: rerun reproduces the counts (digest %s)\n", c->path, out.digest);
-	}
-	if (out.refused == NULL && compare_path(c, &out))
-		differ = 1;
-	else if (out.refused == NULL && !differ)
-		printf("%s: rerun reproduces the path (kill points, races and attempts)\n", c->path);
-	json_decref(out.kills);
-	json_decref(out.attempts);
-	json_decref(out.recovers);
-	json_decref(out.missed);
-	for (i = 0; i < out.ncounts; i++)
-		free(out.counts[i]);
-	free(out.counts);
-	free(out.digest);
-	free(out.refused);
-	free(stream);
-	free(script);
-	free(sandbox);
-	free(quoted_command);
-	return differ;
+	if ((rc = idem_rerun(c->path, c->record, conninfo, stdout, &err)) < 0)
+		idem_die_error(&err);
+	return rc;
 }
 
 static int
@@ -967,411 +632,30 @@ by_name(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The owner's approval of a record: RECORD.approval.sig, an SSHSIG in
- * namespace idem-approval over the record's exact bytes by a key that
- * allowed_signers permits in that namespace. text says "approved by
- * PRINCIPALS on DATE" (the date of the commit that last changed the
- * approval), or "awaiting approval", with the reason when an approval is
- * there but does not count. */
-struct approval {
-	char *principal;	/* NULL while the record awaits approval */
-	char *text;
-};
-
-static void
-approval_text(struct approval *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void
-approval_text(struct approval *a, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	if (vasprintf(&a->text, fmt, ap) < 0)
-		idem_die(IDEM_EXIT_ENV, "vasprintf:");
-	va_end(ap);
-}
-
-static void
-approval_free(struct approval *a)
-{
-	free(a->principal);
-	free(a->text);
-}
-
-static void
-check_approval(const char *record, struct approval *a)
-{
-	char sig_path[PATH_MAX + 16], *armor = NULL, *text = NULL, why[1200] = "", day[16];
-	struct idem_error err;
-	struct idem_sig sig;
-	size_t armor_len, len;
-	struct tm tm;
-	time_t when;
-	int committed = 0;
-
-	a->principal = NULL;
-	snprintf(sig_path, sizeof(sig_path), "%s.approval.sig", record);
-	if (access(sig_path, F_OK) != 0 && errno == ENOENT) {
-		approval_text(a, "awaiting approval");
-		return;
-	}
-	if ((armor = idem_read_file_max(sig_path, IDEM_SIG_ARMOR_MAX, &armor_len, &err)) == NULL ||
-	    (text = idem_read_file_max(record, idem_record_limits.bytes, &len, &err)) == NULL ||
-	    idem_sig_parse(&sig, armor, armor_len, "idem-approval", &err) < 0) {
-		snprintf(why, sizeof(why), "%s", err.text);
-	} else if ((a->principal = idem_signers_find(signers, sig.public_key, "idem-approval",
-	    time(NULL), &err)) == NULL) {
-		snprintf(why, sizeof(why), "%s (%s)", err.text, signers_path);
-	} else if (idem_sig_check(&sig, "idem-approval", text, len, &err) < 0) {
-		/* it signs other bytes: an earlier version of the record */
-		snprintf(why, sizeof(why), "it does not verify against the record as it is: it "
-		    "approves another version");
-		free(a->principal);
-		a->principal = NULL;
-	}
-	free(armor);
-	free(text);
-	if (a->principal == NULL) {
-		approval_text(a, "awaiting approval (%s: %s)", sig_path, why);
-		return;
-	}
-	if (idem_git_last_change(sig_path, &when, &committed, &err) < 0 || !committed ||
-	    gmtime_r(&when, &tm) == NULL) {
-		approval_text(a, "approved by %s, approval not committed", a->principal);
-		return;
-	}
-	strftime(day, sizeof(day), "%Y-%m-%d", &tm);
-	approval_text(a, "approved by %s on %s", a->principal, day);
-}
-
-/* The entries of the audit, kept for the summary of -m. */
-static struct entry {
-	char *kind, *id, *status, *detail;
-} *entries;
-static size_t nentries;
+/* The audit's entries, kept for the summary of -m (summary_path). */
+static struct idem_summary summary;
 static const char *summary_path;
 static int require_approval;
 
-static void
-keep_entry(const char *kind, const char *id, const char *status, const char *detail)
-{
-	entries = idem_ereallocarray(entries, nentries + 1, sizeof(*entries));
-	entries[nentries++] = (struct entry){ idem_estrdup(kind), idem_estrdup(id),
-		idem_estrdup(status), idem_estrdup(detail) };
-}
-
-/* Text in Markdown as it reads: the characters that would format it are
- * escaped, a line break is a space. */
-static void
-md_text(FILE *f, const char *s)
-{
-	for (; s && *s; s++) {
-		if (*s == '\n' || *s == '\r' || *s == '\t')
-			fputc(' ', f);
-		else {
-			if (strchr("\\`*_[]<>|~#", *s) != NULL)
-				fputc('\\', f);
-			fputc(*s, f);
-		}
-	}
-}
-
-/* A code span that holds any text: fenced by one backtick more than the
- * longest run inside it. */
-static void
-md_code(FILE *f, const char *s)
-{
-	size_t run = 0, longest = 0, i;
-	const char *p;
-
-	for (p = s; *p; p++) {
-		run = *p == '`' ? run + 1 : 0;
-		longest = run > longest ? run : longest;
-	}
-	for (i = 0; i <= longest; i++)
-		fputc('`', f);
-	if (*s == '`' || (*s && s[strlen(s) - 1] == '`') || longest > 0)
-		fputc(' ', f);
-	for (p = s; *p; p++)
-		fputc(*p == '\n' || *p == '\r' ? ' ' : *p, f);
-	if (*s == '`' || (*s && s[strlen(s) - 1] == '`') || longest > 0)
-		fputc(' ', f);
-	for (i = 0; i <= longest; i++)
-		fputc('`', f);
-}
-
-/* The worst status of a record's entries: FAIL, warn, stale, then ok. */
-static const char *
-worst_status(const char *path)
-{
-	static const char *const order[] = { "FAIL", "warn", "stale", "ok" };
-	size_t i, k;
-
-	for (k = 0; k < 4; k++)
-		for (i = 0; i < nentries; i++)
-			if (strcmp(entries[i].kind, "record") == 0 && strcmp(entries[i].id, path) == 0 &&
-			    strcmp(entries[i].status, order[k]) == 0)
-				return order[k];
-	return "ok";
-}
-
-/* The totals a reviewer reads first, each against what the seed expected. */
-static void
-summary_counts(FILE *f, const json_t *record)
-{
-	static const char *const names[] = { "effects", "duplicates", "missing", "pending", "external",
-		"external_duplicates", NULL };
-	const json_t *totals = json_object_get(json_object_get(record, "counts"), "totals"), *t;
-	size_t i;
-	int first = 1;
-
-	fputs("- **counts:** ", f);
-	for (i = 0; names[i]; i++) {
-		long long e, o;
-
-		if ((t = json_object_get(totals, names[i])) == NULL)
-			continue;
-		e = num(t, "expected");
-		o = num(t, "observed");
-		fprintf(f, "%s%s%s %lld (expected %lld)%s", first ? "" : ", ", e != o ? "**" : "",
-		    names[i], o, e, e != o ? "**" : "");
-		first = 0;
-	}
-	fputs(first ? "none recorded\n" : "\n", f);
-}
-
-static void
-summary_guard(FILE *f, const json_t *record)
-{
-	const json_t *g, *declared = json_object_get(record, "declared_guard");
-	size_t i;
-
-	fputs("- **guard:** ", f);
-	json_array_foreach(json_object_get(record, "guards"), i, g) {
-		fputs(i > 0 ? "; " : "", f);
-		md_text(f, str(g, "kind") ? str(g, "kind") : "none");
-		if (str(g, "name")) {
-			fputc(' ', f);
-			md_code(f, str(g, "name"));
-		}
-		if (str(g, "definition")) {
-			fputc(' ', f);
-			md_code(f, str(g, "definition"));
-		}
-	}
-	if (json_array_size(json_object_get(record, "guards")) == 0)
-		fputs("none found", f);
-	fputs(", probe: ", f);
-	md_text(f, str(record, "probe.result") ? str(record, "probe.result") : "none");
-	if (json_is_object(declared) && str(declared, "table")) {
-		fputs("; declared on ", f);
-		md_code(f, str(declared, "table"));
-		fputs(", probe: ", f);
-		md_text(f, str(declared, "probe.result") ? str(declared, "probe.result") : "none");
-	}
-	fputc('\n', f);
-}
-
-/* The kill points reached and missed, the first few of each named. */
-static void
-summary_kills(FILE *f, const json_t *record)
-{
-	const json_t *kills = json_object_get(record, "kill_points"), *missed = json_object_get(record,
-	    "missed"), *k;
-	enum { SHOWN = 10 };
-	size_t i;
-
-	fprintf(f, "- **kill points:** %zu reached", json_array_size(kills));
-	json_array_foreach(kills, i, k) {
-		if (i == SHOWN) {
-			fprintf(f, ", and %zu more", json_array_size(kills) - SHOWN);
-			break;
-		}
-		fputs(i == 0 ? ": " : ", ", f);
-		md_text(f, str(k, "step"));
-		fputs(" (", f);
-		md_code(f, str(k, "job") ? str(k, "job") : "");
-		fprintf(f, ", attempt %lld", num(k, "attempt"));
-		if (json_is_integer(json_object_get(k, "recovery_ms")))
-			fprintf(f, ", recovered in %lld ms", num(k, "recovery_ms"));
-		fputc(')', f);
-	}
-	if (json_array_size(missed) == 0) {
-		fputs("; none missed\n", f);
-		return;
-	}
-	fprintf(f, "; **%zu missed**", json_array_size(missed));
-	json_array_foreach(missed, i, k) {
-		if (i == SHOWN) {
-			fprintf(f, ", and %zu more", json_array_size(missed) - SHOWN);
-			break;
-		}
-		fputs(i == 0 ? ": " : ", ", f);
-		md_text(f, str(k, "what"));
-		fputc(' ', f);
-		md_text(f, str(k, "step"));
-		fputs(" (", f);
-		md_code(f, str(k, "job") ? str(k, "job") : "");
-		fputc(')', f);
-	}
-	fputc('\n', f);
-}
-
-/* One record as a reviewer reads it in the pull request. */
-static void
-summary_record(FILE *f, const char *path, const struct check *c)
-{
-	const char *status = c ? worst_status(path) : "removed";
-	struct approval a;
-	size_t i;
-	int stale = 0;
-
-	fprintf(f, "### %s ", status);
-	md_code(f, path);
-	fputs("\n\n", f);
-	if (c == NULL) {
-		fputs("The change removes this record.\n\n", f);
-		return;
-	}
-	for (i = 0; i < nentries; i++)
-		if (strcmp(entries[i].kind, "record") == 0 && strcmp(entries[i].id, path) == 0 &&
-		    strcmp(entries[i].status, "ok") != 0) {
-			fprintf(f, "- **%s:** ", entries[i].status);
-			md_text(f, entries[i].detail);
-			fputc('\n', f);
-			stale |= strcmp(entries[i].status, "stale") == 0;
-		}
-	if (c->nreasons > 0) {
-		fputc('\n', f);
-		return;
-	}
-	fputs("- **verdict:** ", f);
-	md_text(f, str(c->record, "verdict"));
-	if (str(c->record, "expected_verdict")) {
-		fputs(", the seed expects ", f);
-		md_text(f, str(c->record, "expected_verdict"));
-	}
-	fputs("; signed by ", f);
-	md_text(f, c->principal);
-	fputc('\n', f);
-	summary_counts(f, c->record);
-	summary_guard(f, c->record);
-	summary_kills(f, c->record);
-	if (!stale) {
-		fputs("- **staleness:** not stale; next review ", f);
-		md_text(f, str(c->record, "next_review") ? str(c->record, "next_review") : "none");
-		fputc('\n', f);
-	}
-	check_approval(path, &a);
-	fputs("- **approval:** ", f);
-	md_text(f, a.text);
-	fputs("\n\n", f);
-	approval_free(&a);
-}
-
-/* The record a file of the records directory belongs to: its .yaml, .sig,
- * .approval.sig or handoff; NULL for another file. */
-static char *
-record_of(const char *name)
-{
-	static const char *const suffixes[] = { ".yaml.approval.sig", ".yaml.sig", ".yaml", ".md", NULL };
-	size_t len = strlen(name), s, n;
-	char *out;
-
-	for (s = 0; suffixes[s]; s++) {
-		n = strlen(suffixes[s]);
-		if (len > n && strcmp(name + len - n, suffixes[s]) == 0) {
-			if (asprintf(&out, "%.*s.yaml", (int)(len - n), name) < 0)
-				idem_die(IDEM_EXIT_ENV, "asprintf:");
-			return out;
-		}
-	}
-	return NULL;
-}
-
-/*
- * The Markdown summary of -m: the overall result, the commits that fail,
- * then each record the change adds or touches (every record without -s):
- * its audit, verdict, counts, guard, kill points, staleness and approval.
- * Written whole, through a temporary file, however the audit ends.
- */
+/* The summary of -m, of the records checked. */
 static void
 write_summary(const char *dir, const char *since, const struct check *checks, size_t nchecks,
 	      int bad)
 {
-	char *buf = NULL, **changed = NULL, **shown = NULL, *name;
-	size_t len = 0, nchanged = 0, nshown = 0, ncommits = 0, nunsigned = 0, i, j;
+	struct idem_summary_record *records = idem_ereallocarray(NULL, nchecks + 1, sizeof(*records));
 	struct idem_error err;
-	FILE *f = open_memstream(&buf, &len);
+	size_t i;
 
-	if (f == NULL)
-		idem_die(IDEM_EXIT_ENV, "open_memstream:");
-	if (since != NULL && idem_git_changed(dir, since, &changed, &nchanged, &err) < 0)
+	for (i = 0; i < nchecks; i++)
+		records[i] = (struct idem_summary_record){ checks[i].path, checks[i].principal,
+			checks[i].record, checks[i].nreasons > 0 };
+	summary.dir = dir;
+	summary.since = since;
+	summary.signers = signers;
+	summary.signers_path = signers_path;
+	if (idem_summary_write(&summary, summary_path, records, nchecks, bad, &err) < 0)
 		idem_die_error(&err);
-	for (i = 0; since != NULL && i < nchanged; i++) {
-		char *path;
-
-		if ((name = record_of(changed[i])) == NULL)
-			continue;
-		if (asprintf(&path, "%s/%s", dir, name) < 0)
-			idem_die(IDEM_EXIT_ENV, "asprintf:");
-		free(name);
-		for (j = 0; j < nshown && strcmp(shown[j], path) != 0; j++)
-			;
-		if (j < nshown) {
-			free(path);
-			continue;
-		}
-		shown = idem_ereallocarray(shown, nshown + 1, sizeof(char *));
-		shown[nshown++] = path;
-	}
-	for (i = 0; since == NULL && i < nchecks; i++) {
-		shown = idem_ereallocarray(shown, nshown + 1, sizeof(char *));
-		shown[nshown++] = idem_estrdup(checks[i].path);
-	}
-	for (i = 0; i < nentries; i++)
-		if (strcmp(entries[i].kind, "commit") == 0) {
-			ncommits++;
-			nunsigned += strcmp(entries[i].status, "ok") != 0;
-		}
-	fprintf(f, "## idem records: the check %s\n\n", bad ? "fails" : "passes");
-	fprintf(f, "%zu record%s ", nshown, nshown == 1 ? "" : "s");
-	if (since != NULL) {
-		fputs("added, changed or removed since ", f);
-		md_code(f, since);
-	} else {
-		fputs("in ", f);
-		md_code(f, dir);
-	}
-	fprintf(f, "; %zu commit%s touching ", ncommits, ncommits == 1 ? "" : "s");
-	md_code(f, dir);
-	if (nunsigned > 0)
-		fprintf(f, ", **%zu not signed by a trusted key**.\n\n", nunsigned);
-	else
-		fputs(ncommits > 0 ? ", all signed by trusted keys.\n\n" : ".\n\n", f);
-	for (i = 0; i < nentries; i++)
-		if (strcmp(entries[i].kind, "commit") == 0 && strcmp(entries[i].status, "ok") != 0) {
-			fprintf(f, "- **%s** commit ", entries[i].status);
-			md_code(f, entries[i].id);
-			fputs(": ", f);
-			md_text(f, entries[i].detail);
-			fputc('\n', f);
-		}
-	if (nunsigned > 0)
-		fputc('\n', f);
-	for (i = 0; i < nshown; i++) {
-		for (j = 0; j < nchecks && strcmp(checks[j].path, shown[i]) != 0; j++)
-			;
-		summary_record(f, shown[i], j < nchecks ? &checks[j] : NULL);
-	}
-	if (fclose(f) != 0)
-		idem_die(IDEM_EXIT_ENV, "writing the summary:");
-	if (idem_write_file_atomic(summary_path, buf, len, &err) < 0)
-		idem_die_error(&err);
-	free(buf);
-	idem_free_list(changed, nchanged);
-	idem_free_list(shown, nshown);
+	free(records);
 }
 
 /* One entry of the audit. In GitHub's form, file (with line when it is
@@ -1382,7 +666,7 @@ emit(int format, const char *kind, const char *id, const char *status, const cha
      const char *file, long line)
 {
 	if (summary_path != NULL)
-		keep_entry(kind, id, status, detail);
+		idem_summary_keep(&summary, kind, id, status, detail);
 	switch (format) {
 	case OUT_TSV: {
 		const char *row[4] = { kind, id, status, detail };
@@ -1469,207 +753,6 @@ verdict_policy(const struct check *c, char *out, size_t size)
 	return NULL;
 }
 
-/* Adds a reason of staleness to out, after those already there. */
-static void
-stale_reason(char *out, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void
-stale_reason(char *out, size_t size, const char *fmt, ...)
-{
-	size_t len = strlen(out);
-	va_list ap;
-
-	if (len > 0 && len + 2 < size) {
-		strcpy(out + len, "; ");
-		len += 2;
-	}
-	va_start(ap, fmt);
-	vsnprintf(out + len, size - len, fmt, ap);
-	va_end(ap);
-}
-
-/* The seed's text field and the record's differ (the record has it). */
-static void
-stale_text(char *out, size_t size, const char *what, const char *in_seed, const char *recorded)
-{
-	if (recorded != NULL && strcmp(in_seed ? in_seed : "", recorded) != 0)
-		stale_reason(out, size, "the seed's %s is %s, the record rehearsed %s", what,
-		    in_seed ? in_seed : "none", recorded);
-}
-
-/* The seed no longer matches what the record rehearsed: each difference
- * named. */
-/* The guard the seed declares now against the one the record rehearsed:
- * another table or key, or one declared or dropped since. */
-static void
-guard_staleness(struct check *c, const struct idem_seed *seed, char *out, size_t size)
-{
-	const json_t *then = json_object_get(c->record, "declared_guard");
-	json_t *now = json_null();
-	char *a, *b;
-	size_t i;
-
-	if (seed->guard_table != NULL) {
-		now = json_pack("{s:s,s:[]}", "table", seed->guard_table, "key");
-		for (i = 0; i < seed->nguard_key; i++)
-			json_array_append_new(json_object_get(now, "key"), json_string(seed->guard_key[i]));
-	}
-	if (then == NULL || json_is_null(then) ?
-	    json_is_null(now) :
-	    json_equal(json_object_get(then, "table"), json_object_get(now, "table")) &&
-	    json_equal(json_object_get(then, "key"), json_object_get(now, "key"))) {
-		json_decref(now);
-		return;
-	}
-	a = json_is_null(now) ? idem_estrdup("none") : json_dumps(now, JSON_COMPACT | JSON_SORT_KEYS);
-	if (then == NULL || json_is_null(then)) {
-		b = idem_estrdup("none");
-	} else {
-		json_t *t = json_pack("{s:O,s:O}", "table", json_object_get(then, "table"), "key",
-		    json_object_get(then, "key"));
-
-		b = json_dumps(t, JSON_COMPACT | JSON_SORT_KEYS);
-		json_decref(t);
-	}
-	stale_reason(out, size, "the seed's guard declaration is %s, the record rehearsed %s", a, b);
-	free(a);
-	free(b);
-	json_decref(now);
-}
-
-/* The worker's files as they are now against the hashes the run took: a
- * script named on its command line, relative to the work tree, and the
- * executable, where it still is. */
-static void
-worker_file_staleness(struct check *c, char *out, size_t size)
-{
-	const json_t *observed = json_object_get(json_object_get(c->record, "worker"), "observed");
-	static const char *const files[][2] = {
-		{ "script", "script_sha256" }, { "executable", "executable_sha256" }
-	};
-	char now[65];
-	size_t i;
-
-	for (i = 0; i < 2; i++) {
-		const char *path = str(observed, files[i][0]), *then = str(observed, files[i][1]);
-
-		if (path == NULL || then == NULL || idem_sha256_file(path, now) < 0)
-			continue;
-		if (strcmp(now, then) != 0)
-			stale_reason(out, size, "the worker's %s %s has changed since the run (SHA-256 "
-			    "%.12s..., the record %.12s...)", files[i][0], path, now, then);
-	}
-}
-
-static void
-seed_staleness(struct check *c, char *out, size_t size)
-{
-	const char *seed_path = str(c->record, "seed.path");
-	const json_t *queue = json_object_get(c->record, "queue");
-	/* a record of format 1 names idem's queue by a text */
-	const char *queue_kind = str(queue, "kind") ? str(queue, "kind") : "idem";
-	const json_t *recorded_key = json_object_get(json_object_get(c->record, "effect"), "key");
-	json_t *key;
-	struct idem_seed seed;
-	struct idem_error err;
-	size_t i;
-
-	if (seed_path == NULL || access(seed_path, F_OK) != 0)
-		return;
-	if (idem_seed_load(&seed, seed_path, &err) < 0) {
-		idem_seed_free(&seed);
-		return;
-	}
-	stale_text(out, size, "worker image", seed.worker_image, str(c->record, "worker.image"));
-	stale_text(out, size, "worker version", seed.worker_version, str(c->record, "worker.version"));
-	stale_text(out, size, "worker command", seed.worker_command, str(c->record, "worker.command"));
-	if (num(json_object_get(c->record, "retry"), "visibility_timeout_ms") != seed.visibility_timeout_ms ||
-	    num(json_object_get(c->record, "retry"), "max_attempts") != seed.max_attempts)
-		stale_reason(out, size, "the seed's retry policy (%lld ms, %lld attempts) is not the one "
-		    "rehearsed", seed.visibility_timeout_ms, seed.max_attempts);
-	key = json_array();
-	for (i = 0; i < seed.nkey; i++)
-		json_array_append_new(key, json_string(seed.key[i]));
-	if (json_is_array(recorded_key) && !json_equal(key, recorded_key)) {
-		char *now = json_dumps(key, JSON_COMPACT), *then = json_dumps(recorded_key, JSON_COMPACT);
-
-		stale_reason(out, size, "the seed's key columns are %s, the record rehearsed %s", now, then);
-		free(now);
-		free(then);
-	}
-	json_decref(key);
-	stale_text(out, size, "key scope", seed.key_scope, str(c->record, "effect.key_scope"));
-	stale_text(out, size, "queue kind", seed.queue_kind, queue_kind);
-	guard_staleness(c, &seed, out, size);
-	idem_seed_free(&seed);
-}
-
-static const char *
-version_in_use(PGconn *db, const char *kind, int *known)
-{
-	struct idem_queue q;
-	struct idem_error err;
-	char *version;
-	size_t i;
-
-	*known = 1;
-	for (i = 0; i < nqueues_in_use; i++)
-		if (strcmp(queues_in_use[i].kind, kind) == 0)
-			return queues_in_use[i].version;
-	if (idem_queue_open(&q, kind, "", &err) < 0) {
-		idem_queue_close(&q);
-		*known = 0;
-		return NULL;
-	}
-	if (idem_queue_version(&q, db, &version, &err) < 0)
-		idem_die_error(&err);
-	idem_queue_close(&q);
-	queues_in_use = idem_ereallocarray(queues_in_use, nqueues_in_use + 1, sizeof(*queues_in_use));
-	queues_in_use[nqueues_in_use].kind = idem_estrdup(kind);
-	queues_in_use[nqueues_in_use++].version = version;
-	return version;
-}
-
-/* The queue library's schema in the database is at another version than
- * the one the record rehearsed: the record describes an older system. A
- * record that does not say its version (format 1, or a queue row without
- * one), a kind this program does not know, and a library not installed in
- * the database say nothing. */
-static void
-queue_staleness(struct check *c, PGconn *db, char *out, size_t size)
-{
-	const json_t *queue = json_object_get(c->record, "queue");
-	const char *kind = str(queue, "kind"), *rehearsed = str(queue, "version"), *in_use;
-	int known;
-
-	if (kind == NULL || rehearsed == NULL)
-		return;
-	in_use = version_in_use(db, kind, &known);
-	if (known && in_use != NULL && strcmp(in_use, rehearsed) != 0)
-		stale_reason(out, size, "the %s queue's schema is version %s in the database, the record "
-		    "rehearsed version %s: not rehearsed since the queue's upgrade", kind, in_use,
-		    rehearsed);
-}
-
-/* Staleness: the review date passed; or, for the newest record of its
- * rehearsal, the current seed no longer matches what it rehearsed, or the
- * database of -d has another version of its queue. */
-static void
-staleness(struct check *c, const char *now, int newest, PGconn *db, char *out, size_t size)
-{
-	const char *next = str(c->record, "next_review");
-
-	out[0] = '\0';
-	if (next && strcmp(next, now) < 0)
-		stale_reason(out, size, "next review date %s passed", next);
-	if (!newest)
-		return;
-	seed_staleness(c, out, size);
-	worker_file_staleness(c, out, size);
-	if (db != NULL)
-		queue_staleness(c, db, out, size);
-}
-
 static int
 history(const char *dir, const char *since, int format, int commits_only, const char *conninfo)
 {
@@ -1681,6 +764,7 @@ history(const char *dir, const char *since, int format, int commits_only, const 
 	struct check *checks;
 	size_t ncommits, nnames = 0, i, j;
 	struct dirent *e;
+	struct idem_staleness stale = { NULL, NULL, 0 };
 	PGconn *db = NULL;
 	PGresult *res;
 	DIR *d;
@@ -1696,6 +780,7 @@ history(const char *dir, const char *since, int format, int commits_only, const 
 			idem_die_error(&err);
 		PQclear(res);
 	}
+	stale.db = db;
 	if (format == OUT_TSV)
 		idem_tsv_write_header(stdout);
 	if (idem_git_history(dir, since, signers, &commits, &ncommits, &err) < 0)
@@ -1757,7 +842,7 @@ history(const char *dir, const char *since, int format, int commits_only, const 
 	}
 	for (i = 0; i < nnames; i++) {
 		struct check *c = &checks[i];
-		struct approval approval;
+		struct idem_approval approval;
 		const char *status = NULL;
 		int newest = 1;
 
@@ -1776,8 +861,9 @@ history(const char *dir, const char *since, int format, int commits_only, const 
 			    strcmp(status, "FAIL") == 0 ? "verdict" : "guards"));
 			bad = 1;
 		}
-		staleness(c, now, newest, db, detail, sizeof(detail));
-		check_approval(c->path, &approval);
+		if (idem_staleness(&stale, c->record, now, newest, detail, sizeof(detail), &err) < 0)
+			idem_die_error(&err);
+		idem_approval_check(c->path, signers, signers_path, &approval);
 		if (*detail) {
 			emit(format, "record", c->path, "stale", detail, c->path, 0);
 			bad = 1;
@@ -1797,7 +883,7 @@ history(const char *dir, const char *since, int format, int commits_only, const 
 			emit(format, "record", c->path, "ok", ok, c->path, 0);
 			free(ok);
 		}
-		approval_free(&approval);
+		idem_approval_free(&approval);
 	}
 	if (summary_path != NULL)
 		write_summary(dir, since, checks, nnames, bad);
@@ -1806,11 +892,7 @@ history(const char *dir, const char *since, int format, int commits_only, const 
 		free(paths[i]);
 		free(names[i]);
 	}
-	for (i = 0; i < nqueues_in_use; i++) {
-		free(queues_in_use[i].kind);
-		free(queues_in_use[i].version);
-	}
-	free(queues_in_use);
+	idem_staleness_free(&stale);
 	PQfinish(db);
 	free(latest);
 	free(checks);
@@ -1892,13 +974,7 @@ main(int argc, char *argv[])
 			check_free(&chk);
 		}
 	}
-	for (i = 0; (size_t)i < nentries; i++) {
-		free(entries[i].kind);
-		free(entries[i].id);
-		free(entries[i].status);
-		free(entries[i].detail);
-	}
-	free(entries);
+	idem_summary_free(&summary);
 	idem_signers_free(signers);
 	idem_git_close();
 	for (i = 0; (size_t)i < nseed_cache; i++) {

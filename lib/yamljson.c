@@ -529,3 +529,23 @@ idem_yaml_to_json(const char *text, size_t len, const char *name, struct idem_er
 	yaml_document_delete(&doc);
 	return out;
 }
+
+const char *
+idem_json_str(const json_t *o, const char *path)
+{
+	char key[128];
+	const char *dot;
+
+	while ((dot = strchr(path, '.')) != NULL) {
+		snprintf(key, sizeof(key), "%.*s", (int)(dot - path), path);
+		o = json_object_get(o, key);
+		path = dot + 1;
+	}
+	return json_string_value(json_object_get(o, path));
+}
+
+long long
+idem_json_num(const json_t *o, const char *key)
+{
+	return (long long)json_integer_value(json_object_get(o, key));
+}

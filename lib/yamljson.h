@@ -39,4 +39,9 @@ char *idem_yaml_from_json(const json_t *value, struct idem_error *err);
 json_t *idem_yaml_to_json(const char *text, size_t len, const char *name,
 			  struct idem_error *err);
 
+/* A record's string at a path of keys joined by dots ("seed.revision"),
+ * or NULL; its integer at a key, or 0. */
+const char *idem_json_str(const json_t *o, const char *path);
+long long idem_json_num(const json_t *o, const char *key);
+
 #endif
