@@ -1558,10 +1558,12 @@ write_evidence(void)
 	if (!idem_failpoint_has_ledger(k.fp))
 		idem_warn("no rows written: the effect table %s did not exist when the run began",
 		    k.effect_table);
-	else if (idem_failpoint_ledger(k.fp, &writes, &n, &err) < 0)
-		idem_die_error(&err);
 	else
-		idem_evidence_ledger(ev, writes, n);
+		do {
+			if (idem_failpoint_ledger(k.fp, &writes, &n, &err) < 0)
+				idem_die_error(&err);
+			idem_evidence_ledger(ev, writes, n);
+		} while (n > 0);
 	for (i = 0; i < k.nkills; i++) {
 		const struct kill_point *kp = &k.kills[i];
 

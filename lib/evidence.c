@@ -1,3 +1,4 @@
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,25 +39,6 @@ struct backend {
 	pid_t os_pid;
 };
 
-struct branch {
-	char *msg_id, *name;
-};
-
-struct step {
-	long long at, attempt;
-	int worker;
-	pid_t pid;
-	char *name, *job_id;
-	const char *action, *observed;
-};
-
-struct line {
-	long long at;
-	int worker;
-	pid_t pid;
-	char *text;
-};
-
 struct kill {
 	char *scenario, *job_id, *step, *msg_id;
 	long long attempt, killed_at;
@@ -70,20 +52,22 @@ struct idem_evidence {
 	struct lists by_key;		/* business key: deliveries */
 	struct idem_map last_of_msg;	/* msg_id: its last delivery */
 	int ledger;
+	struct writes group;		/* the transaction whose writes are being read */
+	char *group_xid;
 	struct backend *b;
 	size_t nb;
 	struct lists backends;		/* backend pid: sessions seen with it */
-	struct lists consumers;		/* job and attempt: consumed steps */
-	struct branch *br;
+	struct lists consumers;		/* job and attempt: processes of consumed steps */
+	char **br;			/* the branches of the lines */
 	size_t nbr;
 	struct lists branches;		/* job and attempt: branch lines */
 	struct kill *k;
 	size_t nk;
 	struct lists kills;		/* job and attempt: kills */
-	struct step *steps;
-	size_t nsteps;
-	struct line *lines;
-	size_t nlines;
+	/* the step and log rows, written as they come: a run's memory does
+	 * not grow with them */
+	FILE *steps, *lines;
+	int spool_errno;		/* the first error writing them, or 0 */
 };
 
 /* Room for one more after n, in an array that doubles: a power of two
@@ -172,6 +156,8 @@ idem_evidence_new(void)
 	lists_init(&ev->consumers);
 	lists_init(&ev->branches);
 	lists_init(&ev->kills);
+	if ((ev->steps = tmpfile()) == NULL || (ev->lines = tmpfile()) == NULL)
+		ev->spool_errno = errno;
 	return ev;
 }
 
@@ -188,11 +174,7 @@ idem_evidence_free(struct idem_evidence *ev)
 		free(ev->d[i].key);
 	}
 	free(ev->d);
-	for (i = 0; i < ev->nbr; i++) {
-		free(ev->br[i].msg_id);
-		free(ev->br[i].name);
-	}
-	free(ev->br);
+	idem_free_list(ev->br, ev->nbr);
 	for (i = 0; i < ev->nk; i++) {
 		free(ev->k[i].scenario);
 		free(ev->k[i].job_id);
@@ -200,15 +182,13 @@ idem_evidence_free(struct idem_evidence *ev)
 		free(ev->k[i].msg_id);
 	}
 	free(ev->k);
-	for (i = 0; i < ev->nsteps; i++) {
-		free(ev->steps[i].name);
-		free(ev->steps[i].job_id);
-	}
-	free(ev->steps);
-	for (i = 0; i < ev->nlines; i++)
-		free(ev->lines[i].text);
-	free(ev->lines);
+	if (ev->steps != NULL)
+		fclose(ev->steps);
+	if (ev->lines != NULL)
+		fclose(ev->lines);
 	free(ev->b);
+	free(ev->group_xid);
+	free((char *)ev->group.key);
 	lists_free(&ev->by_key);
 	idem_map_free(&ev->last_of_msg);
 	lists_free(&ev->backends);
@@ -332,50 +312,63 @@ attribute(struct idem_evidence *ev, const struct writes *w)
 	return same_session ? same_session : same_worker ? same_worker : any;
 }
 
+/* Adds the writes of the transaction that ev->group holds to its delivery. */
+static void
+attribute_group(struct idem_evidence *ev)
+{
+	const struct writes *g = &ev->group;
+	struct delivery *d;
+
+	if (g->key == NULL)
+		return;
+	if ((d = attribute(ev, g)) != NULL) {
+		d->inserts += g->inserts;
+		d->updates += g->updates;
+		if (d->first_write == 0 || g->first_write < d->first_write)
+			d->first_write = g->first_write;
+		if (g->last_commit > d->last_commit)
+			d->last_commit = g->last_commit;
+	}
+	free(ev->group_xid);
+	free((char *)g->key);
+	memset(&ev->group, 0, sizeof(ev->group));
+	ev->group_xid = NULL;
+}
+
 void
 idem_evidence_ledger(struct idem_evidence *ev, const struct idem_failpoint_write *writes, size_t n)
 {
-	struct idem_map index;
-	struct writes *g = idem_ereallocarray(NULL, n + 1, sizeof(*g));
-	size_t ng = 0, i;
+	size_t i;
 
 	ev->ledger = 1;
-	idem_map_init(&index);
 	for (i = 0; i < n; i++) {
 		const struct idem_failpoint_write *w = &writes[i];
-		char *key;
-		size_t at;
 
 		if (w->business_key == NULL)
 			continue;
-		if (asprintf(&key, "%s\t%s", w->xid, w->business_key) < 0)
-			idem_die(IDEM_EXIT_ENV, "asprintf:");
-		if ((at = idem_map_get(&index, key)) == IDEM_MAP_NONE) {
-			at = ng++;
-			g[at] = (struct writes){ w->business_key, w->backend_pid, w->written_at_us,
-			    w->committed_at_us, 0, 0 };
-			idem_map_put(&index, key, at);
+		if (ev->group.key == NULL || strcmp(ev->group_xid, w->xid) != 0 ||
+		    strcmp(ev->group.key, w->business_key) != 0) {
+			attribute_group(ev);
+			ev->group = (struct writes){ idem_estrdup(w->business_key), w->backend_pid,
+			    w->written_at_us, w->committed_at_us, 0, 0 };
+			ev->group_xid = idem_estrdup(w->xid);
 		}
-		free(key);
 		if (w->update)
-			g[at].updates++;
+			ev->group.updates++;
 		else
-			g[at].inserts++;
+			ev->group.inserts++;
 	}
-	for (i = 0; i < ng; i++) {
-		struct delivery *d = attribute(ev, &g[i]);
+}
 
-		if (d == NULL)
-			continue;
-		d->inserts += g[i].inserts;
-		d->updates += g[i].updates;
-		if (d->first_write == 0 || g[i].first_write < d->first_write)
-			d->first_write = g[i].first_write;
-		if (g[i].last_commit > d->last_commit)
-			d->last_commit = g[i].last_commit;
-	}
-	idem_map_free(&index);
-	free(g);
+/* Appends a row to a spool; the first failure is kept for
+ * idem_evidence_write to report. */
+static void
+spool_row(struct idem_evidence *ev, FILE *f, const char *kind, const char *const *row, size_t n)
+{
+	if (ev->spool_errno != 0)
+		return;
+	if (idem_tsv_write_row(f, kind, row, n) < 0)
+		ev->spool_errno = errno ? errno : EIO;
 }
 
 void
@@ -383,12 +376,16 @@ idem_evidence_step(struct idem_evidence *ev, long long at_us, int worker, pid_t 
 		   const char *name, const char *job_id, long long attempt, const char *action,
 		   const char *observed)
 {
-	ev->steps = grow(ev->steps, ev->nsteps, sizeof(*ev->steps));
-	ev->steps[ev->nsteps] = (struct step){ at_us, attempt, worker, pid, idem_estrdup(name),
-	    idem_estrdup(job_id), action, observed };
+	char at[32], w[16], p[16], a[32];
+	const char *row[8] = { at, w, p, name, job_id, a, action, observed };
+
+	idem_format_time(at_us, at);
+	snprintf(w, sizeof(w), "%d", worker);
+	snprintf(p, sizeof(p), "%d", (int)pid);
+	snprintf(a, sizeof(a), "%lld", attempt);
+	spool_row(ev, ev->steps, "step", row, 8);
 	if (strcmp(name, "consumed") == 0 && strcmp(observed, "socket") == 0)
-		WITH_ATTEMPT_KEY(key, job_id, attempt, lists_add(&ev->consumers, key, ev->nsteps));
-	ev->nsteps++;
+		WITH_ATTEMPT_KEY(key, job_id, attempt, lists_add(&ev->consumers, key, (size_t)pid));
 }
 
 void
@@ -404,26 +401,33 @@ idem_evidence_log(struct idem_evidence *ev, long long at_us, int worker, pid_t p
 		for (i = 0; i < len; i++)
 			if ((unsigned char)line[i] >= 0x80 || line[i] == '\0')
 				line[i] = '?';
-	ev->lines = grow(ev->lines, ev->nlines, sizeof(*ev->lines));
-	ev->lines[ev->nlines++] = (struct line){ at_us, worker, pid, line };
-	if ((b = idem_log_value(line, "branch")) == NULL)
-		return;
-	j = idem_log_value(line, "job");
-	a = idem_log_value(line, "attempt");
-	m = idem_log_value(line, "msg_id");
+	{
+		char at[32], w[16], p[16];
+		const char *row[4] = { at, w, p, line };
+
+		idem_format_time(at_us, at);
+		snprintf(w, sizeof(w), "%d", worker);
+		snprintf(p, sizeof(p), "%d", (int)pid);
+		spool_row(ev, ev->lines, "log", row, 4);
+	}
+	b = idem_log_value(line, "branch");
+	j = b ? idem_log_value(line, "job") : NULL;
+	a = b ? idem_log_value(line, "attempt") : NULL;
+	m = b ? idem_log_value(line, "msg_id") : NULL;
+	free(line);
 	/* a line with its message is that delivery's whatever job it names
 	 * (a worker on another library knows the library's id, not the
 	 * seed's job); one without, its job's attempt's */
-	if (a != NULL && (j != NULL || m != NULL)) {
+	if (b != NULL && a != NULL && (j != NULL || m != NULL)) {
 		char *key;
 
 		if (asprintf(&key, m ? "\037%s\t%s" : "%s\t%s", m ? m : j, a) < 0)
 			idem_die(IDEM_EXIT_ENV, "asprintf:");
-		ev->br = idem_ereallocarray(ev->br, ev->nbr + 1, sizeof(*ev->br));
-		ev->br[ev->nbr] = (struct branch){ m, b };
+		ev->br = grow(ev->br, ev->nbr, sizeof(*ev->br));
+		ev->br[ev->nbr] = b;
 		lists_add(&ev->branches, key, ev->nbr++);
 		free(key);
-		m = b = NULL;
+		b = NULL;
 	}
 	free(b);
 	free(j);
@@ -434,11 +438,27 @@ idem_evidence_log(struct idem_evidence *ev, long long at_us, int worker, pid_t p
 void
 idem_evidence_print_log(const struct idem_evidence *ev, FILE *out, pid_t pid)
 {
-	size_t i;
+	char *line = NULL, *field[5], *p;
+	size_t cap = 0, n, len;
+	ssize_t got;
 
-	for (i = 0; i < ev->nlines; i++)
-		if (ev->lines[i].pid == pid)
-			fprintf(out, "%s\n", ev->lines[i].text);
+	/* the spool's rows: log, time, worker, pid, line */
+	if (ev->lines == NULL || fflush(ev->lines) != 0 || fseek(ev->lines, 0, SEEK_SET) != 0)
+		return;
+	while ((got = getline(&line, &cap, ev->lines)) > 0) {
+		if (line[got - 1] == '\n')
+			line[got - 1] = '\0';
+		for (n = 0, p = line; n < 5 && p != NULL; n++) {
+			field[n] = p;
+			if ((p = strchr(p, '\t')) != NULL)
+				*p++ = '\0';
+		}
+		if (n == 5 && strtol(field[3], NULL, 10) == (long)pid &&
+		    idem_tsv_unescape(field[4], &len) == 0)
+			fprintf(out, "%s\n", field[4]);
+	}
+	free(line);
+	fseek(ev->lines, 0, SEEK_END);
 }
 
 void
@@ -453,32 +473,35 @@ idem_evidence_kill(struct idem_evidence *ev, const char *scenario, const char *j
 	WITH_ATTEMPT_KEY(key, job_id, attempt, lists_add(&ev->kills, key, ev->nk++));
 }
 
+/* Copies a spool to out; -1 on a read or write error. */
+static int
+copy_spool(FILE *spool, FILE *out)
+{
+	char buf[65536];
+	size_t n;
+
+	if (fflush(spool) != 0 || fseek(spool, 0, SEEK_SET) != 0)
+		return -1;
+	while ((n = fread(buf, 1, sizeof(buf), spool)) > 0)
+		if (fwrite(buf, 1, n, out) != n)
+			return -1;
+	return ferror(spool) || fseek(spool, 0, SEEK_END) != 0 ? -1 : 0;
+}
+
 /* The step, kill and log rows, as they came. */
 static int
 write_steps_kills_logs(const struct idem_evidence *ev, FILE *out)
 {
-	char at[32], worker[16], pid[16], attempt[32];
-	const char *row[8];
+	char at[32], pid[16], attempt[32];
+	const char *row[7];
 	size_t i;
-	int rc = 0;
+	int rc;
 
-	for (i = 0; i < ev->nsteps && rc == 0; i++) {
-		const struct step *e = &ev->steps[i];
-
-		idem_format_time(e->at, at);
-		snprintf(worker, sizeof(worker), "%d", e->worker);
-		snprintf(pid, sizeof(pid), "%d", (int)e->pid);
-		snprintf(attempt, sizeof(attempt), "%lld", e->attempt);
-		row[0] = at;
-		row[1] = worker;
-		row[2] = pid;
-		row[3] = e->name;
-		row[4] = e->job_id;
-		row[5] = attempt;
-		row[6] = e->action;
-		row[7] = e->observed;
-		rc = idem_tsv_write_row(out, "step", row, 8);
+	if (ev->spool_errno != 0) {
+		errno = ev->spool_errno;
+		return -1;
 	}
+	rc = copy_spool(ev->steps, out);
 	for (i = 0; i < ev->nk && rc == 0; i++) {
 		const struct kill *k = &ev->k[i];
 
@@ -494,17 +517,7 @@ write_steps_kills_logs(const struct idem_evidence *ev, FILE *out)
 		row[6] = k->observed;
 		rc = idem_tsv_write_row(out, "kill", row, 7);
 	}
-	for (i = 0; i < ev->nlines && rc == 0; i++) {
-		idem_format_time(ev->lines[i].at, at);
-		snprintf(worker, sizeof(worker), "%d", ev->lines[i].worker);
-		snprintf(pid, sizeof(pid), "%d", (int)ev->lines[i].pid);
-		row[0] = at;
-		row[1] = worker;
-		row[2] = pid;
-		row[3] = ev->lines[i].text;
-		rc = idem_tsv_write_row(out, "log", row, 4);
-	}
-	return rc;
+	return rc == 0 ? copy_spool(ev->lines, out) : rc;
 }
 
 /* The branches of a delivery: the lines naming its message and attempt,
@@ -516,13 +529,13 @@ append_branches(const struct idem_evidence *ev, const char *key, char **out, siz
 	size_t i;
 
 	for (i = 0; i < l->n; i++) {
-		const struct branch *b = &ev->br[l->v[i]];
-		size_t blen = strlen(b->name);
+		const char *b = ev->br[l->v[i]];
+		size_t blen = strlen(b);
 
 		*out = idem_erealloc(*out, *len + blen + 2);
 		if (*len)
 			(*out)[(*len)++] = ' ';
-		memcpy(*out + *len, b->name, blen + 1);
+		memcpy(*out + *len, b, blen + 1);
 		*len += blen;
 	}
 }
@@ -574,6 +587,7 @@ idem_evidence_write(struct idem_evidence *ev, FILE *out)
 	size_t i;
 	int rc = write_steps_kills_logs(ev, out);
 
+	attribute_group(ev);
 	idem_map_init(&nth);
 	for (i = 0; i < ev->nd && rc == 0; i++) {
 		struct delivery *d = &ev->d[i];
@@ -593,7 +607,7 @@ idem_evidence_write(struct idem_evidence *ev, FILE *out)
 			n = n == IDEM_MAP_NONE ? 0 : n + 1;
 			idem_map_put(&nth, key, n);
 			if (n < c->n)
-				d->pid = ev->steps[c->v[n]].pid;
+				d->pid = (pid_t)c->v[n];
 			else if ((b = backend_at(ev, d->backend_pid, d->delivered_at)) != NULL)
 				d->pid = b->os_pid;
 			branch = branches_of(ev, d, key);

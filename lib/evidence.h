@@ -27,8 +27,10 @@ void idem_evidence_delivery(struct idem_evidence *ev, const char *msg_id, const 
 int idem_evidence_read_deliveries(struct idem_evidence *ev, PGconn *conn,
 				  const struct idem_queue *q, const char *msg_ids,
 				  struct idem_error *err);
-/* The committed writes of the effect table. Without them, rows written
- * are unknown (\N). */
+/* The committed writes of the effect table, in batches as
+ * idem_failpoint_ledger reads them (those of a transaction and business
+ * key together), after the deliveries. Without them, rows written are
+ * unknown (\N). */
 void idem_evidence_ledger(struct idem_evidence *ev, const struct idem_failpoint_write *writes,
 			  size_t n);
 /* A session the controller saw, and the worker process that owns it. */
