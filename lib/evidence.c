@@ -50,7 +50,6 @@ struct idem_evidence {
 	struct delivery *d;
 	size_t nd;
 	struct lists by_key;		/* business key: deliveries */
-	struct idem_map last_of_msg;	/* msg_id: its last delivery */
 	int ledger;
 	struct writes group;		/* the transaction whose writes are being read */
 	char *group_xid;
@@ -151,7 +150,6 @@ idem_evidence_new(void)
 
 	memset(ev, 0, sizeof(*ev));
 	lists_init(&ev->by_key);
-	idem_map_init(&ev->last_of_msg);
 	lists_init(&ev->backends);
 	lists_init(&ev->consumers);
 	lists_init(&ev->branches);
@@ -190,7 +188,6 @@ idem_evidence_free(struct idem_evidence *ev)
 	free(ev->group_xid);
 	free((char *)ev->group.key);
 	lists_free(&ev->by_key);
-	idem_map_free(&ev->last_of_msg);
 	lists_free(&ev->backends);
 	lists_free(&ev->consumers);
 	lists_free(&ev->branches);
@@ -216,7 +213,6 @@ idem_evidence_delivery(struct idem_evidence *ev, const char *msg_id, const char 
 	d->backend_pid = backend_pid;
 	d->acked_at = acked_at_us;
 	lists_add(&ev->by_key, business_key, ev->nd);
-	idem_map_put(&ev->last_of_msg, msg_id, ev->nd);
 	ev->nd++;
 }
 
@@ -226,22 +222,35 @@ idem_evidence_read_deliveries(struct idem_evidence *ev, PGconn *conn, const stru
 {
 	const char *params[1] = { msg_ids };
 	const Oid types[1] = { IDEM_OID_TEXT_ARRAY };
+	char *sql = idem_queue_sql(q, conn, "deliveries"), msg[768];
 	PGresult *res;
-	int i;
+	int rc = 0, sent;
 
+	if (sql == NULL)
+		return idem_error_set(err, IDEM_EXIT_ENV, "reading the delivery log: the %s adapter "
+		    "has no deliveries section", q->kind), -1;
 	/* msg_id, job_id, business_key, attempt, delivered_at, backend_pid,
-	 * acked_at (on the last delivery of an acked message) */
-	res = idem_queue_exec(q, conn, "deliveries", "reading the delivery log", 1, types, params,
-	    err);
-	if (res == NULL)
-		return -1;
-	for (i = 0; i < PQntuples(res); i++)
-		idem_evidence_delivery(ev, PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
-		    PQgetvalue(res, i, 2), strtoll(PQgetvalue(res, i, 3), NULL, 10),
-		    strtoll(PQgetvalue(res, i, 4), NULL, 10), atoi(PQgetvalue(res, i, 5)),
-		    PQgetisnull(res, i, 6) ? 0 : strtoll(PQgetvalue(res, i, 6), NULL, 10));
-	PQclear(res);
-	return 0;
+	 * acked_at (on the last delivery of an acked message), a row at a
+	 * time: the log is never in memory twice */
+	sent = PQsendQueryParams(conn, sql, 1, types, params, NULL, NULL, 0) && PQsetSingleRowMode(conn);
+	free(sql);
+	if (!sent)
+		return idem_error_set(err, IDEM_EXIT_ENV, "reading the delivery log: %s",
+		    idem_pg_message(conn, NULL, msg, sizeof(msg))), -1;
+	while ((res = PQgetResult(conn)) != NULL) {
+		if (PQresultStatus(res) == PGRES_SINGLE_TUPLE)
+			idem_evidence_delivery(ev, PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1),
+			    PQgetvalue(res, 0, 2), strtoll(PQgetvalue(res, 0, 3), NULL, 10),
+			    strtoll(PQgetvalue(res, 0, 4), NULL, 10), atoi(PQgetvalue(res, 0, 5)),
+			    PQgetisnull(res, 0, 6) ? 0 : strtoll(PQgetvalue(res, 0, 6), NULL, 10));
+		else if (PQresultStatus(res) != PGRES_TUPLES_OK && rc == 0) {
+			idem_error_set(err, IDEM_EXIT_ENV, "reading the delivery log: %s",
+			    idem_pg_message(conn, res, msg, sizeof(msg)));
+			rc = -1;
+		}
+		PQclear(res);
+	}
+	return rc;
 }
 
 void
@@ -632,15 +641,19 @@ idem_evidence_write(struct idem_evidence *ev, FILE *out)
 	}
 	for (i = 0; i < ev->nd && rc == 0; i++) {
 		const struct delivery *d = &ev->d[i], *last;
+		const struct list *ds;
 		char killed_at[32], acked_at[32], ms[32];
 		const char *row[5];
 		size_t l;
 
 		if (killed[i] == NULL)
 			continue;
-		/* the ack of the same message by a later delivery */
-		l = idem_map_get(&ev->last_of_msg, d->msg_id);
-		last = &ev->d[l];
+		/* the ack of the same message by a later delivery: the last of
+		 * its business key's deliveries that is the message's */
+		ds = lists_get(&ev->by_key, d->key);
+		for (l = ds->n; l-- > 0 && strcmp(ev->d[ds->v[l]].msg_id, d->msg_id) != 0;)
+			;
+		last = &ev->d[ds->v[l]];
 		idem_format_time(killed[i]->killed_at, killed_at);
 		row[0] = d->job_id;
 		row[1] = d->msg_id;
