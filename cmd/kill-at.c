@@ -1802,7 +1802,9 @@ run_baseline(long long deadline_us)
 		idem_baseline_fault_key(&k.base, k.races[n].business_key);
 	for (n = 0; n < k.nfaults; n++)
 		idem_baseline_fault_key(&k.base, k.faults[n].business_key);
-	if (idem_baseline_plan(&k.base) == 0)
+	if ((n = idem_baseline_plan(&k.base)) == SIZE_MAX)
+		idem_die(IDEM_EXIT_ENV, "holding the stream:");
+	if (n == 0)
 		return 0;
 	if (idem_baseline_hold_back(&k.base, &k.q, k.conn, &err) < 0)
 		idem_die_error(&err);

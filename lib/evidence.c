@@ -463,7 +463,7 @@ idem_evidence_print_log(const struct idem_evidence *ev, FILE *out, pid_t pid)
 				*p++ = '\0';
 		}
 		if (n == 5 && strtol(field[3], NULL, 10) == (long)pid &&
-		    idem_tsv_unescape(field[4], &len) == 0)
+		    (len = strlen(field[4]), idem_tsv_unescape(field[4], &len) == 0))
 			fprintf(out, "%s\n", field[4]);
 	}
 	free(line);
