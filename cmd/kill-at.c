@@ -1571,8 +1571,8 @@ write_evidence(void)
 			idem_evidence_kill(ev, kp->scenario, kp->job_id, kp->attempt, kp->step,
 			    kp->msg_id, kp->pid, kp->killed_at, kp->observed);
 	}
-	if (idem_evidence_write(ev, k.out) < 0)
-		idem_die(IDEM_EXIT_ENV, "holding the rows:");
+	if (idem_evidence_write(ev, k.conn, k.out, &err) < 0)
+		idem_die_error(&err);
 	write_calls();
 	/* after a failed baseline no fault was tried, so none was missed */
 	if (k.base.result != IDEM_BASELINE_FAILED)

@@ -55,9 +55,11 @@ void idem_evidence_kill(struct idem_evidence *ev, const char *scenario, const ch
 			long long attempt, const char *step, const char *msg_id, pid_t pid,
 			long long killed_at_us, const char *observed);
 
-/* Writes the step, kill, log, attempt and recover rows, in that order.
- * -1 on a write error. */
-int idem_evidence_write(struct idem_evidence *ev, FILE *out);
+/* Writes the step, kill, log, attempt and recover rows, in that order:
+ * the attempt rows joined by PostgreSQL on conn, in temporary tables of a
+ * transaction of its own. -1 with err set on a write or database error. */
+int idem_evidence_write(struct idem_evidence *ev, PGconn *conn, FILE *out,
+			struct idem_error *err);
 
 /* The 95% Wilson score interval of k events in n trials, as proportions
  * in [0, 1]; -1 when there is none (n < 1, k < 0 or k > n). */
