@@ -1,6 +1,8 @@
 /* evidence.h: the rows kill-at(1) appends (step, kill, log, attempt and
  * recover), the last two joined from the queue's delivery log, the effect
- * ledger and what the controller saw */
+ * ledger and what the controller saw. What is given waits in temporary
+ * files, not in memory, and the database joins it at the end; a temporary
+ * file that cannot be written fails idem_evidence_write. */
 #ifndef IDEM_EVIDENCE_H
 #define IDEM_EVIDENCE_H
 
@@ -27,10 +29,9 @@ void idem_evidence_delivery(struct idem_evidence *ev, const char *msg_id, const 
 int idem_evidence_read_deliveries(struct idem_evidence *ev, PGconn *conn,
 				  const struct idem_queue *q, const char *msg_ids,
 				  struct idem_error *err);
-/* The committed writes of the effect table, in batches as
- * idem_failpoint_ledger reads them (those of a transaction and business
- * key together), after the deliveries. Without them, rows written are
- * unknown (\N). */
+/* The committed writes of the effect table, in the order written, in as
+ * many calls as need be (idem_failpoint_ledger's batches). Without them,
+ * rows written are unknown (\N). */
 void idem_evidence_ledger(struct idem_evidence *ev, const struct idem_failpoint_write *writes,
 			  size_t n);
 /* A session the controller saw, and the worker process that owns it. */
@@ -50,7 +51,7 @@ void idem_evidence_log(struct idem_evidence *ev, long long at_us, int worker, pi
 void idem_evidence_print_log(const struct idem_evidence *ev, FILE *out, pid_t pid);
 /* A kill: of the delivery msg_id when it is known (the database saw it),
  * else of the delivery of job and attempt that pid consumed. observed is
- * kept as given. */
+ * kept as given; kills, a few a run, are kept in memory. */
 void idem_evidence_kill(struct idem_evidence *ev, const char *scenario, const char *job_id,
 			long long attempt, const char *step, const char *msg_id, pid_t pid,
 			long long killed_at_us, const char *observed);
