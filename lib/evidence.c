@@ -276,7 +276,9 @@ idem_evidence_step(struct idem_evidence *ev, long long at_us, int worker, pid_t 
 	snprintf(p, sizeof(p), "%d", (int)pid);
 	snprintf(a, sizeof(a), "%lld", attempt);
 	spool_row(ev, SPOOL_STEPS, "step", row, 8);
-	if (strcmp(name, "consumed") == 0 && strcmp(observed, "socket") == 0) {
+	/* a job id that is not UTF-8 is no delivery's: the database has none */
+	if (strcmp(name, "consumed") == 0 && strcmp(observed, "socket") == 0 &&
+	    idem_utf8_valid(job_id, strlen(job_id))) {
 		row[0] = job_id;
 		row[1] = a;
 		row[2] = p;
