@@ -499,6 +499,7 @@ static const char *const copy_sql[NSPOOLS] = {
 static const char join_sql[] =
     "SET LOCAL cursor_tuple_fraction = 1;\n"
     "SET LOCAL jit = off;\n"
+    "SET LOCAL work_mem = '64MB';\n"
     /* each session from its start to the next start of its backend pid;
      * a delivery's, and its worker and process; reach: the latest
      * delivery of its key up to it */
