@@ -102,7 +102,7 @@ fuzz: deps
 	@FUZZ="$(FUZZ)" FUZZ_SECONDS="$(FUZZ_SECONDS)" tests/fuzz/run
 
 # Programs that only the command tests run, beside the real ones.
-TEST_TOOLS = signers-check peer-of failpoint-kill mermaid-check
+TEST_TOOLS = signers-check peer-of failpoint-kill mermaid-check evidence-join
 
 $(BUILD)/tests/%: tests/tools/%.c lib/*.h $(BUILD)/lib/libidem.a
 	@mkdir -p $(@D)

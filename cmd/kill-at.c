@@ -1373,10 +1373,12 @@ write_evidence(void)
 	if (!idem_failpoint_has_ledger(k.fp))
 		idem_warn("no rows written: the effect table %s did not exist when the run began",
 		    k.effect_table);
-	else if (idem_failpoint_ledger(k.fp, &writes, &n, &err) < 0)
-		idem_die_error(&err);
 	else
-		idem_evidence_ledger(ev, writes, n);
+		do {
+			if (idem_failpoint_ledger(k.fp, &writes, &n, &err) < 0)
+				idem_die_error(&err);
+			idem_evidence_ledger(ev, writes, n);
+		} while (n > 0);
 	for (i = 0; i < k.nkills; i++) {
 		const struct kill_point *kp = &k.kills[i];
 
@@ -1384,8 +1386,8 @@ write_evidence(void)
 			idem_evidence_kill(ev, kp->scenario, kp->job_id, kp->attempt, kp->step,
 			    kp->msg_id, kp->pid, kp->killed_at, kp->observed);
 	}
-	if (idem_evidence_write(ev, k.out) < 0)
-		idem_die(IDEM_EXIT_ENV, "holding the rows:");
+	if (idem_evidence_write(ev, k.conn, k.out, &err) < 0)
+		idem_die_error(&err);
 	write_calls();
 	/* after a failed baseline no fault was tried, so none was missed */
 	if (k.base.result != IDEM_BASELINE_FAILED)
@@ -1605,7 +1607,9 @@ run_baseline(long long deadline_us)
 		idem_baseline_fault_key(&k.base, k.races[n].business_key);
 	for (n = 0; n < k.nfaults; n++)
 		idem_baseline_fault_key(&k.base, k.faults[n].business_key);
-	if (idem_baseline_plan(&k.base) == 0)
+	if ((n = idem_baseline_plan(&k.base)) == SIZE_MAX)
+		idem_die(IDEM_EXIT_ENV, "holding the stream:");
+	if (n == 0)
 		return 0;
 	if (idem_baseline_hold_back(&k.base, &k.q, k.conn, &err) < 0)
 		idem_die_error(&err);

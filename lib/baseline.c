@@ -1,3 +1,4 @@
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,19 +11,19 @@ idem_baseline_init(struct idem_baseline *b)
 {
 	memset(b, 0, sizeof(*b));
 	b->limit = IDEM_BASELINE_JOBS;
-	idem_map_init(&b->job_index);
+	idem_map_init(&b->fault_jobs);
 	idem_map_init(&b->fault_keys);
+	if ((b->spool = tmpfile()) == NULL)
+		b->spool_errno = errno;
 }
 
 void
 idem_baseline_free(struct idem_baseline *b)
 {
-	idem_map_free(&b->job_index);
+	if (b->spool != NULL)
+		fclose(b->spool);
+	idem_map_free(&b->fault_jobs);
 	idem_map_free(&b->fault_keys);
-	idem_free_list(b->job_keys, b->njobs);
-	free(b->held);
-	idem_free_list(b->msg_jobs, b->nmsgs);
-	idem_free_list(b->msg_ids, b->nmsgs);
 	idem_free_list(b->keys, b->nkeys);
 	free(b->expected);
 	free(b->observed);
@@ -30,36 +31,33 @@ idem_baseline_free(struct idem_baseline *b)
 	free(b->held_ids);
 }
 
+static void
+spool(struct idem_baseline *b, const char *kind, const char *first, const char *second)
+{
+	const char *row[2] = { first, second };
+
+	if (b->spool_errno == 0 && idem_tsv_write_row(b->spool, kind, row, 2) < 0)
+		b->spool_errno = errno ? errno : EIO;
+}
+
 void
 idem_baseline_job(struct idem_baseline *b, const char *job_id, const char *business_key, int fault)
 {
-	b->job_keys = idem_ereallocarray(b->job_keys, b->njobs + 1, sizeof(*b->job_keys));
-	b->held = idem_ereallocarray(b->held, b->njobs + 1, sizeof(*b->held));
-	b->job_keys[b->njobs] = idem_estrdup(business_key);
-	b->held[b->njobs] = 0;
-	idem_map_put(&b->job_index, job_id, b->njobs);
-	b->njobs++;
+	spool(b, "job", job_id, business_key);
 	if (fault)
-		idem_baseline_fault_job(b, job_id);
+		idem_baseline_fault_key(b, business_key);
 }
 
 void
 idem_baseline_message(struct idem_baseline *b, const char *job_id, const char *msg_id)
 {
-	b->msg_jobs = idem_ereallocarray(b->msg_jobs, b->nmsgs + 1, sizeof(*b->msg_jobs));
-	b->msg_ids = idem_ereallocarray(b->msg_ids, b->nmsgs + 1, sizeof(*b->msg_ids));
-	b->msg_jobs[b->nmsgs] = idem_estrdup(job_id);
-	b->msg_ids[b->nmsgs] = idem_estrdup(msg_id);
-	b->nmsgs++;
+	spool(b, "publish", job_id, msg_id);
 }
 
 void
 idem_baseline_fault_job(struct idem_baseline *b, const char *job_id)
 {
-	size_t i = idem_map_get(&b->job_index, job_id);
-
-	if (i != IDEM_MAP_NONE)
-		idem_baseline_fault_key(b, b->job_keys[i]);
+	idem_map_put(&b->fault_jobs, job_id, 1);
 }
 
 void
@@ -68,52 +66,142 @@ idem_baseline_fault_key(struct idem_baseline *b, const char *business_key)
 	idem_map_put(&b->fault_keys, business_key, 1);
 }
 
+/* The rows of the spool of one kind, from its start: 1 with the two
+ * fields (decoded, valid until the next call), 0 at its end, -1 on a read
+ * error. */
+struct spool_reader {
+	char *line;
+	size_t cap;
+};
+
+static int
+spool_next(struct idem_baseline *b, struct spool_reader *r, const char *kind, char **first,
+	   char **second)
+{
+	size_t klen = strlen(kind), len;
+	ssize_t got;
+	char *tab;
+
+	while ((got = getline(&r->line, &r->cap, b->spool)) > 0) {
+		if (r->line[got - 1] == '\n')
+			r->line[got - 1] = '\0';
+		if (strncmp(r->line, kind, klen) != 0 || r->line[klen] != '\t')
+			continue;
+		*first = r->line + klen + 1;
+		if ((tab = strchr(*first, '\t')) == NULL)
+			continue;
+		*tab = '\0';
+		*second = tab + 1;
+		len = strlen(*first);
+		if (idem_tsv_unescape(*first, &len) != 0)
+			continue;
+		len = strlen(*second);
+		if (idem_tsv_unescape(*second, &len) != 0)
+			continue;
+		return 1;
+	}
+	return ferror(b->spool) ? -1 : 0;
+}
+
+static int
+spool_rewind(struct idem_baseline *b)
+{
+	if (b->spool_errno != 0)
+		return -1;
+	if (fflush(b->spool) != 0 || fseek(b->spool, 0, SEEK_SET) != 0) {
+		b->spool_errno = errno;
+		return -1;
+	}
+	return 0;
+}
+
+/* Appends one item to a PostgreSQL array of texts being built ("{" to
+ * begin; closed with "}" by the caller). */
+static void
+text_array_add(char **array, size_t *len, size_t *cap, size_t *n, const char *item)
+{
+	char *one = idem_queue_text_array((char *const *)&item, 1);
+	size_t m = strlen(one) - 2;	/* without its braces */
+
+	if (*len + m + 3 > *cap) {
+		*cap = 2 * (*len + m + 3);
+		*array = idem_erealloc(*array, *cap);
+	}
+	if ((*n)++ > 0)
+		(*array)[(*len)++] = ',';
+	memcpy(*array + *len, one + 1, m);
+	*len += m;
+	(*array)[*len] = '\0';
+	free(one);
+}
+
 size_t
 idem_baseline_plan(struct idem_baseline *b)
 {
-	struct idem_map key_index;
-	char **ids = NULL, **held = NULL;
-	size_t i, k, nids = 0, nheld = 0;
+	struct idem_map key_index, jobs;
+	struct spool_reader r = { NULL, 0 };
+	char *job, *value;
+	size_t k, len[2] = { 1, 1 }, cap[2] = { 0, 0 }, n[2] = { 0, 0 };
+	char *text[2] = { NULL, NULL };
+	int i, rc = 0;
 
 	idem_map_init(&key_index);
-	for (i = 0; i < b->njobs; i++) {
-		/* held back: a fault's, or beyond the limit */
-		if ((b->held[i] = idem_map_get(&b->fault_keys, b->job_keys[i]) != IDEM_MAP_NONE ||
-		    (b->limit > 0 && b->jobs >= b->limit)))
-			continue;
-		b->jobs++;
-		if ((k = idem_map_get(&key_index, b->job_keys[i])) != IDEM_MAP_NONE) {
-			if (b->job_scope)
-				b->expected[k]++;
-			continue;
-		}
-		b->keys = idem_ereallocarray(b->keys, b->nkeys + 1, sizeof(*b->keys));
-		b->expected = idem_ereallocarray(b->expected, b->nkeys + 1, sizeof(*b->expected));
-		b->keys[b->nkeys] = idem_estrdup(b->job_keys[i]);
-		b->expected[b->nkeys] = 1;
-		idem_map_put(&key_index, b->job_keys[i], b->nkeys);
-		b->nkeys++;
+	idem_map_init(&jobs);
+	for (i = 0; i < 2; i++) {
+		cap[i] = 64;
+		text[i] = idem_emalloc(cap[i]);
+		strcpy(text[i], "{");
 	}
+	/* the keys of the jobs a fault is planned for */
+	if (b->fault_jobs.n > 0 && spool_rewind(b) == 0)
+		while ((rc = spool_next(b, &r, "job", &job, &value)) > 0)
+			if (idem_map_get(&b->fault_jobs, job) != IDEM_MAP_NONE)
+				idem_baseline_fault_key(b, value);
+	/* the baseline's jobs: held back, a fault's, or beyond the limit */
+	if (spool_rewind(b) == 0)
+		while ((rc = spool_next(b, &r, "job", &job, &value)) > 0) {
+			if (idem_map_get(&b->fault_keys, value) != IDEM_MAP_NONE ||
+			    (b->limit > 0 && b->jobs >= b->limit))
+				continue;
+			b->jobs++;
+			idem_map_put(&jobs, job, 1);
+			if ((k = idem_map_get(&key_index, value)) != IDEM_MAP_NONE) {
+				if (b->job_scope)
+					b->expected[k]++;
+				continue;
+			}
+			b->keys = idem_ereallocarray(b->keys, b->nkeys + 1, sizeof(*b->keys));
+			b->expected = idem_ereallocarray(b->expected, b->nkeys + 1, sizeof(*b->expected));
+			b->keys[b->nkeys] = idem_estrdup(value);
+			b->expected[b->nkeys] = 1;
+			idem_map_put(&key_index, value, b->nkeys);
+			b->nkeys++;
+		}
 	idem_map_free(&key_index);
 	if ((b->observed = calloc(b->nkeys + 1, sizeof(*b->observed))) == NULL)
 		idem_die(IDEM_EXIT_ENV, "calloc:");
-	for (i = 0; i < b->nmsgs; i++) {
-		size_t j = idem_map_get(&b->job_index, b->msg_jobs[i]);
-
-		if (j != IDEM_MAP_NONE && !b->held[j]) {
-			ids = idem_ereallocarray(ids, nids + 1, sizeof(*ids));
-			ids[nids++] = b->msg_ids[i];
-		} else {
-			held = idem_ereallocarray(held, nheld + 1, sizeof(*held));
-			held[nheld++] = b->msg_ids[i];
+	/* their messages, and the others */
+	if (spool_rewind(b) == 0)
+		while ((rc = spool_next(b, &r, "publish", &job, &value)) > 0) {
+			i = idem_map_get(&jobs, job) != IDEM_MAP_NONE ? 0 : 1;
+			text_array_add(&text[i], &len[i], &cap[i], &n[i], value);
 		}
+	free(r.line);
+	idem_map_free(&jobs);
+	if (rc < 0 && b->spool_errno == 0)
+		b->spool_errno = errno ? errno : EIO;
+	for (i = 0; i < 2; i++) {
+		text[i] = idem_erealloc(text[i], len[i] + 2);
+		strcpy(text[i] + len[i], "}");
 	}
-	b->messages = (long long)nids;
-	b->ids = idem_queue_text_array(ids, nids);
-	b->held_ids = idem_queue_text_array(held, nheld);
-	free(ids);
-	free(held);
+	b->messages = (long long)n[0];
+	b->ids = text[0];
+	b->held_ids = text[1];
 	b->result = b->jobs > 0 ? IDEM_BASELINE_PASSED : IDEM_BASELINE_NONE;
+	if (b->spool_errno != 0) {
+		errno = b->spool_errno;
+		return SIZE_MAX;
+	}
 	return (size_t)b->jobs;
 }
 

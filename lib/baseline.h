@@ -4,6 +4,7 @@
 #ifndef IDEM_BASELINE_H
 #define IDEM_BASELINE_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include <libpq-fe.h>
@@ -20,13 +21,11 @@ enum idem_baseline_result { IDEM_BASELINE_NONE, IDEM_BASELINE_PASSED, IDEM_BASEL
 struct idem_baseline {
 	int job_scope;			/* one effect per job, not per business key */
 	long long limit;		/* at most this many jobs; 0: every one it may have */
-	/* the jobs and their messages, as the stream has them */
-	struct idem_map job_index;	/* job id: its index */
-	char **job_keys;		/* business key of each job */
-	unsigned char *held;		/* held back: in a fault, sharing its key, or beyond the limit */
-	size_t njobs;
-	char **msg_jobs, **msg_ids;
-	size_t nmsgs;
+	/* the jobs and their messages, as the stream has them, in a
+	 * temporary file: a run's memory does not grow with them */
+	FILE *spool;
+	int spool_errno;		/* the first error writing it, or 0 */
+	struct idem_map fault_jobs;	/* jobs a fault is planned for */
 	struct idem_map fault_keys;	/* business keys of the jobs in a fault */
 	/* the plan: the baseline's keys and messages, and the others */
 	char **keys;
@@ -53,7 +52,8 @@ void idem_baseline_fault_key(struct idem_baseline *b, const char *business_key);
 
 /* Splits the jobs: the first limit of those in no fault, whose business
  * key no job in a fault shares, are the baseline; the others wait with the
- * faults. Returns the number of its jobs. */
+ * faults. Returns the number of its jobs, or SIZE_MAX (errno set) when
+ * the temporary file of the stream's jobs could not be written or read. */
 size_t idem_baseline_plan(struct idem_baseline *b);
 
 /* Hides every message but the baseline's from the workers until let_go

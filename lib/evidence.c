@@ -1,3 +1,4 @@
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -6,55 +7,28 @@
 #include "pg.h"
 #include "tsv.h"
 
-/* Values under a key, in the order added. */
+/*
+ * What a run saw is written to temporary files as it comes, never kept in
+ * memory: the step and log rows as they go out, and the parts of the join
+ * (deliveries, the ledger's writes, sessions, consumed steps, branch
+ * lines) as COPY text. At the end PostgreSQL joins them, in temporary
+ * tables of the controller's session, and the attempt rows are read back
+ * through a cursor: a run's memory does not grow with its jobs. Only the
+ * kills, a few, stay in memory.
+ */
+enum spool {
+	SPOOL_STEPS, SPOOL_LINES,	/* rows of the stream */
+	SPOOL_DELIVERIES, SPOOL_WRITES, SPOOL_BACKENDS, SPOOL_CONSUMED, SPOOL_BRANCHES,
+	NSPOOLS
+};
+
+/* The kills by job and attempt. */
 struct lists {
 	struct idem_map index;
 	struct list {
 		size_t *v, n;
 	} *l;
 	size_t n;
-};
-
-struct delivery {
-	char *msg_id, *job_id, *key;
-	long long attempt, delivered_at, acked_at;
-	int backend_pid;
-	pid_t pid;
-	/* from the ledger: the committed transactions attributed to it */
-	long long inserts, updates, first_write, last_commit;
-};
-
-/* The writes of one transaction to one business key. */
-struct writes {
-	const char *key;
-	int backend_pid;
-	long long first_write, last_commit, inserts, updates;
-};
-
-struct backend {
-	int pid;
-	long long start;
-	int worker;
-	pid_t os_pid;
-};
-
-struct branch {
-	char *msg_id, *name;
-};
-
-struct step {
-	long long at, attempt;
-	int worker;
-	pid_t pid;
-	char *name, *job_id;
-	const char *action, *observed;
-};
-
-struct line {
-	long long at;
-	int worker;
-	pid_t pid;
-	char *text;
 };
 
 struct kill {
@@ -65,34 +39,14 @@ struct kill {
 };
 
 struct idem_evidence {
-	struct delivery *d;
-	size_t nd;
-	struct lists by_key;		/* business key: deliveries */
-	struct idem_map last_of_msg;	/* msg_id: its last delivery */
+	FILE *spool[NSPOOLS];
+	long long rows[NSPOOLS];	/* rows in each */
+	int spool_errno;		/* the first error writing them, or 0 */
 	int ledger;
-	struct backend *b;
-	size_t nb;
-	struct lists backends;		/* backend pid: sessions seen with it */
-	struct lists consumers;		/* job and attempt: consumed steps */
-	struct branch *br;
-	size_t nbr;
-	struct lists branches;		/* job and attempt: branch lines */
 	struct kill *k;
 	size_t nk;
 	struct lists kills;		/* job and attempt: kills */
-	struct step *steps;
-	size_t nsteps;
-	struct line *lines;
-	size_t nlines;
 };
-
-/* Room for one more after n, in an array that doubles: a power of two
- * needs room. */
-static void *
-grow(void *v, size_t n, size_t size)
-{
-	return (n & (n - 1)) == 0 ? idem_ereallocarray(v, n ? n * 2 : 1, size) : v;
-}
 
 static void
 lists_init(struct lists *ls)
@@ -127,7 +81,7 @@ lists_add(struct lists *ls, const char *key, size_t value)
 		idem_map_put(&ls->index, key, at);
 	}
 	l = &ls->l[at];
-	l->v = grow(l->v, l->n, sizeof(*l->v));
+	l->v = idem_ereallocarray(l->v, l->n + 1, sizeof(*l->v));
 	l->v[l->n++] = value;
 }
 
@@ -164,14 +118,13 @@ struct idem_evidence *
 idem_evidence_new(void)
 {
 	struct idem_evidence *ev = idem_emalloc(sizeof(*ev));
+	int i;
 
 	memset(ev, 0, sizeof(*ev));
-	lists_init(&ev->by_key);
-	idem_map_init(&ev->last_of_msg);
-	lists_init(&ev->backends);
-	lists_init(&ev->consumers);
-	lists_init(&ev->branches);
 	lists_init(&ev->kills);
+	for (i = 0; i < NSPOOLS; i++)
+		if ((ev->spool[i] = tmpfile()) == NULL && ev->spool_errno == 0)
+			ev->spool_errno = errno;
 	return ev;
 }
 
@@ -182,17 +135,9 @@ idem_evidence_free(struct idem_evidence *ev)
 
 	if (ev == NULL)
 		return;
-	for (i = 0; i < ev->nd; i++) {
-		free(ev->d[i].msg_id);
-		free(ev->d[i].job_id);
-		free(ev->d[i].key);
-	}
-	free(ev->d);
-	for (i = 0; i < ev->nbr; i++) {
-		free(ev->br[i].msg_id);
-		free(ev->br[i].name);
-	}
-	free(ev->br);
+	for (i = 0; i < NSPOOLS; i++)
+		if (ev->spool[i] != NULL)
+			fclose(ev->spool[i]);
 	for (i = 0; i < ev->nk; i++) {
 		free(ev->k[i].scenario);
 		free(ev->k[i].job_id);
@@ -200,22 +145,36 @@ idem_evidence_free(struct idem_evidence *ev)
 		free(ev->k[i].msg_id);
 	}
 	free(ev->k);
-	for (i = 0; i < ev->nsteps; i++) {
-		free(ev->steps[i].name);
-		free(ev->steps[i].job_id);
-	}
-	free(ev->steps);
-	for (i = 0; i < ev->nlines; i++)
-		free(ev->lines[i].text);
-	free(ev->lines);
-	free(ev->b);
-	lists_free(&ev->by_key);
-	idem_map_free(&ev->last_of_msg);
-	lists_free(&ev->backends);
-	lists_free(&ev->consumers);
-	lists_free(&ev->branches);
 	lists_free(&ev->kills);
 	free(ev);
+}
+
+/* Appends a row to a spool: with kind, a row of the stream; without, a
+ * row of COPY text, numbered first. The first failure is kept for
+ * idem_evidence_write to report. */
+static void
+spool_row(struct idem_evidence *ev, enum spool s, const char *kind, const char *const *row,
+	  size_t n)
+{
+	FILE *f = ev->spool[s];
+	size_t i;
+	int rc;
+
+	if (ev->spool_errno != 0)
+		return;
+	if (kind != NULL) {
+		rc = idem_tsv_write_row(f, kind, row, n);
+	} else {
+		rc = fprintf(f, "%lld", ev->rows[s]) < 0 ? -1 : 0;
+		for (i = 0; i < n && rc == 0; i++)
+			if (putc('\t', f) == EOF || idem_tsv_write_field(f, row[i]) < 0)
+				rc = -1;
+		if (rc == 0 && putc('\n', f) == EOF)
+			rc = -1;
+	}
+	if (rc < 0)
+		ev->spool_errno = errno ? errno : EIO;
+	ev->rows[s]++;
 }
 
 void
@@ -223,21 +182,14 @@ idem_evidence_delivery(struct idem_evidence *ev, const char *msg_id, const char 
 		       const char *business_key, long long attempt, long long delivered_at_us,
 		       int backend_pid, long long acked_at_us)
 {
-	struct delivery *d;
+	char a[32], d[32], b[16], k[32];
+	const char *row[7] = { msg_id, job_id, business_key, a, d, b, k };
 
-	ev->d = grow(ev->d, ev->nd, sizeof(*ev->d));
-	d = &ev->d[ev->nd];
-	memset(d, 0, sizeof(*d));
-	d->msg_id = idem_estrdup(msg_id);
-	d->job_id = idem_estrdup(job_id);
-	d->key = idem_estrdup(business_key);
-	d->attempt = attempt;
-	d->delivered_at = delivered_at_us;
-	d->backend_pid = backend_pid;
-	d->acked_at = acked_at_us;
-	lists_add(&ev->by_key, business_key, ev->nd);
-	idem_map_put(&ev->last_of_msg, msg_id, ev->nd);
-	ev->nd++;
+	snprintf(a, sizeof(a), "%lld", attempt);
+	snprintf(d, sizeof(d), "%lld", delivered_at_us);
+	snprintf(b, sizeof(b), "%d", backend_pid);
+	snprintf(k, sizeof(k), "%lld", acked_at_us);
+	spool_row(ev, SPOOL_DELIVERIES, NULL, row, 7);
 }
 
 int
@@ -246,136 +198,69 @@ idem_evidence_read_deliveries(struct idem_evidence *ev, PGconn *conn, const stru
 {
 	const char *params[1] = { msg_ids };
 	const Oid types[1] = { IDEM_OID_TEXT_ARRAY };
+	char *sql = idem_queue_sql(q, conn, "deliveries"), msg[768];
 	PGresult *res;
-	int i;
+	int rc = 0, sent;
 
+	if (sql == NULL)
+		return idem_error_set(err, IDEM_EXIT_ENV, "reading the delivery log: the %s adapter "
+		    "has no deliveries section", q->kind), -1;
 	/* msg_id, job_id, business_key, attempt, delivered_at, backend_pid,
-	 * acked_at (on the last delivery of an acked message) */
-	res = idem_queue_exec(q, conn, "deliveries", "reading the delivery log", 1, types, params,
-	    err);
-	if (res == NULL)
-		return -1;
-	for (i = 0; i < PQntuples(res); i++)
-		idem_evidence_delivery(ev, PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
-		    PQgetvalue(res, i, 2), strtoll(PQgetvalue(res, i, 3), NULL, 10),
-		    strtoll(PQgetvalue(res, i, 4), NULL, 10), atoi(PQgetvalue(res, i, 5)),
-		    PQgetisnull(res, i, 6) ? 0 : strtoll(PQgetvalue(res, i, 6), NULL, 10));
-	PQclear(res);
-	return 0;
+	 * acked_at (on the last delivery of an acked message), a row at a
+	 * time */
+	sent = PQsendQueryParams(conn, sql, 1, types, params, NULL, NULL, 0) && PQsetSingleRowMode(conn);
+	free(sql);
+	if (!sent)
+		return idem_error_set(err, IDEM_EXIT_ENV, "reading the delivery log: %s",
+		    idem_pg_message(conn, NULL, msg, sizeof(msg))), -1;
+	while ((res = PQgetResult(conn)) != NULL) {
+		if (PQresultStatus(res) == PGRES_SINGLE_TUPLE) {
+			idem_evidence_delivery(ev, PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1),
+			    PQgetvalue(res, 0, 2), strtoll(PQgetvalue(res, 0, 3), NULL, 10),
+			    strtoll(PQgetvalue(res, 0, 4), NULL, 10), atoi(PQgetvalue(res, 0, 5)),
+			    PQgetisnull(res, 0, 6) ? 0 : strtoll(PQgetvalue(res, 0, 6), NULL, 10));
+		} else if (PQresultStatus(res) != PGRES_TUPLES_OK && rc == 0) {
+			idem_error_set(err, IDEM_EXIT_ENV, "reading the delivery log: %s",
+			    idem_pg_message(conn, res, msg, sizeof(msg)));
+			rc = -1;
+		}
+		PQclear(res);
+	}
+	return rc;
+}
+
+void
+idem_evidence_ledger(struct idem_evidence *ev, const struct idem_failpoint_write *writes, size_t n)
+{
+	size_t i;
+
+	ev->ledger = 1;
+	for (i = 0; i < n; i++) {
+		const struct idem_failpoint_write *w = &writes[i];
+		char b[16], wr[32], c[32];
+		const char *row[6] = { w->xid, b, w->update ? "t" : "f", w->business_key, wr, c };
+
+		if (w->business_key == NULL)
+			continue;
+		snprintf(b, sizeof(b), "%d", w->backend_pid);
+		snprintf(wr, sizeof(wr), "%lld", w->written_at_us);
+		snprintf(c, sizeof(c), "%lld", w->committed_at_us);
+		spool_row(ev, SPOOL_WRITES, NULL, row, 6);
+	}
 }
 
 void
 idem_evidence_backend(struct idem_evidence *ev, int backend_pid, long long backend_start_us,
 		      int worker, pid_t pid)
 {
-	char key[16];
+	char b[16], s[32], w[16], p[16];
+	const char *row[4] = { b, s, w, p };
 
-	ev->b = idem_ereallocarray(ev->b, ev->nb + 1, sizeof(*ev->b));
-	ev->b[ev->nb] = (struct backend){ backend_pid, backend_start_us, worker, pid };
-	snprintf(key, sizeof(key), "%d", backend_pid);
-	lists_add(&ev->backends, key, ev->nb++);
-}
-
-/* The session that had backend_pid at time at: the one started last
- * before it. NULL when the controller never saw it. */
-static const struct backend *
-backend_at(const struct idem_evidence *ev, int backend_pid, long long at)
-{
-	const struct backend *best = NULL;
-	const struct list *l;
-	char key[16];
-	size_t i;
-
-	snprintf(key, sizeof(key), "%d", backend_pid);
-	l = lists_get(&ev->backends, key);
-	for (i = 0; i < l->n; i++) {
-		const struct backend *b = &ev->b[l->v[i]];
-
-		if (b->start <= at && (best == NULL || b->start > best->start))
-			best = b;
-	}
-	return best;
-}
-
-static int
-worker_at(const struct idem_evidence *ev, int backend_pid, long long at)
-{
-	const struct backend *b = backend_at(ev, backend_pid, at);
-
-	return b ? b->worker : -1;
-}
-
-/*
- * The delivery a transaction's writes belong to: among the deliveries of
- * their business key taken before the first write, the last one taken by
- * the same session; else by a session of the same worker; else the last.
- */
-static struct delivery *
-attribute(struct idem_evidence *ev, const struct writes *w)
-{
-	const struct list *l = lists_get(&ev->by_key, w->key);
-	struct delivery *same_session = NULL, *same_worker = NULL, *any = NULL;
-	int worker = worker_at(ev, w->backend_pid, w->first_write);
-	size_t i;
-
-	for (i = 0; i < l->n; i++) {
-		struct delivery *d = &ev->d[l->v[i]];
-
-		if (d->delivered_at > w->first_write)
-			break;
-		any = d;
-		if (d->backend_pid == w->backend_pid)
-			same_session = d;
-		if (worker >= 0 && worker_at(ev, d->backend_pid, d->delivered_at) == worker)
-			same_worker = d;
-	}
-	return same_session ? same_session : same_worker ? same_worker : any;
-}
-
-void
-idem_evidence_ledger(struct idem_evidence *ev, const struct idem_failpoint_write *writes, size_t n)
-{
-	struct idem_map index;
-	struct writes *g = idem_ereallocarray(NULL, n + 1, sizeof(*g));
-	size_t ng = 0, i;
-
-	ev->ledger = 1;
-	idem_map_init(&index);
-	for (i = 0; i < n; i++) {
-		const struct idem_failpoint_write *w = &writes[i];
-		char *key;
-		size_t at;
-
-		if (w->business_key == NULL)
-			continue;
-		if (asprintf(&key, "%s\t%s", w->xid, w->business_key) < 0)
-			idem_die(IDEM_EXIT_ENV, "asprintf:");
-		if ((at = idem_map_get(&index, key)) == IDEM_MAP_NONE) {
-			at = ng++;
-			g[at] = (struct writes){ w->business_key, w->backend_pid, w->written_at_us,
-			    w->committed_at_us, 0, 0 };
-			idem_map_put(&index, key, at);
-		}
-		free(key);
-		if (w->update)
-			g[at].updates++;
-		else
-			g[at].inserts++;
-	}
-	for (i = 0; i < ng; i++) {
-		struct delivery *d = attribute(ev, &g[i]);
-
-		if (d == NULL)
-			continue;
-		d->inserts += g[i].inserts;
-		d->updates += g[i].updates;
-		if (d->first_write == 0 || g[i].first_write < d->first_write)
-			d->first_write = g[i].first_write;
-		if (g[i].last_commit > d->last_commit)
-			d->last_commit = g[i].last_commit;
-	}
-	idem_map_free(&index);
-	free(g);
+	snprintf(b, sizeof(b), "%d", backend_pid);
+	snprintf(s, sizeof(s), "%lld", backend_start_us);
+	snprintf(w, sizeof(w), "%d", worker);
+	snprintf(p, sizeof(p), "%d", (int)pid);
+	spool_row(ev, SPOOL_BACKENDS, NULL, row, 4);
 }
 
 void
@@ -383,12 +268,22 @@ idem_evidence_step(struct idem_evidence *ev, long long at_us, int worker, pid_t 
 		   const char *name, const char *job_id, long long attempt, const char *action,
 		   const char *observed)
 {
-	ev->steps = grow(ev->steps, ev->nsteps, sizeof(*ev->steps));
-	ev->steps[ev->nsteps] = (struct step){ at_us, attempt, worker, pid, idem_estrdup(name),
-	    idem_estrdup(job_id), action, observed };
-	if (strcmp(name, "consumed") == 0 && strcmp(observed, "socket") == 0)
-		WITH_ATTEMPT_KEY(key, job_id, attempt, lists_add(&ev->consumers, key, ev->nsteps));
-	ev->nsteps++;
+	char at[32], w[16], p[16], a[32];
+	const char *row[8] = { at, w, p, name, job_id, a, action, observed };
+
+	idem_format_time(at_us, at);
+	snprintf(w, sizeof(w), "%d", worker);
+	snprintf(p, sizeof(p), "%d", (int)pid);
+	snprintf(a, sizeof(a), "%lld", attempt);
+	spool_row(ev, SPOOL_STEPS, "step", row, 8);
+	/* a job id that is not UTF-8 is no delivery's: the database has none */
+	if (strcmp(name, "consumed") == 0 && strcmp(observed, "socket") == 0 &&
+	    idem_utf8_valid(job_id, strlen(job_id))) {
+		row[0] = job_id;
+		row[1] = a;
+		row[2] = p;
+		spool_row(ev, SPOOL_CONSUMED, NULL, row, 3);
+	}
 }
 
 void
@@ -396,6 +291,8 @@ idem_evidence_log(struct idem_evidence *ev, long long at_us, int worker, pid_t p
 		  const char *text, size_t len)
 {
 	char *line = idem_emalloc(len + 1), *b, *j, *a, *m;
+	char at[32], w[16], p[16];
+	const char *row[4] = { at, w, p, line };
 	size_t i;
 
 	memcpy(line, text, len);
@@ -404,26 +301,24 @@ idem_evidence_log(struct idem_evidence *ev, long long at_us, int worker, pid_t p
 		for (i = 0; i < len; i++)
 			if ((unsigned char)line[i] >= 0x80 || line[i] == '\0')
 				line[i] = '?';
-	ev->lines = grow(ev->lines, ev->nlines, sizeof(*ev->lines));
-	ev->lines[ev->nlines++] = (struct line){ at_us, worker, pid, line };
-	if ((b = idem_log_value(line, "branch")) == NULL)
-		return;
-	j = idem_log_value(line, "job");
-	a = idem_log_value(line, "attempt");
-	m = idem_log_value(line, "msg_id");
+	idem_format_time(at_us, at);
+	snprintf(w, sizeof(w), "%d", worker);
+	snprintf(p, sizeof(p), "%d", (int)pid);
+	spool_row(ev, SPOOL_LINES, "log", row, 4);
+	b = idem_log_value(line, "branch");
+	j = b ? idem_log_value(line, "job") : NULL;
+	a = b ? idem_log_value(line, "attempt") : NULL;
+	m = b ? idem_log_value(line, "msg_id") : NULL;
+	free(line);
 	/* a line with its message is that delivery's whatever job it names
 	 * (a worker on another library knows the library's id, not the
 	 * seed's job); one without, its job's attempt's */
-	if (a != NULL && (j != NULL || m != NULL)) {
-		char *key;
-
-		if (asprintf(&key, m ? "\037%s\t%s" : "%s\t%s", m ? m : j, a) < 0)
-			idem_die(IDEM_EXIT_ENV, "asprintf:");
-		ev->br = idem_ereallocarray(ev->br, ev->nbr + 1, sizeof(*ev->br));
-		ev->br[ev->nbr] = (struct branch){ m, b };
-		lists_add(&ev->branches, key, ev->nbr++);
-		free(key);
-		m = b = NULL;
+	if (b != NULL && a != NULL && (j != NULL || m != NULL)) {
+		row[0] = m ? "t" : "f";
+		row[1] = m ? m : j;
+		row[2] = a;
+		row[3] = b;
+		spool_row(ev, SPOOL_BRANCHES, NULL, row, 4);
 	}
 	free(b);
 	free(j);
@@ -434,11 +329,28 @@ idem_evidence_log(struct idem_evidence *ev, long long at_us, int worker, pid_t p
 void
 idem_evidence_print_log(const struct idem_evidence *ev, FILE *out, pid_t pid)
 {
-	size_t i;
+	FILE *f = ev->spool[SPOOL_LINES];
+	char *line = NULL, *field[5], *p;
+	size_t cap = 0, n, len;
+	ssize_t got;
 
-	for (i = 0; i < ev->nlines; i++)
-		if (ev->lines[i].pid == pid)
-			fprintf(out, "%s\n", ev->lines[i].text);
+	/* the spool's rows: log, time, worker, pid, line */
+	if (f == NULL || fflush(f) != 0 || fseek(f, 0, SEEK_SET) != 0)
+		return;
+	while ((got = getline(&line, &cap, f)) > 0) {
+		if (line[got - 1] == '\n')
+			line[got - 1] = '\0';
+		for (n = 0, p = line; n < 5 && p != NULL; n++) {
+			field[n] = p;
+			if ((p = strchr(p, '\t')) != NULL)
+				*p++ = '\0';
+		}
+		if (n == 5 && strtol(field[3], NULL, 10) == (long)pid &&
+		    (len = strlen(field[4]), idem_tsv_unescape(field[4], &len) == 0))
+			fprintf(out, "%s\n", field[4]);
+	}
+	free(line);
+	fseek(f, 0, SEEK_END);
 }
 
 void
@@ -453,32 +365,30 @@ idem_evidence_kill(struct idem_evidence *ev, const char *scenario, const char *j
 	WITH_ATTEMPT_KEY(key, job_id, attempt, lists_add(&ev->kills, key, ev->nk++));
 }
 
+/* Copies a spool to out; -1 on a read or write error. */
+static int
+copy_spool(FILE *spool, FILE *out)
+{
+	char buf[65536];
+	size_t n;
+
+	if (fflush(spool) != 0 || fseek(spool, 0, SEEK_SET) != 0)
+		return -1;
+	while ((n = fread(buf, 1, sizeof(buf), spool)) > 0)
+		if (fwrite(buf, 1, n, out) != n)
+			return -1;
+	return ferror(spool) || fseek(spool, 0, SEEK_END) != 0 ? -1 : 0;
+}
+
 /* The step, kill and log rows, as they came. */
 static int
 write_steps_kills_logs(const struct idem_evidence *ev, FILE *out)
 {
-	char at[32], worker[16], pid[16], attempt[32];
-	const char *row[8];
+	char at[32], pid[16], attempt[32];
+	const char *row[7];
 	size_t i;
-	int rc = 0;
+	int rc = copy_spool(ev->spool[SPOOL_STEPS], out);
 
-	for (i = 0; i < ev->nsteps && rc == 0; i++) {
-		const struct step *e = &ev->steps[i];
-
-		idem_format_time(e->at, at);
-		snprintf(worker, sizeof(worker), "%d", e->worker);
-		snprintf(pid, sizeof(pid), "%d", (int)e->pid);
-		snprintf(attempt, sizeof(attempt), "%lld", e->attempt);
-		row[0] = at;
-		row[1] = worker;
-		row[2] = pid;
-		row[3] = e->name;
-		row[4] = e->job_id;
-		row[5] = attempt;
-		row[6] = e->action;
-		row[7] = e->observed;
-		rc = idem_tsv_write_row(out, "step", row, 8);
-	}
 	for (i = 0; i < ev->nk && rc == 0; i++) {
 		const struct kill *k = &ev->k[i];
 
@@ -494,67 +404,191 @@ write_steps_kills_logs(const struct idem_evidence *ev, FILE *out)
 		row[6] = k->observed;
 		rc = idem_tsv_write_row(out, "kill", row, 7);
 	}
-	for (i = 0; i < ev->nlines && rc == 0; i++) {
-		idem_format_time(ev->lines[i].at, at);
-		snprintf(worker, sizeof(worker), "%d", ev->lines[i].worker);
-		snprintf(pid, sizeof(pid), "%d", (int)ev->lines[i].pid);
-		row[0] = at;
-		row[1] = worker;
-		row[2] = pid;
-		row[3] = ev->lines[i].text;
-		rc = idem_tsv_write_row(out, "log", row, 4);
+	return rc == 0 ? copy_spool(ev->spool[SPOOL_LINES], out) : rc;
+}
+
+/* Runs commands, one or more. */
+static int
+exec_ok(PGconn *conn, const char *sql, struct idem_error *err)
+{
+	PGresult *res = PQexec(conn, sql);
+	char msg[768];
+	int rc = 0;
+
+	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+		idem_error_set(err, IDEM_EXIT_ENV, "joining the evidence: %s",
+		    idem_pg_message(conn, res, msg, sizeof(msg)));
+		rc = -1;
 	}
+	PQclear(res);
 	return rc;
 }
 
-/* The branches of a delivery: the lines naming its message and attempt,
- * then those naming its job and attempt and no message. */
-static void
-append_branches(const struct idem_evidence *ev, const char *key, char **out, size_t *len)
+/* Loads a spool of COPY text into a table by copy (a COPY ... FROM STDIN). */
+static int
+copy_in(PGconn *conn, const char *copy, FILE *spool, struct idem_error *err)
 {
-	const struct list *l = lists_get(&ev->branches, key);
-	size_t i;
+	char buf[65536], msg[768];
+	PGresult *res = PQexec(conn, copy);
+	size_t n;
+	int rc = 0;
 
-	for (i = 0; i < l->n; i++) {
-		const struct branch *b = &ev->br[l->v[i]];
-		size_t blen = strlen(b->name);
-
-		*out = idem_erealloc(*out, *len + blen + 2);
-		if (*len)
-			(*out)[(*len)++] = ' ';
-		memcpy(*out + *len, b->name, blen + 1);
-		*len += blen;
+	if (PQresultStatus(res) != PGRES_COPY_IN) {
+		idem_error_set(err, IDEM_EXIT_ENV, "joining the evidence: %s",
+		    idem_pg_message(conn, res, msg, sizeof(msg)));
+		PQclear(res);
+		return -1;
 	}
+	PQclear(res);
+	if (fflush(spool) != 0 || fseek(spool, 0, SEEK_SET) != 0)
+		rc = -1;
+	while (rc == 0 && (n = fread(buf, 1, sizeof(buf), spool)) > 0)
+		if (PQputCopyData(conn, buf, (int)n) != 1)
+			rc = -1;
+	if (ferror(spool))
+		rc = -1;
+	if (PQputCopyEnd(conn, rc == 0 ? NULL : "the spool could not be read") != 1)
+		rc = -1;
+	while ((res = PQgetResult(conn)) != NULL) {
+		if (PQresultStatus(res) != PGRES_COMMAND_OK && rc == 0)
+			rc = -1;
+		if (rc < 0 && err->text[0] == '\0')
+			idem_error_set(err, IDEM_EXIT_ENV, "joining the evidence: %s",
+			    idem_pg_message(conn, res, msg, sizeof(msg)));
+		PQclear(res);
+	}
+	if (rc < 0 && err->text[0] == '\0')
+		idem_error_set(err, IDEM_EXIT_ENV, "joining the evidence: %s",
+		    idem_pg_message(conn, NULL, msg, sizeof(msg)));
+	return rc;
 }
 
-static char *
-branches_of(const struct idem_evidence *ev, const struct delivery *d, const char *key)
-{
-	char *out = NULL, *by_msg;
-	size_t len = 0;
+/*
+ * The temporary tables, dropped at the end of the transaction, and what
+ * is derived from them: the session, worker and process of each delivery
+ * (the session started last before it), and the writes of the ledger
+ * grouped by transaction and business key, each group attributed to a
+ * delivery: among the deliveries of its key taken before its first write
+ * (up to the first taken after it), the last one taken by the same
+ * session; else by a session of the same worker; else the last.
+ */
+static const char tables_sql[] =
+    "SET LOCAL client_min_messages = warning;\n"
+    "CREATE TEMP TABLE idem_ev_delivery (n bigint PRIMARY KEY, msg_id text COLLATE \"C\","
+    " job_id text COLLATE \"C\", business_key text COLLATE \"C\", attempt bigint,"
+    " delivered_at bigint, backend_pid integer, acked_at bigint) ON COMMIT DROP;\n"
+    "CREATE TEMP TABLE idem_ev_write (n bigint, xid text COLLATE \"C\", backend_pid integer,"
+    " upd boolean, business_key text COLLATE \"C\", written_at bigint, committed_at bigint)"
+    " ON COMMIT DROP;\n"
+    "CREATE TEMP TABLE idem_ev_backend (n bigint, backend_pid integer, start bigint,"
+    " worker integer, os_pid integer) ON COMMIT DROP;\n"
+    "CREATE TEMP TABLE idem_ev_consumed (n bigint, job_id text COLLATE \"C\", attempt bigint,"
+    " pid integer) ON COMMIT DROP;\n"
+    "CREATE TEMP TABLE idem_ev_branch (n bigint, by_msg boolean, id text COLLATE \"C\","
+    " attempt text COLLATE \"C\", name text) ON COMMIT DROP;\n";
 
-	if (asprintf(&by_msg, "\037%s\t%lld", d->msg_id, d->attempt) < 0)
-		idem_die(IDEM_EXIT_ENV, "asprintf:");
-	append_branches(ev, by_msg, &out, &len);
-	append_branches(ev, key, &out, &len);
-	free(by_msg);
-	return out;
-}
+static const char *const copy_sql[NSPOOLS] = {
+	[SPOOL_DELIVERIES] = "COPY idem_ev_delivery (n, msg_id, job_id, business_key, attempt,"
+	    " delivered_at, backend_pid, acked_at) FROM STDIN",
+	[SPOOL_WRITES] = "COPY idem_ev_write FROM STDIN",
+	[SPOOL_BACKENDS] = "COPY idem_ev_backend FROM STDIN",
+	[SPOOL_CONSUMED] = "COPY idem_ev_consumed FROM STDIN",
+	[SPOOL_BRANCHES] = "COPY idem_ev_branch FROM STDIN",
+};
+
+static const char join_sql[] =
+    "SET LOCAL cursor_tuple_fraction = 1;\n"
+    "SET LOCAL jit = off;\n"
+    "SET LOCAL work_mem = '64MB';\n"
+    /* each session from its start to the next start of its backend pid;
+     * a delivery's, and its worker and process; reach: the latest
+     * delivery of its key up to it */
+    "CREATE TEMP TABLE idem_ev_session ON COMMIT DROP AS\n"
+    "SELECT backend_pid, start, worker, os_pid,\n"
+    " lead(start) OVER (PARTITION BY backend_pid ORDER BY start) AS until\n"
+    "FROM (SELECT DISTINCT ON (backend_pid, start) * FROM idem_ev_backend\n"
+    " ORDER BY backend_pid, start, n) b;\n"
+    "CREATE TEMP TABLE idem_ev_d ON COMMIT DROP AS\n"
+    "SELECT d.*, s.worker, s.os_pid,\n"
+    " max(d.delivered_at) OVER (PARTITION BY d.business_key ORDER BY d.n) AS reach\n"
+    "FROM idem_ev_delivery d LEFT JOIN idem_ev_session s ON s.backend_pid = d.backend_pid\n"
+    " AND s.start <= d.delivered_at AND (s.until IS NULL OR d.delivered_at < s.until);\n"
+    "ANALYZE idem_ev_d;\n"
+    /* the writes of each transaction to each key go to one of the
+     * deliveries of the key whose reach is before their first */
+    "CREATE TEMP TABLE idem_ev_rows ON COMMIT DROP AS\n"
+    "WITH g AS (\n"
+    " SELECT DISTINCT ON (xid, business_key) business_key, backend_pid,\n"
+    "  written_at AS first_write, committed_at AS last_commit,\n"
+    "  count(*) FILTER (WHERE NOT upd) OVER w AS inserts,\n"
+    "  count(*) FILTER (WHERE upd) OVER w AS updates\n"
+    " FROM idem_ev_write WINDOW w AS (PARTITION BY xid, business_key)\n"
+    " ORDER BY xid, business_key, n),\n"
+    "gw AS (\n"
+    " SELECT g.*, s.worker, row_number() OVER () AS id\n"
+    " FROM g LEFT JOIN idem_ev_session s ON s.backend_pid = g.backend_pid\n"
+    "  AND s.start <= g.first_write AND (s.until IS NULL OR g.first_write < s.until)),\n"
+    "a AS (\n"
+    " SELECT gw.id, min(gw.inserts) AS inserts, min(gw.updates) AS updates,\n"
+    "  min(gw.first_write) AS first_write, min(gw.last_commit) AS last_commit,\n"
+    "  coalesce(max(d.n) FILTER (WHERE d.backend_pid = gw.backend_pid),\n"
+    "   max(d.n) FILTER (WHERE d.worker = gw.worker), max(d.n)) AS dn\n"
+    " FROM gw JOIN idem_ev_d d ON d.business_key = gw.business_key\n"
+    "  AND d.reach <= gw.first_write\n"
+    " GROUP BY gw.id)\n"
+    "SELECT dn, sum(inserts) AS inserts, sum(updates) AS updates,\n"
+    " min(first_write) AS first_write, max(last_commit) AS last_commit\n"
+    "FROM a GROUP BY dn;\n"
+    /* the n-th delivery of a job with an attempt number is the n-th
+     * consumed step for them; its branches, the lines naming its message
+     * and attempt, then those naming its job and attempt and no message;
+     * the last delivery of its message */
+    "DECLARE idem_ev NO SCROLL CURSOR FOR\n"
+    "WITH br AS (\n"
+    " SELECT by_msg, id, attempt, string_agg(name, ' ' ORDER BY n) AS names\n"
+    " FROM idem_ev_branch GROUP BY by_msg, id, attempt)\n"
+    "SELECT d.job_id, d.msg_id, d.attempt, coalesce(c.pid, d.os_pid, 0), d.delivered_at,\n"
+    " coalesce(r.last_commit, 0), d.acked_at, coalesce(r.inserts, 0),\n"
+    " CASE WHEN bm.names IS NULL THEN bj.names WHEN bj.names IS NULL THEN bm.names\n"
+    "  ELSE bm.names || ' ' || bj.names END,\n"
+    " coalesce(r.first_write, 0), coalesce(r.updates, 0), d.last_attempt, d.last_acked_at\n"
+    "FROM (SELECT *, row_number() OVER (PARTITION BY job_id, attempt ORDER BY n) AS nth,\n"
+    "  first_value(attempt) OVER (PARTITION BY msg_id ORDER BY n DESC) AS last_attempt,\n"
+    "  first_value(acked_at) OVER (PARTITION BY msg_id ORDER BY n DESC) AS last_acked_at\n"
+    " FROM idem_ev_d) d\n"
+    "LEFT JOIN (SELECT job_id, attempt, pid,\n"
+    "  row_number() OVER (PARTITION BY job_id, attempt ORDER BY n) AS nth\n"
+    " FROM idem_ev_consumed) c ON c.job_id = d.job_id AND c.attempt = d.attempt AND c.nth = d.nth\n"
+    "LEFT JOIN idem_ev_rows r ON r.dn = d.n\n"
+    "LEFT JOIN br bm ON bm.by_msg AND bm.id = d.msg_id AND bm.attempt = d.attempt::text\n"
+    "LEFT JOIN br bj ON NOT bj.by_msg AND bj.id = d.job_id AND bj.attempt = d.attempt::text\n"
+    "ORDER BY d.n";
+
+/* A killed delivery, for its recover row. */
+struct recover {
+	char *job_id, *msg_id;
+	long long killed_at, acked_at;	/* acked_at: by a later delivery, else 0 */
+};
 
 /* The kill of a delivery, if it was killed. */
-static struct kill *
-kill_of(struct idem_evidence *ev, const struct delivery *d, const char *key)
+static const struct kill *
+kill_of(const struct idem_evidence *ev, const char *job_id, long long attempt, const char *msg_id,
+	pid_t pid)
 {
-	const struct list *l = lists_get(&ev->kills, key);
-	size_t i;
+	const struct kill *found = NULL;
 
-	for (i = 0; i < l->n; i++) {
-		struct kill *k = &ev->k[l->v[i]];
+	WITH_ATTEMPT_KEY(key, job_id, attempt, {
+		const struct list *l = lists_get(&ev->kills, key);
+		size_t i;
 
-		if (k->msg_id != NULL ? strcmp(k->msg_id, d->msg_id) == 0 : k->pid == d->pid)
-			return k;
-	}
-	return NULL;
+		for (i = 0; i < l->n && found == NULL; i++) {
+			const struct kill *k = &ev->k[l->v[i]];
+
+			if (k->msg_id != NULL ? strcmp(k->msg_id, msg_id) == 0 : k->pid == pid)
+				found = k;
+		}
+	});
+	return found;
 }
 
 static const char *
@@ -566,81 +600,112 @@ time_or_null(long long us, char buf[32])
 	return buf;
 }
 
-int
-idem_evidence_write(struct idem_evidence *ev, FILE *out)
+/* The attempt rows of a batch of the cursor; the kills among them go to
+ * *rec. */
+static int
+write_attempts(const struct idem_evidence *ev, PGresult *res, FILE *out, struct recover **rec,
+	       size_t *nrec)
 {
-	struct idem_map nth;
-	struct kill **killed = idem_ereallocarray(NULL, ev->nd + 1, sizeof(*killed));
-	size_t i;
-	int rc = write_steps_kills_logs(ev, out);
+	int i, rc = 0;
 
-	idem_map_init(&nth);
-	for (i = 0; i < ev->nd && rc == 0; i++) {
-		struct delivery *d = &ev->d[i];
-		char attempt[32], pid[16], consumed[32], committed[32], acked[32], written[32];
-		char rows[32], updated[32];
+	for (i = 0; i < PQntuples(res) && rc == 0; i++) {
+		char consumed[32], committed[32], acked[32], written[32];
 		const char *row[11];
-		char *branch = NULL;
+		long long attempt = strtoll(PQgetvalue(res, i, 2), NULL, 10);
+		pid_t pid = (pid_t)atoi(PQgetvalue(res, i, 3));
+		const struct kill *k;
 
-		snprintf(attempt, sizeof(attempt), "%lld", d->attempt);
-		WITH_ATTEMPT_KEY(key, d->job_id, d->attempt, {
-			const struct list *c = lists_get(&ev->consumers, key);
-			size_t n = idem_map_get(&nth, key);
-			const struct backend *b;
-
-			/* the n-th delivery of a job with an attempt number is the
-			 * n-th "consumed" step for them */
-			n = n == IDEM_MAP_NONE ? 0 : n + 1;
-			idem_map_put(&nth, key, n);
-			if (n < c->n)
-				d->pid = ev->steps[c->v[n]].pid;
-			else if ((b = backend_at(ev, d->backend_pid, d->delivered_at)) != NULL)
-				d->pid = b->os_pid;
-			branch = branches_of(ev, d, key);
-			killed[i] = kill_of(ev, d, key);
-		});
-		snprintf(pid, sizeof(pid), "%d", (int)d->pid);
-		snprintf(rows, sizeof(rows), "%lld", d->inserts);
-		snprintf(updated, sizeof(updated), "%lld", d->updates);
-		row[0] = d->job_id;
-		row[1] = d->msg_id;
-		row[2] = attempt;
-		row[3] = d->pid ? pid : NULL;
-		row[4] = time_or_null(d->delivered_at, consumed);
-		row[5] = time_or_null(d->last_commit, committed);
-		row[6] = time_or_null(d->acked_at, acked);
-		row[7] = ev->ledger ? rows : NULL;
-		row[8] = branch;
-		row[9] = time_or_null(d->first_write, written);
-		row[10] = ev->ledger ? updated : NULL;
+		row[0] = PQgetvalue(res, i, 0);
+		row[1] = PQgetvalue(res, i, 1);
+		row[2] = PQgetvalue(res, i, 2);
+		row[3] = pid ? PQgetvalue(res, i, 3) : NULL;
+		row[4] = time_or_null(strtoll(PQgetvalue(res, i, 4), NULL, 10), consumed);
+		row[5] = time_or_null(strtoll(PQgetvalue(res, i, 5), NULL, 10), committed);
+		row[6] = time_or_null(strtoll(PQgetvalue(res, i, 6), NULL, 10), acked);
+		row[7] = ev->ledger ? PQgetvalue(res, i, 7) : NULL;
+		row[8] = PQgetisnull(res, i, 8) ? NULL : PQgetvalue(res, i, 8);
+		row[9] = time_or_null(strtoll(PQgetvalue(res, i, 9), NULL, 10), written);
+		row[10] = ev->ledger ? PQgetvalue(res, i, 10) : NULL;
 		rc = idem_tsv_write_row(out, "attempt", row, 11);
-		free(branch);
-	}
-	for (i = 0; i < ev->nd && rc == 0; i++) {
-		const struct delivery *d = &ev->d[i], *last;
-		char killed_at[32], acked_at[32], ms[32];
-		const char *row[5];
-		size_t l;
-
-		if (killed[i] == NULL)
+		if ((k = kill_of(ev, row[0], attempt, row[1], pid)) == NULL)
 			continue;
 		/* the ack of the same message by a later delivery */
-		l = idem_map_get(&ev->last_of_msg, d->msg_id);
-		last = &ev->d[l];
-		idem_format_time(killed[i]->killed_at, killed_at);
-		row[0] = d->job_id;
-		row[1] = d->msg_id;
-		row[2] = killed_at;
-		row[3] = row[4] = NULL;
-		if (last->attempt > d->attempt && last->acked_at != 0) {
-			idem_format_time(last->acked_at, acked_at);
-			snprintf(ms, sizeof(ms), "%lld", (last->acked_at - killed[i]->killed_at) / 1000);
+		*rec = idem_ereallocarray(*rec, *nrec + 1, sizeof(**rec));
+		(*rec)[*nrec] = (struct recover){ idem_estrdup(row[0]), idem_estrdup(row[1]),
+		    k->killed_at, 0 };
+		if (strtoll(PQgetvalue(res, i, 11), NULL, 10) > attempt && !PQgetisnull(res, i, 12))
+			(*rec)[*nrec].acked_at = strtoll(PQgetvalue(res, i, 12), NULL, 10);
+		(*nrec)++;
+	}
+	return rc;
+}
+
+int
+idem_evidence_write(struct idem_evidence *ev, PGconn *conn, FILE *out, struct idem_error *err)
+{
+	struct recover *rec = NULL;
+	size_t nrec = 0, i;
+	PGresult *res = NULL;
+	int rc = 0, s, open = 0;
+
+	err->text[0] = '\0';
+	if (ev->spool_errno != 0) {
+		errno = ev->spool_errno;
+		goto write_error;
+	}
+	if (write_steps_kills_logs(ev, out) < 0)
+		goto write_error;
+	if (exec_ok(conn, "BEGIN", err) < 0)
+		return -1;
+	open = 1;
+	if (exec_ok(conn, tables_sql, err) < 0)
+		goto fail;
+	for (s = 0; s < NSPOOLS; s++)
+		if (copy_sql[s] != NULL && ev->rows[s] > 0 &&
+		    copy_in(conn, copy_sql[s], ev->spool[s], err) < 0)
+			goto fail;
+	if (exec_ok(conn, join_sql, err) < 0)
+		goto fail;
+	do {
+		PQclear(res);
+		if ((res = idem_pg_exec(conn, "joining the evidence", err, "FETCH 1000 FROM idem_ev",
+		    0, NULL)) == NULL)
+			goto fail;
+		if (write_attempts(ev, res, out, &rec, &nrec) < 0) {
+			PQclear(res);
+			goto write_error;
+		}
+	} while (PQntuples(res) > 0);
+	PQclear(res);
+	open = 0;
+	if (exec_ok(conn, "COMMIT", err) < 0)
+		goto fail;
+	for (i = 0; i < nrec && rc == 0; i++) {
+		char killed_at[32], acked_at[32], ms[32];
+		const char *row[5] = { rec[i].job_id, rec[i].msg_id, killed_at, NULL, NULL };
+
+		idem_format_time(rec[i].killed_at, killed_at);
+		if (rec[i].acked_at != 0) {
+			idem_format_time(rec[i].acked_at, acked_at);
+			snprintf(ms, sizeof(ms), "%lld", (rec[i].acked_at - rec[i].killed_at) / 1000);
 			row[3] = acked_at;
 			row[4] = ms;
 		}
-		rc = idem_tsv_write_row(out, "recover", row, 5);
+		if ((rc = idem_tsv_write_row(out, "recover", row, 5)) < 0)
+			goto write_error;
 	}
-	idem_map_free(&nth);
-	free(killed);
+	goto out;
+write_error:
+	idem_error_set(err, IDEM_EXIT_ENV, "holding the rows: %s", strerror(errno ? errno : EIO));
+fail:
+	rc = -1;
+	if (open)
+		PQclear(PQexec(conn, "ROLLBACK"));
+out:
+	for (i = 0; i < nrec; i++) {
+		free(rec[i].job_id);
+		free(rec[i].msg_id);
+	}
+	free(rec);
 	return rc;
 }

@@ -1,6 +1,8 @@
 /* evidence.h: the rows kill-at(1) appends (step, kill, log, attempt and
  * recover), the last two joined from the queue's delivery log, the effect
- * ledger and what the controller saw */
+ * ledger and what the controller saw. What is given waits in temporary
+ * files, not in memory, and the database joins it at the end; a temporary
+ * file that cannot be written fails idem_evidence_write. */
 #ifndef IDEM_EVIDENCE_H
 #define IDEM_EVIDENCE_H
 
@@ -27,8 +29,9 @@ void idem_evidence_delivery(struct idem_evidence *ev, const char *msg_id, const 
 int idem_evidence_read_deliveries(struct idem_evidence *ev, PGconn *conn,
 				  const struct idem_queue *q, const char *msg_ids,
 				  struct idem_error *err);
-/* The committed writes of the effect table. Without them, rows written
- * are unknown (\N). */
+/* The committed writes of the effect table, in the order written, in as
+ * many calls as need be (idem_failpoint_ledger's batches). Without them,
+ * rows written are unknown (\N). */
 void idem_evidence_ledger(struct idem_evidence *ev, const struct idem_failpoint_write *writes,
 			  size_t n);
 /* A session the controller saw, and the worker process that owns it. */
@@ -48,14 +51,16 @@ void idem_evidence_log(struct idem_evidence *ev, long long at_us, int worker, pi
 void idem_evidence_print_log(const struct idem_evidence *ev, FILE *out, pid_t pid);
 /* A kill: of the delivery msg_id when it is known (the database saw it),
  * else of the delivery of job and attempt that pid consumed. observed is
- * kept as given. */
+ * kept as given; kills, a few a run, are kept in memory. */
 void idem_evidence_kill(struct idem_evidence *ev, const char *scenario, const char *job_id,
 			long long attempt, const char *step, const char *msg_id, pid_t pid,
 			long long killed_at_us, const char *observed);
 
-/* Writes the step, kill, log, attempt and recover rows, in that order.
- * -1 on a write error. */
-int idem_evidence_write(struct idem_evidence *ev, FILE *out);
+/* Writes the step, kill, log, attempt and recover rows, in that order:
+ * the attempt rows joined by PostgreSQL on conn, in temporary tables of a
+ * transaction of its own. -1 with err set on a write or database error. */
+int idem_evidence_write(struct idem_evidence *ev, PGconn *conn, FILE *out,
+			struct idem_error *err);
 
 /* The 95% Wilson score interval of k events in n trials, as proportions
  * in [0, 1]; -1 when there is none (n < 1, k < 0 or k > n). */

@@ -128,8 +128,11 @@ int idem_failpoint_all_acked(struct idem_failpoint *fp, struct idem_error *err);
 int idem_failpoint_rescue(struct idem_failpoint *fp, long long visibility_timeout_ms,
 			  struct idem_error *err);
 
-/* The committed writes in the ledger, in the order written; they stay
- * valid until idem_failpoint_remove. */
+/* The committed writes in the ledger, a batch a call, *n 0 after the
+ * last: those of each transaction and business key together, in the
+ * order written. A batch stays valid until the next call or
+ * idem_failpoint_remove; no other call on fp may come between the first
+ * batch and the end. */
 int idem_failpoint_ledger(struct idem_failpoint *fp, const struct idem_failpoint_write **out,
 			  size_t *n, struct idem_error *err);
 
