@@ -39,7 +39,7 @@ teardown() {
 	assert_equal "$(sed -n 's/^- job: "\(job-[0-9]*\)"$/\1/p' "$r" | sort -u | tr '\n' ' ')" 'job-0006 job-0007 '
 	# the handoff's line, folded to stay readable
 	tr '\n' ' ' <"${r%.yaml}.md" |
-		grep -q 'Baseline (the jobs in no scenario, run first with one worker): \*\*failed\*\*, 2 of 1 effects; \*\*baseline failed'
+		grep -q 'Baseline (jobs in no scenario, run first with one worker; jobs: 2): \*\*failed\*\*, 2 of 1 effects; \*\*baseline failed'
 	# the record is whole: it verifies, and its verdict agrees
 	run verify-record -f records/allowed_signers "$r"
 	[ "$status" -eq 0 ]
