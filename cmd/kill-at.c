@@ -117,8 +117,7 @@ static struct {
 	struct job *jobs;		/* those in a scenario or named by -k; all with -r */
 	size_t njobs;
 	struct idem_map job_index;	/* job id: its index */
-	char *msg_list;			/* the msg_ids, quoted, comma-separated */
-	size_t msg_list_len, msg_list_cap, nmsgs;
+	struct idem_text_array msgs;	/* every msg_id */
 	/* the plan */
 	struct kill_point *kills;
 	size_t nkills;
@@ -218,24 +217,6 @@ named_by_option(const char *job_id, char **kill_options, size_t nkill_options)
 	return 0;
 }
 
-static void
-add_msg_id(const char *msg_id)
-{
-	char *one = idem_queue_text_array((char *const *)&msg_id, 1);
-	size_t n = strlen(one) - 2;	/* without its braces */
-
-	if (k.msg_list_len + n + 2 > k.msg_list_cap) {
-		k.msg_list_cap = 2 * (k.msg_list_len + n + 2);
-		k.msg_list = idem_erealloc(k.msg_list, k.msg_list_cap);
-	}
-	if (k.nmsgs++ > 0)
-		k.msg_list[k.msg_list_len++] = ',';
-	memcpy(k.msg_list + k.msg_list_len, one + 1, n);
-	k.msg_list_len += n;
-	k.msg_list[k.msg_list_len] = '\0';
-	free(one);
-}
-
 /* Reads the whole stream into a file (it is passed on at the end) and keeps
  * what the run needs: the jobs a scenario or -k names (every job with -r,
  * which looks for keys published twice) and the msg_ids. */
@@ -305,7 +286,7 @@ read_stream(FILE *hold, char **kill_options, size_t nkill_options, int all_jobs)
 			k.njobs++;
 			break;
 		case IDEM_KIND_PUBLISH:
-			add_msg_id(r.fields[PUBLISH_MSG_ID]);
+			idem_text_array_add(&k.msgs, r.fields[PUBLISH_MSG_ID]);
 			idem_baseline_message(&k.base, r.fields[PUBLISH_JOB_ID], r.fields[PUBLISH_MSG_ID]);
 			if ((job = find_job(r.fields[PUBLISH_JOB_ID])) != NULL)
 				k.jobs[job - k.jobs].copies++;
@@ -315,7 +296,7 @@ read_stream(FILE *hold, char **kill_options, size_t nkill_options, int all_jobs)
 		}
 	}
 	idem_tsv_reader_free(&r);
-	if (k.nmsgs == 0)
+	if (k.msgs.n == 0)
 		idem_die(IDEM_EXIT_USAGE, "stdin: no publish rows: put dup-publish before kill-at");
 }
 
@@ -1166,11 +1147,7 @@ all_fired(void)
 static char *
 msg_id_array(void)
 {
-	char *out;
-
-	if (asprintf(&out, "{%s}", k.msg_list ? k.msg_list : "") < 0)
-		idem_die(IDEM_EXIT_ENV, "asprintf:");
-	return out;
+	return idem_estrdup(k.msgs.text ? k.msgs.text : "{}");
 }
 
 static int
@@ -1423,7 +1400,7 @@ free_all(void)
 	}
 	free(k.jobs);
 	idem_map_free(&k.job_index);
-	free(k.msg_list);
+	free(k.msgs.text);
 	for (i = 0; i < k.nkills; i++) {
 		free(k.kills[i].scenario);
 		free(k.kills[i].step);

@@ -115,43 +115,18 @@ spool_rewind(struct idem_baseline *b)
 	return 0;
 }
 
-/* Appends one item to a PostgreSQL array of texts being built ("{" to
- * begin; closed with "}" by the caller). */
-static void
-text_array_add(char **array, size_t *len, size_t *cap, size_t *n, const char *item)
-{
-	char *one = idem_queue_text_array((char *const *)&item, 1);
-	size_t m = strlen(one) - 2;	/* without its braces */
-
-	if (*len + m + 3 > *cap) {
-		*cap = 2 * (*len + m + 3);
-		*array = idem_erealloc(*array, *cap);
-	}
-	if ((*n)++ > 0)
-		(*array)[(*len)++] = ',';
-	memcpy(*array + *len, one + 1, m);
-	*len += m;
-	(*array)[*len] = '\0';
-	free(one);
-}
-
 size_t
 idem_baseline_plan(struct idem_baseline *b)
 {
 	struct idem_map key_index, jobs;
 	struct spool_reader r = { NULL, 0 };
 	char *job, *value;
-	size_t k, len[2] = { 1, 1 }, cap[2] = { 0, 0 }, n[2] = { 0, 0 };
-	char *text[2] = { NULL, NULL };
-	int i, rc = 0;
+	struct idem_text_array ids = { 0 }, held = { 0 };
+	size_t k;
+	int rc = 0;
 
 	idem_map_init(&key_index);
 	idem_map_init(&jobs);
-	for (i = 0; i < 2; i++) {
-		cap[i] = 64;
-		text[i] = idem_emalloc(cap[i]);
-		strcpy(text[i], "{");
-	}
 	/* the keys of the jobs a fault is planned for */
 	if (b->fault_jobs.n > 0 && spool_rewind(b) == 0)
 		while ((rc = spool_next(b, &r, "job", &job, &value)) > 0)
@@ -182,21 +157,16 @@ idem_baseline_plan(struct idem_baseline *b)
 		idem_die(IDEM_EXIT_ENV, "calloc:");
 	/* their messages, and the others */
 	if (spool_rewind(b) == 0)
-		while ((rc = spool_next(b, &r, "publish", &job, &value)) > 0) {
-			i = idem_map_get(&jobs, job) != IDEM_MAP_NONE ? 0 : 1;
-			text_array_add(&text[i], &len[i], &cap[i], &n[i], value);
-		}
+		while ((rc = spool_next(b, &r, "publish", &job, &value)) > 0)
+			idem_text_array_add(idem_map_get(&jobs, job) != IDEM_MAP_NONE ? &ids : &held,
+			    value);
 	free(r.line);
 	idem_map_free(&jobs);
 	if (rc < 0 && b->spool_errno == 0)
 		b->spool_errno = errno ? errno : EIO;
-	for (i = 0; i < 2; i++) {
-		text[i] = idem_erealloc(text[i], len[i] + 2);
-		strcpy(text[i] + len[i], "}");
-	}
-	b->messages = (long long)n[0];
-	b->ids = text[0];
-	b->held_ids = text[1];
+	b->messages = (long long)ids.n;
+	b->ids = idem_text_array_take(&ids);
+	b->held_ids = idem_text_array_take(&held);
 	b->result = b->jobs > 0 ? IDEM_BASELINE_PASSED : IDEM_BASELINE_NONE;
 	if (b->spool_errno != 0) {
 		errno = b->spool_errno;

@@ -242,3 +242,38 @@ idem_queue_text_array(char *const *items, size_t n)
 	*o = '\0';
 	return out;
 }
+
+void
+idem_text_array_add(struct idem_text_array *a, const char *item)
+{
+	size_t need = a->len + strlen(item) * 2 + 6;
+	char *o;
+
+	if (need > a->cap) {
+		a->cap = need * 2;
+		a->text = idem_erealloc(a->text, a->cap);
+	}
+	if (a->len == 0)
+		a->len = 1;	/* the opening brace, written below */
+	o = a->text + a->len - 1;
+	*o++ = a->n++ > 0 ? ',' : '{';
+	*o++ = '"';
+	for (; *item; item++) {
+		if (*item == '"' || *item == '\\')
+			*o++ = '\\';
+		*o++ = *item;
+	}
+	*o++ = '"';
+	*o++ = '}';
+	*o = '\0';
+	a->len = (size_t)(o - a->text);
+}
+
+char *
+idem_text_array_take(struct idem_text_array *a)
+{
+	char *text = a->text ? a->text : idem_estrdup("{}");
+
+	memset(a, 0, sizeof(*a));
+	return text;
+}

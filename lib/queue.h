@@ -66,4 +66,15 @@ int idem_queue_version(const struct idem_queue *q, PGconn *conn, char **version,
  * Caller frees. */
 char *idem_queue_text_array(char *const *items, size_t n);
 
+/* The same literal grown one element at a time: text is "{}" before the
+ * first and always a whole literal; n counts the elements. */
+struct idem_text_array {
+	char *text;
+	size_t len, cap, n;
+};
+void idem_text_array_add(struct idem_text_array *a, const char *item);
+/* Its text, which the caller then owns ("{}" for none), and the array
+ * emptied. */
+char *idem_text_array_take(struct idem_text_array *a);
+
 #endif

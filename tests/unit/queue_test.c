@@ -1,3 +1,4 @@
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,5 +76,30 @@ main(void)
 	a = idem_queue_text_array(items, 0);
 	CHECK_STR(a, "{}", "an empty array");
 	free(a);
+	{
+		struct idem_text_array grown = { 0 };
+		char many[8];
+		int i;
+
+		a = idem_text_array_take(&grown);
+		CHECK_STR(a, "{}", "an array grown by none is empty");
+		free(a);
+		for (i = 0; i < 3; i++)
+			idem_text_array_add(&grown, items[i]);
+		CHECK(grown.n == 3, "an array grown one element at a time counts them");
+		CHECK_STR(grown.text, "{\"plain\",\"with \\\"quotes\\\"\",\"back\\\\slash, comma\"}",
+		    "an array grown one element at a time is the same literal");
+		a = idem_text_array_take(&grown);
+		CHECK(grown.text == NULL && grown.n == 0, "taking its text empties it");
+		free(a);
+		for (i = 0; i < 1000; i++) {
+			snprintf(many, sizeof(many), "m%d", i);
+			idem_text_array_add(&grown, many);
+		}
+		CHECK(strncmp(grown.text, "{\"m0\",\"m1\",", 11) == 0 &&
+		    strcmp(grown.text + grown.len - 7, "\"m999\"}") == 0 && grown.len == strlen(grown.text),
+		    "a thousand elements, as it grows");
+		free(idem_text_array_take(&grown));
+	}
 	return unit_done("queue");
 }
