@@ -33,8 +33,8 @@ LIBOBJ = $(BUILD)/lib/util.o $(BUILD)/lib/tsv.o $(BUILD)/lib/seed.o \
 	$(BUILD)/lib/handoff.o $(BUILD)/lib/baseline.o $(BUILD)/lib/role.o $(BUILD)/lib/sanitize.o \
 	$(BUILD)/lib/approval.o $(BUILD)/lib/summary.o $(BUILD)/lib/rerun.o \
 	$(BUILD)/lib/runrows.o $(BUILD)/lib/worker.o $(BUILD)/lib/staleness.o
-UNIT = tsv util seed template sig yamljson pg map evidence queue timeline handoff
-FUZZ = tsv seed record sshsig signers key template vendor sanitize
+UNIT = tsv util seed template sig yamljson pg map evidence queue timeline handoff step
+FUZZ = tsv seed record sshsig signers key template vendor sanitize step
 FUZZ_SECONDS = 60
 FUZZ_CC = clang
 FUZZ_FLAGS = -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all

@@ -421,12 +421,48 @@ plan(char **kill_options, size_t nkill_options, const char *race_step)
 	}
 }
 
+/* The plan of idem-step(7): the steps a kill point or a race may match,
+ * and the acked step that ends a race's first attempt, so that a worker
+ * that reads it sends no other. */
+static void
+write_plan(void)
+{
+	size_t most = k.nkills + 2 * k.njobs + 1;
+	const char **names = idem_ereallocarray(NULL, most, sizeof(*names));
+	const char **job_ids = idem_ereallocarray(NULL, most, sizeof(*job_ids));
+	struct idem_map race_of;	/* business key: its race */
+	struct idem_error err;
+	size_t i, n = 0, r;
+
+	for (i = 0; i < k.nkills; i++) {
+		names[n] = k.kills[i].step;
+		job_ids[n++] = k.kills[i].job_id;
+	}
+	idem_map_init(&race_of);
+	for (i = 0; i < k.nraces; i++)
+		idem_map_put(&race_of, k.races[i].business_key, i);
+	for (i = 0; k.nraces > 0 && i < k.njobs; i++) {
+		if ((r = idem_map_get(&race_of, k.jobs[i].business_key)) == IDEM_MAP_NONE)
+			continue;
+		names[n] = k.races[r].step;
+		job_ids[n++] = k.jobs[i].id;
+		names[n] = "acked";
+		job_ids[n++] = k.jobs[i].id;
+	}
+	idem_map_free(&race_of);
+	if (idem_step_plan_write(&k.server, names, job_ids, n, &err) < 0)
+		idem_die_error(&err);
+	free(names);
+	free(job_ids);
+}
+
 /* The watchdog kills every worker's group however kill-at ends, and
- * removes the step socket and its directory when kill-at could not. */
+ * removes the step socket, the plan and their directory when kill-at
+ * could not. */
 static void
 start_watchdog(void)
 {
-	const char *leftovers[] = { k.server.path, k.server.dir, NULL };
+	const char *leftovers[] = { k.server.path, k.server.plan, k.server.dir, NULL };
 	struct idem_error err;
 
 	if ((k.watchdog_fd = idem_watchdog(MAX_WORKERS * (MAX_RESTARTS + 1), leftovers, &err)) < 0)
@@ -457,6 +493,7 @@ worker_env(void *ctx)
 	char value[32];
 
 	setenv("IDEM_STEP_SOCK", k.server.path, 1);
+	setenv("IDEM_STEP_PLAN", k.server.plan, 1);
 	setenv("IDEM_QUEUE", k.queue, 1);
 	setenv("IDEM_QUEUE_KIND", k.queue_kind, 1);
 	snprintf(value, sizeof(value), "%lld", k.visibility_timeout_ms);
@@ -1707,6 +1744,7 @@ main(int argc, char *argv[])
 	install_failpoints();
 	start_vendor();
 	setup_socket();
+	write_plan();
 	start_watchdog();
 	/* -1: the baseline was the whole run */
 	if ((rc = run_baseline(deadline_ms * 1000)) == 0)

@@ -12,6 +12,52 @@
 
 static int step_fd = -1;
 
+/* The plan: the steps the controller wants to hear; read on the first step */
+static struct idem_map plan;
+static enum { PLAN_UNREAD, PLAN_READ, PLAN_NONE } plan_state;
+
+int
+idem_step_plan_parse(struct idem_map *m, const char *text, size_t len)
+{
+	const char *line = text, *end = text + len, *nl, *tab;
+	char *key;
+
+	for (; line < end; line = nl + 1) {
+		if ((nl = memchr(line, '\n', (size_t)(end - line))) == NULL)
+			return -1;
+		tab = memchr(line, '\t', (size_t)(nl - line));
+		if (tab == NULL || tab == line || tab + 1 == nl ||
+		    memchr(tab + 1, '\t', (size_t)(nl - tab - 1)) != NULL ||
+		    memchr(line, '\0', (size_t)(nl - line)) != NULL)
+			return -1;
+		key = idem_estrndup(line, (size_t)(nl - line));
+		idem_map_put(m, key, 1);
+		free(key);
+	}
+	return 0;
+}
+
+/* A plan that cannot be read is no plan: every step is sent, which is
+ * always right, only slower. */
+static void
+read_plan(void)
+{
+	const char *path = getenv("IDEM_STEP_PLAN");
+	struct idem_error err;
+	size_t len;
+	char *text;
+
+	plan_state = PLAN_NONE;
+	if (path == NULL || *path == '\0' || (text = idem_read_file(path, &len, &err)) == NULL)
+		return;
+	idem_map_init(&plan);
+	if (idem_step_plan_parse(&plan, text, len) == 0)
+		plan_state = PLAN_READ;
+	else
+		idem_map_free(&plan);
+	free(text);
+}
+
 static int
 step_connect(const char *path)
 {
@@ -63,12 +109,29 @@ idem_step(const char *name, const char *job_id, long long attempt)
 
 	if (path == NULL || *path == '\0')
 		return 0;
-	if (step_fd < 0 && (step_fd = step_connect(path)) < 0)
-		return -1;
+	if (plan_state == PLAN_UNREAD)
+		read_plan();
 	n = idem_tsv_escape(name);
 	j = idem_tsv_escape(job_id);
-	len = asprintf(&line, "step\t%s\t%s\t%lld\n", n, j, attempt);
-	if (len < 0 || write_all(step_fd, line, (size_t)len) < 0)
+	if (plan_state == PLAN_READ) {
+		if ((len = asprintf(&line, "%s\t%s", n, j)) < 0) {
+			line = NULL;
+			goto out;
+		}
+		if (idem_map_get(&plan, line) == IDEM_MAP_NONE) {
+			rc = 0;
+			goto out;
+		}
+		free(line);
+		line = NULL;
+	}
+	if (step_fd < 0 && (step_fd = step_connect(path)) < 0)
+		goto out;
+	if ((len = asprintf(&line, "step\t%s\t%s\t%lld\n", n, j, attempt)) < 0) {
+		line = NULL;
+		goto out;
+	}
+	if (write_all(step_fd, line, (size_t)len) < 0)
 		goto out;
 	while (got < sizeof(reply)) {
 		r = read(step_fd, reply + got, sizeof(reply) - got);
@@ -108,7 +171,7 @@ idem_step_listen(struct idem_step_server *s, struct idem_error *err)
 	struct sockaddr_un addr = { .sun_family = AF_UNIX };
 
 	s->fd = -1;
-	s->path[0] = '\0';
+	s->path[0] = s->plan[0] = '\0';
 	if (idem_make_temp_dir(s->dir, sizeof(s->dir), "kill-at", 0700, err) < 0)
 		return -1;
 	snprintf(s->path, sizeof(s->path), "%s/step.sock", s->dir);
@@ -119,14 +182,47 @@ idem_step_listen(struct idem_step_server *s, struct idem_error *err)
 	return 0;
 }
 
+int
+idem_step_plan_write(struct idem_step_server *s, const char *const *names,
+		     const char *const *job_ids, size_t n, struct idem_error *err)
+{
+	struct idem_map seen;
+	char path[sizeof(s->plan)], *line, *a, *b;
+	FILE *f;
+	size_t i;
+
+	snprintf(path, sizeof(path), "%s/plan", s->dir);
+	if ((f = fopen(path, "wx")) == NULL)
+		return idem_error_set(err, IDEM_EXIT_ENV, "%s:", path);
+	snprintf(s->plan, sizeof(s->plan), "%s", path);
+	idem_map_init(&seen);
+	for (i = 0; i < n; i++) {
+		a = idem_tsv_escape(names[i]);
+		b = idem_tsv_escape(job_ids[i]);
+		if (asprintf(&line, "%s\t%s", a, b) < 0)
+			idem_die(IDEM_EXIT_ENV, "asprintf:");
+		if (idem_map_put(&seen, line, i) == IDEM_MAP_NONE)
+			fprintf(f, "%s\n", line);
+		free(line);
+		free(a);
+		free(b);
+	}
+	idem_map_free(&seen);
+	if ((ferror(f) | fclose(f)) != 0)
+		return idem_error_set(err, IDEM_EXIT_ENV, "%s:", path);
+	return 0;
+}
+
 void
 idem_step_unlisten(struct idem_step_server *s)
 {
+	if (s->plan[0])
+		unlink(s->plan);
 	if (s->path[0])
 		unlink(s->path);
 	if (s->dir[0])
 		rmdir(s->dir);
-	s->path[0] = s->dir[0] = '\0';
+	s->plan[0] = s->path[0] = s->dir[0] = '\0';
 }
 
 int

@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include "map.h"
 #include "util.h"
 
 /*
@@ -18,9 +19,23 @@ int idem_step(const char *name, const char *job_id, long long attempt);
 /* Closes the connection to the controller, if any. */
 void idem_step_close(void);
 
+/*
+ * The plan (IDEM_STEP_PLAN in idem-step(7)): the steps the controller
+ * wants to hear, one line NAME<TAB>JOB_ID<LF> each, both escaped as
+ * idem-tsv(5) fields. idem_step() reads it on its first call and sends
+ * only the steps on it; without a plan, or with one it cannot read, it
+ * sends every step.
+ *
+ * Puts each line of text into m as a key "NAME<TAB>JOB_ID"; -1 when a
+ * line is not two fields or the text does not end with a newline (m then
+ * holds what came before).
+ */
+int idem_step_plan_parse(struct idem_map *m, const char *text, size_t len);
+
 /* The controller's side, as kill-at(1) runs it. */
 struct idem_step_server {
 	char dir[96], path[128];	/* a private directory and the socket in it */
+	char plan[128];			/* the plan, once written */
 	int fd;
 };
 
@@ -44,7 +59,12 @@ struct idem_step_line {
 /* Listens on step.sock in a new directory "$TMPDIR/kill-at.XXXXXX" (mode
  * 0700); the socket is non-blocking. */
 int idem_step_listen(struct idem_step_server *s, struct idem_error *err);
-/* Removes the socket and its directory; safe to call more than once. */
+/* Writes the plan into the server's directory: the n steps of names[i]
+ * and job_ids[i], in this order, duplicates once. */
+int idem_step_plan_write(struct idem_step_server *s, const char *const *names,
+			 const char *const *job_ids, size_t n, struct idem_error *err);
+/* Removes the socket, the plan and their directory; safe to call more
+ * than once. */
 void idem_step_unlisten(struct idem_step_server *s);
 /* Accepts a connection into p; -1 when there is none to accept. */
 int idem_step_accept(struct idem_step_server *s, struct idem_step_peer *p);

@@ -199,10 +199,48 @@ xcheck() {
 	check unique business duplicate-publish 1
 	n=$(wc -l <"$BATS_TEST_TMPDIR/published")
 	head -n "$n" "$out" | cmp - "$BATS_TEST_TMPDIR/published"
+	# no step rows: no kill point or race, so idem-worker, which reads the
+	# plan, sent no step
 	assert_equal "$(awk -F '\t' 'NR > 1 && !/^#/ { print $1 }' "$out" | sort -u | tr '\n' ' ')" \
-		"attempt baseline expect job log publish queue scenario seed step worker "
+		"attempt baseline expect job log publish queue scenario seed worker "
 	# the worker row first of kill-at's own
 	assert_equal "$(sed -n "$((n + 1))p" "$out" | cut -f 1)" worker
+}
+
+@test "the plan names the steps a kill point may match; a worker reading it sends only those" {
+	seed_for after-commit >"$BATS_TEST_TMPDIR/seed.yaml"
+	idem-worker --setup -g unique
+	seed-gen "$BATS_TEST_TMPDIR/seed.yaml" | dup-publish >"$BATS_TEST_TMPDIR/published"
+	kill-at -D 20s -- sh -c 'cp "$IDEM_STEP_PLAN" "$0"; exec idem-worker' "$BATS_TEST_TMPDIR/plan" \
+		<"$BATS_TEST_TMPDIR/published" >"$out"
+	assert_equal "$(cat "$BATS_TEST_TMPDIR/plan")" "$(printf 'after-commit\ta')"
+	# the killed attempt's step and the retry's, and no other
+	assert_equal "$(awk -F '\t' '$1 == "step" { print $5, $7, $8 }' "$out" | tr '\n' ,)" \
+		"after-commit 1 kill,after-commit 2 go,"
+	assert_equal "$(sql "SELECT count(*) FROM demo.invoice_lines")" 1
+}
+
+@test "a worker that ignores the plan sends every step and is killed at the same step with the same counts" {
+	seed_for after-commit >"$BATS_TEST_TMPDIR/seed.yaml"
+	idem-worker --setup -g unique
+	seed-gen "$BATS_TEST_TMPDIR/seed.yaml" | dup-publish >"$BATS_TEST_TMPDIR/published"
+	kill-at -D 20s -- env -u IDEM_STEP_PLAN idem-worker <"$BATS_TEST_TMPDIR/published" >"$out"
+	assert_equal "$(awk -F '\t' '$1 == "step" && $7 == 1 { print $5, $8 }' "$out" | tr '\n' ,)" \
+		"consumed go,before-write go,before-commit go,after-commit kill,"
+	assert_equal "$(awk -F '\t' '$1 == "step" && $7 == 2 { print $5 }' "$out" | tr '\n' ' ')" \
+		"consumed before-write before-commit after-commit before-ack acked "
+	assert_equal "$(rows_of kill "$out")" 1
+	assert_equal "$(sql "SELECT count(*) FROM demo.invoice_lines")" 1
+}
+
+@test "a race's plan names its step and the acked step of every job of its key" {
+	seed_for race >"$BATS_TEST_TMPDIR/seed.yaml"
+	idem-worker --setup -g unique
+	seed-gen "$BATS_TEST_TMPDIR/seed.yaml" | dup-publish >"$BATS_TEST_TMPDIR/published"
+	kill-at -D 20s -n 2 -- sh -c 'cp "$IDEM_STEP_PLAN" "$0.$IDEM_WORKER"; exec idem-worker' \
+		"$BATS_TEST_TMPDIR/plan" <"$BATS_TEST_TMPDIR/published" >"$out"
+	assert_equal "$(cat "$BATS_TEST_TMPDIR/plan.0")" "$(printf 'before-write\ta\nacked\ta')"
+	cmp "$BATS_TEST_TMPDIR/plan.0" "$BATS_TEST_TMPDIR/plan.1"
 }
 
 # The field $1 of the worker row of $out.
