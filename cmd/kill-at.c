@@ -1370,29 +1370,27 @@ static void
 write_evidence(void)
 {
 	struct idem_evidence *ev = k.ev;
-	const struct idem_failpoint_write *writes;
-	char *ids = msg_id_array();
+	char *deliveries = idem_queue_sql(&k.q, k.conn, "deliveries");
+	const char *ledger = idem_failpoint_ledger_query(k.fp);
 	struct idem_error err;
-	size_t n, i;
+	size_t i;
 
-	if (idem_evidence_read_deliveries(ev, k.conn, &k.q, ids, &err) < 0)
-		idem_die_error(&err);
-	free(ids);
+	if (deliveries == NULL)
+		idem_die(IDEM_EXIT_ENV, "reading the delivery log: the %s adapter has no deliveries "
+		    "section", k.q.kind);
+	/* the deliveries and the ledger are the database's: joined there */
+	idem_evidence_deliveries_from(ev, deliveries, k.msgs.text ? k.msgs.text : "{}");
 	/* the sessions first: a write is a delivery's by the worker that holds
 	 * both sessions, when the queue delivers on a connection of its own */
 	for (i = 0; i < k.nsessions; i++)
 		if (k.sessions[i].worker >= 0)
 			idem_evidence_backend(ev, k.sessions[i].backend_pid, k.sessions[i].start,
 			    k.sessions[i].worker, k.sessions[i].pid);
-	if (!idem_failpoint_has_ledger(k.fp))
+	if (ledger == NULL)
 		idem_warn("no rows written: the effect table %s did not exist when the run began",
 		    k.effect_table);
 	else
-		do {
-			if (idem_failpoint_ledger(k.fp, &writes, &n, &err) < 0)
-				idem_die_error(&err);
-			idem_evidence_ledger(ev, writes, n);
-		} while (n > 0);
+		idem_evidence_ledger_from(ev, ledger);
 	for (i = 0; i < k.nkills; i++) {
 		const struct kill_point *kp = &k.kills[i];
 

@@ -43,6 +43,9 @@ struct idem_evidence {
 	long long rows[NSPOOLS];	/* rows in each */
 	int spool_errno;		/* the first error writing them, or 0 */
 	int ledger;
+	/* the queries of the database's own rows, run where they are joined */
+	char *deliveries_sql, *msg_ids;
+	const char *ledger_sql;
 	struct kill *k;
 	size_t nk;
 	struct lists kills;		/* job and attempt: kills */
@@ -146,6 +149,8 @@ idem_evidence_free(struct idem_evidence *ev)
 	}
 	free(ev->k);
 	lists_free(&ev->kills);
+	free(ev->deliveries_sql);
+	free(ev->msg_ids);
 	free(ev);
 }
 
@@ -192,41 +197,20 @@ idem_evidence_delivery(struct idem_evidence *ev, const char *msg_id, const char 
 	spool_row(ev, SPOOL_DELIVERIES, NULL, row, 7);
 }
 
-int
-idem_evidence_read_deliveries(struct idem_evidence *ev, PGconn *conn, const struct idem_queue *q,
-			      const char *msg_ids, struct idem_error *err)
+void
+idem_evidence_deliveries_from(struct idem_evidence *ev, char *sql, const char *msg_ids)
 {
-	const char *params[1] = { msg_ids };
-	const Oid types[1] = { IDEM_OID_TEXT_ARRAY };
-	char *sql = idem_queue_sql(q, conn, "deliveries"), msg[768];
-	PGresult *res;
-	int rc = 0, sent;
+	free(ev->deliveries_sql);
+	free(ev->msg_ids);
+	ev->deliveries_sql = sql;
+	ev->msg_ids = idem_estrdup(msg_ids);
+}
 
-	if (sql == NULL)
-		return idem_error_set(err, IDEM_EXIT_ENV, "reading the delivery log: the %s adapter "
-		    "has no deliveries section", q->kind), -1;
-	/* msg_id, job_id, business_key, attempt, delivered_at, backend_pid,
-	 * acked_at (on the last delivery of an acked message), a row at a
-	 * time */
-	sent = PQsendQueryParams(conn, sql, 1, types, params, NULL, NULL, 0) && PQsetSingleRowMode(conn);
-	free(sql);
-	if (!sent)
-		return idem_error_set(err, IDEM_EXIT_ENV, "reading the delivery log: %s",
-		    idem_pg_message(conn, NULL, msg, sizeof(msg))), -1;
-	while ((res = PQgetResult(conn)) != NULL) {
-		if (PQresultStatus(res) == PGRES_SINGLE_TUPLE) {
-			idem_evidence_delivery(ev, PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1),
-			    PQgetvalue(res, 0, 2), strtoll(PQgetvalue(res, 0, 3), NULL, 10),
-			    strtoll(PQgetvalue(res, 0, 4), NULL, 10), atoi(PQgetvalue(res, 0, 5)),
-			    PQgetisnull(res, 0, 6) ? 0 : strtoll(PQgetvalue(res, 0, 6), NULL, 10));
-		} else if (PQresultStatus(res) != PGRES_TUPLES_OK && rc == 0) {
-			idem_error_set(err, IDEM_EXIT_ENV, "reading the delivery log: %s",
-			    idem_pg_message(conn, res, msg, sizeof(msg)));
-			rc = -1;
-		}
-		PQclear(res);
-	}
-	return rc;
+void
+idem_evidence_ledger_from(struct idem_evidence *ev, const char *sql)
+{
+	ev->ledger = 1;
+	ev->ledger_sql = sql;
 }
 
 void
@@ -463,6 +447,33 @@ copy_in(PGconn *conn, const char *copy, FILE *spool, struct idem_error *err)
 	return rc;
 }
 
+/* The rows of a query into a temporary table, numbered on from the rows
+ * copied in before, in the query's order: the database numbers the rows
+ * of a sorted subquery as they come. */
+static int
+insert_from(PGconn *conn, const char *table, long long first, const char *sql,
+	    const char *param, struct idem_error *err)
+{
+	const Oid types[1] = { IDEM_OID_TEXT_ARRAY };
+	const char *params[1] = { param };
+	char *insert, msg[768];
+	PGresult *res;
+
+	if (asprintf(&insert, "INSERT INTO %s SELECT %lld + row_number() OVER () - 1, q.* FROM (%s) q",
+	    table, first, sql) < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	res = PQexecParams(conn, insert, param ? 1 : 0, types, params, NULL, NULL, 0);
+	free(insert);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+		idem_error_set(err, IDEM_EXIT_ENV, "joining the evidence: %s",
+		    idem_pg_message(conn, res, msg, sizeof(msg)));
+		PQclear(res);
+		return -1;
+	}
+	PQclear(res);
+	return 0;
+}
+
 /*
  * The temporary tables, dropped at the end of the transaction, and what
  * is derived from them: the session, worker and process of each delivery
@@ -664,6 +675,14 @@ idem_evidence_write(struct idem_evidence *ev, PGconn *conn, FILE *out, struct id
 		if (copy_sql[s] != NULL && ev->rows[s] > 0 &&
 		    copy_in(conn, copy_sql[s], ev->spool[s], err) < 0)
 			goto fail;
+	if (ev->deliveries_sql != NULL &&
+	    insert_from(conn, "idem_ev_delivery (n, msg_id, job_id, business_key, attempt,"
+	    " delivered_at, backend_pid, acked_at)", ev->rows[SPOOL_DELIVERIES], ev->deliveries_sql,
+	    ev->msg_ids, err) < 0)
+		goto fail;
+	if (ev->ledger_sql != NULL &&
+	    insert_from(conn, "idem_ev_write", ev->rows[SPOOL_WRITES], ev->ledger_sql, NULL, err) < 0)
+		goto fail;
 	if (exec_ok(conn, join_sql, err) < 0)
 		goto fail;
 	do {

@@ -25,15 +25,18 @@ void idem_evidence_delivery(struct idem_evidence *ev, const char *msg_id, const 
 			    const char *business_key, long long attempt, long long delivered_at_us,
 			    int backend_pid, long long acked_at_us);
 /* Every delivery of the messages msg_ids (a PostgreSQL array of texts),
- * as the queue's adapter reads them (its deliveries section). */
-int idem_evidence_read_deliveries(struct idem_evidence *ev, PGconn *conn,
-				  const struct idem_queue *q, const char *msg_ids,
-				  struct idem_error *err);
-/* The committed writes of the effect table, in the order written, in as
- * many calls as need be (idem_failpoint_ledger's batches). Without them,
+ * as the query sql of the queue's adapter reads them (its deliveries
+ * section, whose $1 is msg_ids): run by idem_evidence_write where the
+ * rows are joined, so they never leave the database. Takes sql. */
+void idem_evidence_deliveries_from(struct idem_evidence *ev, char *sql, const char *msg_ids);
+/* The committed writes of the effect table, in the order written, given
+ * here, in as many calls as need be. Without them, or a query of them,
  * rows written are unknown (\N). */
 void idem_evidence_ledger(struct idem_evidence *ev, const struct idem_failpoint_write *writes,
 			  size_t n);
+/* The same, as the query sql gives them (idem_failpoint_ledger_query),
+ * run by idem_evidence_write where the rows are joined. sql is static. */
+void idem_evidence_ledger_from(struct idem_evidence *ev, const char *sql);
 /* A session the controller saw, and the worker process that owns it. */
 void idem_evidence_backend(struct idem_evidence *ev, int backend_pid, long long backend_start_us,
 			   int worker, pid_t pid);

@@ -9,8 +9,6 @@
 #include "pg.h"
 
 #define ACK_ROWS 64
-#define LEDGER_ROWS 1000		/* the ledger is read in batches of this many rows */
-#define LEDGER_BATCH "1000"
 
 static const char *const step_names[] = {
 	NULL, "before-write", "before-commit", "after-commit", "after-commit"
@@ -24,9 +22,6 @@ struct idem_failpoint {
 	const struct idem_queue *q;
 	char *msg_ids;			/* the messages watched */
 	long long acks_then, unacked;	/* acks counted, and messages left, at the last look */
-	PGresult *writes_res;		/* the batch of the ledger read last */
-	struct idem_failpoint_write writes[LEDGER_ROWS];
-	int reading_ledger;
 };
 
 int
@@ -295,7 +290,6 @@ close_all(struct idem_failpoint *fp)
 {
 	PQfinish(fp->conn[0]);
 	PQfinish(fp->conn[1]);
-	PQclear(fp->writes_res);
 	free(fp->msg_ids);
 	free(fp);
 }
@@ -701,56 +695,17 @@ idem_failpoint_all_acked(struct idem_failpoint *fp, struct idem_error *err)
 	return fp->unacked == 0;
 }
 
-int
-idem_failpoint_ledger(struct idem_failpoint *fp, const struct idem_failpoint_write **out,
-		      size_t *n, struct idem_error *err)
+const char *
+idem_failpoint_ledger_query(const struct idem_failpoint *fp)
 {
-	PGresult *res;
-	int i;
-
-	PQclear(fp->writes_res);
-	fp->writes_res = NULL;
-	*out = NULL;
-	*n = 0;
 	/* xmin is the writing (sub)transaction: its commit time is the
-	 * effect's; a cursor, so that the ledger is never in memory whole */
-	if (!fp->reading_ledger) {
-		if (exec_ok(fp->conn[0], "reading the effect ledger", "BEGIN", 0, NULL, err) < 0)
-			return -1;
-		fp->reading_ledger = 1;
-		if (exec_ok(fp->conn[0], "reading the effect ledger",
-		    "DECLARE idem_ledger NO SCROLL CURSOR FOR"
-		    " SELECT xid::text, backend_pid, operation = 'UPDATE', business_key,"
-		    " (extract(epoch FROM written_at) * 1000000)::bigint,"
-		    " (extract(epoch FROM pg_xact_commit_timestamp(xmin)) * 1000000)::bigint"
-		    " FROM idem_run.ledger ORDER BY xid, business_key, written_at", 0, NULL, err) < 0)
-			goto fail;
-	}
-	res = fp->writes_res = idem_pg_exec(fp->conn[0], "reading the effect ledger", err,
-	    "FETCH " LEDGER_BATCH " FROM idem_ledger", 0, NULL);
-	if (res == NULL)
-		goto fail;
-	if (PQntuples(res) == 0) {
-		fp->reading_ledger = 0;
-		return exec_ok(fp->conn[0], "reading the effect ledger", "COMMIT", 0, NULL, err);
-	}
-	*n = (size_t)PQntuples(res);
-	for (i = 0; i < PQntuples(res); i++) {
-		struct idem_failpoint_write *w = &fp->writes[i];
-
-		w->xid = PQgetvalue(res, i, 0);
-		w->backend_pid = atoi(PQgetvalue(res, i, 1));
-		w->update = strcmp(PQgetvalue(res, i, 2), "t") == 0;
-		w->business_key = PQgetisnull(res, i, 3) ? NULL : PQgetvalue(res, i, 3);
-		w->written_at_us = strtoll(PQgetvalue(res, i, 4), NULL, 10);
-		w->committed_at_us = PQgetisnull(res, i, 5) ? 0 : strtoll(PQgetvalue(res, i, 5), NULL, 10);
-	}
-	*out = fp->writes;
-	return 0;
-fail:
-	fp->reading_ledger = 0;
-	PQclear(PQexec(fp->conn[0], "ROLLBACK"));
-	return -1;
+	 * effect's */
+	return !fp->ledger ? NULL :
+	    "SELECT xid::text, backend_pid, operation = 'UPDATE', business_key,"
+	    " (extract(epoch FROM written_at) * 1000000)::bigint,"
+	    " coalesce((extract(epoch FROM pg_xact_commit_timestamp(xmin)) * 1000000)::bigint, 0)"
+	    " FROM idem_run.ledger WHERE business_key IS NOT NULL"
+	    " ORDER BY xid, business_key, written_at";
 }
 
 int

@@ -128,13 +128,12 @@ int idem_failpoint_all_acked(struct idem_failpoint *fp, struct idem_error *err);
 int idem_failpoint_rescue(struct idem_failpoint *fp, long long visibility_timeout_ms,
 			  struct idem_error *err);
 
-/* The committed writes in the ledger, a batch a call, *n 0 after the
- * last: those of each transaction and business key together, in the
- * order written. A batch stays valid until the next call or
- * idem_failpoint_remove; no other call on fp may come between the first
- * batch and the end. */
-int idem_failpoint_ledger(struct idem_failpoint *fp, const struct idem_failpoint_write **out,
-			  size_t *n, struct idem_error *err);
+/* The query of the committed writes in the ledger, six columns (the
+ * fields of struct idem_failpoint_write, committed_at_us 0 when unknown),
+ * those of each transaction and business key together, in the order
+ * written; NULL when the effect table has no ledger. It reads the ledger
+ * on any connection to the sandbox while fp is installed. */
+const char *idem_failpoint_ledger_query(const struct idem_failpoint *fp);
 
 /* Terminates the held sessions, drops the schema and the triggers,
  * releases the locks, closes the connections and frees fp. Returns -1 with
