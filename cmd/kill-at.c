@@ -587,6 +587,7 @@ release_second(size_t ci)
 }
 
 static void unref(int armed);
+static void watch_sessions(void);
 
 /* One step line from a worker: go on, kill it here, or hold it for a race. */
 static void
@@ -613,6 +614,10 @@ handle_step(size_t ci, const struct idem_step_line *l)
 		kp->killed_at = db_now();
 		kp->observed = SOCKET;
 		unref(kp->armed);
+		/* the worker's sessions, while it lives: its delivery is put down
+		 * to its process, which a worker that sent no consumed step named
+		 * nowhere else */
+		watch_sessions();
 		if (c->worker >= 0) {
 			k.workers[c->worker].killed = 1;
 			kill_worker_group(c->worker, SIGKILL);
