@@ -227,8 +227,10 @@ xcheck() {
 	kill-at -D 20s -- env -u IDEM_STEP_PLAN idem-worker <"$BATS_TEST_TMPDIR/published" >"$out"
 	assert_equal "$(awk -F '\t' '$1 == "step" && $7 == 1 { print $5, $8 }' "$out" | tr '\n' ,)" \
 		"consumed go,before-write go,before-commit go,after-commit kill,"
-	assert_equal "$(awk -F '\t' '$1 == "step" && $7 == 2 { print $5 }' "$out" | tr '\n' ' ')" \
-		"consumed before-write before-commit after-commit before-ack acked "
+	# (the acked step of the last ack may come after kill-at saw the ack
+	# and stopped)
+	[[ "$(awk -F '\t' '$1 == "step" && $7 == 2 { print $5 }' "$out" | tr '\n' ' ')" == \
+		"consumed before-write before-commit after-commit before-ack "* ]]
 	assert_equal "$(rows_of kill "$out")" 1
 	assert_equal "$(sql "SELECT count(*) FROM demo.invoice_lines")" 1
 }
