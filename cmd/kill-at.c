@@ -1186,10 +1186,11 @@ all_fired(void)
 	return 1;
 }
 
-static char *
-msg_id_array(void)
+/* Every msg_id of the stream, as a PostgreSQL array of texts. */
+static const char *
+msg_ids(void)
 {
-	return idem_estrdup(k.msgs.text ? k.msgs.text : "{}");
+	return k.msgs.text ? k.msgs.text : "{}";
 }
 
 static int
@@ -1236,7 +1237,7 @@ stop_workers(void)
 static int
 run(long long deadline_us)
 {
-	char *ids = k.in_baseline ? idem_estrdup(k.base.ids) : msg_id_array();
+	const char *ids = k.in_baseline ? k.base.ids : msg_ids();
 	long long next_check = 0, end = idem_now_us() + deadline_us, checks = 0;
 	struct pollfd *fds = NULL;
 	struct idem_error err;
@@ -1323,7 +1324,6 @@ run(long long deadline_us)
 				idem_warn("deadline: race at %s on business key %s never met by two workers",
 				    k.races[i].step, k.races[i].business_key);
 	}
-	free(ids);
 	return rc;
 }
 
@@ -1384,7 +1384,7 @@ write_evidence(void)
 		idem_die(IDEM_EXIT_ENV, "reading the delivery log: the %s adapter has no deliveries "
 		    "section", k.q.kind);
 	/* the deliveries and the ledger are the database's: joined there */
-	idem_evidence_deliveries_from(ev, deliveries, k.msgs.text ? k.msgs.text : "{}");
+	idem_evidence_deliveries_from(ev, deliveries, msg_ids());
 	/* the sessions first: a write is a delivery's by the worker that holds
 	 * both sessions, when the queue delivers on a connection of its own */
 	for (i = 0; i < k.nsessions; i++)
@@ -1591,15 +1591,12 @@ check_account(void)
 static int
 nothing_left(void)
 {
-	char *ids;
 	struct idem_error err;
 
 	if (!all_fired())
 		return 0;
-	ids = msg_id_array();
-	if (idem_failpoint_watch_acks(k.fp, ids, &err) < 0)
+	if (idem_failpoint_watch_acks(k.fp, msg_ids(), &err) < 0)
 		idem_die_error(&err);
-	free(ids);
 	return everything_acked();
 }
 
