@@ -38,6 +38,13 @@ struct kill {
 	const char *observed;
 };
 
+/* A worker's branch line not yet spooled: the next of the same delivery
+ * joins it. */
+struct branch {
+	int by_msg;
+	char *id, *attempt, *names;	/* names NULL: none */
+};
+
 struct idem_evidence {
 	FILE *spool[NSPOOLS];
 	long long rows[NSPOOLS];	/* rows in each */
@@ -49,6 +56,8 @@ struct idem_evidence {
 	struct kill *k;
 	size_t nk;
 	struct lists kills;		/* job and attempt: kills */
+	struct branch *branch;		/* by worker */
+	size_t nbranch;
 };
 
 static void
@@ -149,6 +158,12 @@ idem_evidence_free(struct idem_evidence *ev)
 	}
 	free(ev->k);
 	lists_free(&ev->kills);
+	for (i = 0; i < ev->nbranch; i++) {
+		free(ev->branch[i].id);
+		free(ev->branch[i].attempt);
+		free(ev->branch[i].names);
+	}
+	free(ev->branch);
 	free(ev->deliveries_sql);
 	free(ev->msg_ids);
 	free(ev);
@@ -270,6 +285,70 @@ idem_evidence_step(struct idem_evidence *ev, long long at_us, int worker, pid_t 
 	}
 }
 
+static void
+spool_branch(struct idem_evidence *ev, struct branch *b)
+{
+	const char *row[4] = { b->by_msg ? "t" : "f", b->id, b->attempt, b->names };
+
+	if (b->names == NULL)
+		return;
+	spool_row(ev, SPOOL_BRANCHES, NULL, row, 4);
+	free(b->id);
+	free(b->attempt);
+	free(b->names);
+	*b = (struct branch){ 0 };
+}
+
+static int
+same_delivery(const struct branch *b, int by_msg, const char *id, const char *attempt)
+{
+	return b->names != NULL && b->by_msg == by_msg && strcmp(b->id, id) == 0 &&
+	    strcmp(b->attempt, attempt) == 0;
+}
+
+/*
+ * A branch line of a delivery (its message, or its job, and attempt).
+ * The lines a worker writes one after another for one delivery go to
+ * the database as one row, their names in order: a run has one row a
+ * delivery to join, not one a line. Another worker's line of the same
+ * delivery goes out before it, so the names keep the order they came in.
+ */
+static void
+branch_line(struct idem_evidence *ev, int worker, int by_msg, const char *id,
+	    const char *attempt, const char *name)
+{
+	struct branch *b;
+	size_t i;
+
+	for (i = 0; i < ev->nbranch; i++)
+		if ((int)i != worker && same_delivery(&ev->branch[i], by_msg, id, attempt))
+			spool_branch(ev, &ev->branch[i]);
+	if (worker < 0) {
+		struct branch one = { by_msg, idem_estrdup(id), idem_estrdup(attempt),
+		    idem_estrdup(name) };
+
+		spool_branch(ev, &one);
+		return;
+	}
+	if ((size_t)worker >= ev->nbranch) {
+		ev->branch = idem_ereallocarray(ev->branch, (size_t)worker + 1, sizeof(*ev->branch));
+		for (i = ev->nbranch; i <= (size_t)worker; i++)
+			ev->branch[i] = (struct branch){ 0 };
+		ev->nbranch = (size_t)worker + 1;
+	}
+	b = &ev->branch[worker];
+	if (same_delivery(b, by_msg, id, attempt)) {
+		size_t len = strlen(b->names);
+
+		b->names = idem_erealloc(b->names, len + 1 + strlen(name) + 1);
+		b->names[len] = ' ';
+		strcpy(b->names + len + 1, name);
+		return;
+	}
+	spool_branch(ev, b);
+	*b = (struct branch){ by_msg, idem_estrdup(id), idem_estrdup(attempt), idem_estrdup(name) };
+}
+
 void
 idem_evidence_log(struct idem_evidence *ev, long long at_us, int worker, pid_t pid,
 		  const char *text, size_t len)
@@ -297,13 +376,8 @@ idem_evidence_log(struct idem_evidence *ev, long long at_us, int worker, pid_t p
 	/* a line with its message is that delivery's whatever job it names
 	 * (a worker on another library knows the library's id, not the
 	 * seed's job); one without, its job's attempt's */
-	if (b != NULL && a != NULL && (j != NULL || m != NULL)) {
-		row[0] = m ? "t" : "f";
-		row[1] = m ? m : j;
-		row[2] = a;
-		row[3] = b;
-		spool_row(ev, SPOOL_BRANCHES, NULL, row, 4);
-	}
+	if (b != NULL && a != NULL && (j != NULL || m != NULL))
+		branch_line(ev, worker, m != NULL, m ? m : j, a, b);
 	free(b);
 	free(j);
 	free(a);
@@ -479,13 +553,18 @@ insert_from(PGconn *conn, const char *table, long long first, const char *sql,
  * is derived from them: the session, worker and process of each delivery
  * (the session started last before it), and the writes of the ledger
  * grouped by transaction and business key, each group attributed to a
- * delivery: among the deliveries of its key taken before its first write
- * (up to the first taken after it), the last one taken by the same
- * session; else by a session of the same worker; else the last.
+ * delivery: among the deliveries of its key taken before its first write,
+ * the last one taken by the same session; else by a session of the same
+ * worker; else the last. Deliveries are numbered in the order they were
+ * taken, as the queue's deliveries query returns them.
  */
 static const char tables_sql[] =
     "SET LOCAL client_min_messages = warning;\n"
-    "CREATE TEMP TABLE idem_ev_delivery (n bigint PRIMARY KEY, msg_id text COLLATE \"C\","
+    "SET LOCAL jit = off;\n"
+    "SET LOCAL work_mem = '64MB';\n"
+    /* a run's rows are sorted in memory, by the session alone */
+    "SET LOCAL max_parallel_workers_per_gather = 0;\n"
+    "CREATE TEMP TABLE idem_ev_delivery (n bigint, msg_id text COLLATE \"C\","
     " job_id text COLLATE \"C\", business_key text COLLATE \"C\", attempt bigint,"
     " delivered_at bigint, backend_pid integer, acked_at bigint) ON COMMIT DROP;\n"
     "CREATE TEMP TABLE idem_ev_write (n bigint, xid text COLLATE \"C\", backend_pid integer,"
@@ -509,76 +588,80 @@ static const char *const copy_sql[NSPOOLS] = {
 
 static const char join_sql[] =
     "SET LOCAL cursor_tuple_fraction = 1;\n"
-    "SET LOCAL jit = off;\n"
-    "SET LOCAL work_mem = '64MB';\n"
     /* each session from its start to the next start of its backend pid;
-     * a delivery's, and its worker and process; reach: the latest
-     * delivery of its key up to it */
+     * a delivery's, and its worker and process */
     "CREATE TEMP TABLE idem_ev_session ON COMMIT DROP AS\n"
     "SELECT backend_pid, start, worker, os_pid,\n"
     " lead(start) OVER (PARTITION BY backend_pid ORDER BY start) AS until\n"
     "FROM (SELECT DISTINCT ON (backend_pid, start) * FROM idem_ev_backend\n"
     " ORDER BY backend_pid, start, n) b;\n"
     "CREATE TEMP TABLE idem_ev_d ON COMMIT DROP AS\n"
-    "SELECT d.*, s.worker, s.os_pid,\n"
-    " max(d.delivered_at) OVER (PARTITION BY d.business_key ORDER BY d.n) AS reach\n"
+    "SELECT d.*, s.worker, s.os_pid\n"
     "FROM idem_ev_delivery d LEFT JOIN idem_ev_session s ON s.backend_pid = d.backend_pid\n"
     " AND s.start <= d.delivered_at AND (s.until IS NULL OR d.delivered_at < s.until);\n"
-    "ANALYZE idem_ev_d;\n"
-    /* the writes of each transaction to each key go to one of the
-     * deliveries of the key whose reach is before their first */
+    /* the writes of each transaction to each key (one session's: its
+     * first write, its commit) go to one of the deliveries of the key
+     * taken before their first */
     "CREATE TEMP TABLE idem_ev_rows ON COMMIT DROP AS\n"
     "WITH g AS (\n"
-    " SELECT DISTINCT ON (xid, business_key) business_key, backend_pid,\n"
-    "  written_at AS first_write, committed_at AS last_commit,\n"
-    "  count(*) FILTER (WHERE NOT upd) OVER w AS inserts,\n"
-    "  count(*) FILTER (WHERE upd) OVER w AS updates\n"
-    " FROM idem_ev_write WINDOW w AS (PARTITION BY xid, business_key)\n"
-    " ORDER BY xid, business_key, n),\n"
+    " SELECT xid, business_key, min(backend_pid) AS backend_pid,\n"
+    "  min(written_at) AS first_write, max(committed_at) AS last_commit,\n"
+    "  count(*) FILTER (WHERE NOT upd) AS inserts, count(*) FILTER (WHERE upd) AS updates\n"
+    " FROM idem_ev_write GROUP BY xid, business_key),\n"
     "gw AS (\n"
-    " SELECT g.*, s.worker, row_number() OVER () AS id\n"
+    " SELECT g.*, s.worker\n"
     " FROM g LEFT JOIN idem_ev_session s ON s.backend_pid = g.backend_pid\n"
     "  AND s.start <= g.first_write AND (s.until IS NULL OR g.first_write < s.until)),\n"
     "a AS (\n"
-    " SELECT gw.id, min(gw.inserts) AS inserts, min(gw.updates) AS updates,\n"
+    " SELECT min(gw.inserts) AS inserts, min(gw.updates) AS updates,\n"
     "  min(gw.first_write) AS first_write, min(gw.last_commit) AS last_commit,\n"
     "  coalesce(max(d.n) FILTER (WHERE d.backend_pid = gw.backend_pid),\n"
     "   max(d.n) FILTER (WHERE d.worker = gw.worker), max(d.n)) AS dn\n"
     " FROM gw JOIN idem_ev_d d ON d.business_key = gw.business_key\n"
-    "  AND d.reach <= gw.first_write\n"
-    " GROUP BY gw.id)\n"
+    "  AND d.delivered_at <= gw.first_write\n"
+    " GROUP BY gw.xid, gw.business_key)\n"
     "SELECT dn, sum(inserts) AS inserts, sum(updates) AS updates,\n"
     " min(first_write) AS first_write, max(last_commit) AS last_commit\n"
     "FROM a GROUP BY dn;\n"
     /* the n-th delivery of a job with an attempt number is the n-th
-     * consumed step for them; its branches, the lines naming its message
-     * and attempt, then those naming its job and attempt and no message;
-     * the last delivery of its message */
+     * consumed step for them */
+    "CREATE TEMP TABLE idem_ev_pid ON COMMIT DROP AS\n"
+    "SELECT d.n, c.pid\n"
+    "FROM (SELECT n, job_id, attempt,\n"
+    "  row_number() OVER (PARTITION BY job_id, attempt ORDER BY n) AS nth\n"
+    " FROM idem_ev_d WHERE (job_id, attempt) IN (SELECT job_id, attempt FROM idem_ev_consumed)) d\n"
+    "JOIN (SELECT job_id, attempt, pid,\n"
+    "  row_number() OVER (PARTITION BY job_id, attempt ORDER BY n) AS nth\n"
+    " FROM idem_ev_consumed) c USING (job_id, attempt, nth);\n"
+    /* its branches, the lines naming its message and attempt, then those
+     * naming its job and attempt and no message */
     "DECLARE idem_ev NO SCROLL CURSOR FOR\n"
-    "WITH br AS (\n"
-    " SELECT by_msg, id, attempt, string_agg(name, ' ' ORDER BY n) AS names\n"
-    " FROM idem_ev_branch GROUP BY by_msg, id, attempt)\n"
     "SELECT d.job_id, d.msg_id, d.attempt, coalesce(c.pid, d.os_pid, 0), d.delivered_at,\n"
     " coalesce(r.last_commit, 0), d.acked_at, coalesce(r.inserts, 0),\n"
     " CASE WHEN bm.names IS NULL THEN bj.names WHEN bj.names IS NULL THEN bm.names\n"
     "  ELSE bm.names || ' ' || bj.names END,\n"
-    " coalesce(r.first_write, 0), coalesce(r.updates, 0), d.last_attempt, d.last_acked_at\n"
-    "FROM (SELECT *, row_number() OVER (PARTITION BY job_id, attempt ORDER BY n) AS nth,\n"
-    "  first_value(attempt) OVER (PARTITION BY msg_id ORDER BY n DESC) AS last_attempt,\n"
-    "  first_value(acked_at) OVER (PARTITION BY msg_id ORDER BY n DESC) AS last_acked_at\n"
-    " FROM idem_ev_d) d\n"
-    "LEFT JOIN (SELECT job_id, attempt, pid,\n"
-    "  row_number() OVER (PARTITION BY job_id, attempt ORDER BY n) AS nth\n"
-    " FROM idem_ev_consumed) c ON c.job_id = d.job_id AND c.attempt = d.attempt AND c.nth = d.nth\n"
+    " coalesce(r.first_write, 0), coalesce(r.updates, 0)\n"
+    "FROM idem_ev_d d\n"
+    "LEFT JOIN idem_ev_pid c ON c.n = d.n\n"
     "LEFT JOIN idem_ev_rows r ON r.dn = d.n\n"
-    "LEFT JOIN br bm ON bm.by_msg AND bm.id = d.msg_id AND bm.attempt = d.attempt::text\n"
-    "LEFT JOIN br bj ON NOT bj.by_msg AND bj.id = d.job_id AND bj.attempt = d.attempt::text\n"
+    "LEFT JOIN (SELECT id, attempt, string_agg(name, ' ' ORDER BY n) AS names\n"
+    " FROM idem_ev_branch WHERE by_msg GROUP BY id, attempt) bm\n"
+    " ON bm.id = d.msg_id AND bm.attempt = d.attempt::text\n"
+    "LEFT JOIN (SELECT id, attempt, string_agg(name, ' ' ORDER BY n) AS names\n"
+    " FROM idem_ev_branch WHERE NOT by_msg GROUP BY id, attempt) bj\n"
+    " ON bj.id = d.job_id AND bj.attempt = d.attempt::text\n"
     "ORDER BY d.n";
+
+/* The last delivery of each message that had one killed: its attempt and
+ * its ack. */
+static const char last_sql[] =
+    "SELECT DISTINCT ON (msg_id) msg_id, attempt, acked_at FROM idem_ev_d\n"
+    "WHERE msg_id = ANY ($1) ORDER BY msg_id, n DESC";
 
 /* A killed delivery, for its recover row. */
 struct recover {
 	char *job_id, *msg_id;
-	long long killed_at, acked_at;	/* acked_at: by a later delivery, else 0 */
+	long long attempt, killed_at, acked_at;	/* acked_at: by a later delivery, else 0 */
 };
 
 /* The kill of a delivery, if it was killed. */
@@ -612,7 +695,7 @@ time_or_null(long long us, char buf[32])
 }
 
 /* The attempt rows of a batch of the cursor; the kills among them go to
- * *rec. */
+ * *rec, their acks found after. */
 static int
 write_attempts(const struct idem_evidence *ev, PGresult *res, FILE *out, struct recover **rec,
 	       size_t *nrec)
@@ -642,13 +725,45 @@ write_attempts(const struct idem_evidence *ev, PGresult *res, FILE *out, struct 
 			continue;
 		/* the ack of the same message by a later delivery */
 		*rec = idem_ereallocarray(*rec, *nrec + 1, sizeof(**rec));
-		(*rec)[*nrec] = (struct recover){ idem_estrdup(row[0]), idem_estrdup(row[1]),
-		    k->killed_at, 0 };
-		if (strtoll(PQgetvalue(res, i, 11), NULL, 10) > attempt && !PQgetisnull(res, i, 12))
-			(*rec)[*nrec].acked_at = strtoll(PQgetvalue(res, i, 12), NULL, 10);
-		(*nrec)++;
+		(*rec)[(*nrec)++] = (struct recover){ idem_estrdup(row[0]), idem_estrdup(row[1]),
+		    attempt, k->killed_at, 0 };
 	}
 	return rc;
+}
+
+/* The ack of each killed delivery by a later delivery of its message:
+ * the last delivery's, when it came after the killed one. */
+static int
+recover_acks(PGconn *conn, struct recover *rec, size_t nrec, struct idem_error *err)
+{
+	struct idem_text_array ids = { 0 };
+	struct idem_map last;
+	const char *params[1];
+	PGresult *res;
+	size_t i, j;
+
+	if (nrec == 0)
+		return 0;
+	for (i = 0; i < nrec; i++)
+		idem_text_array_add(&ids, rec[i].msg_id);
+	params[0] = idem_text_array_take(&ids);
+	res = idem_pg_exec(conn, "joining the evidence", err, last_sql, 1, params);
+	free((char *)params[0]);
+	if (res == NULL)
+		return -1;
+	idem_map_init(&last);
+	for (j = 0; j < (size_t)PQntuples(res); j++)
+		idem_map_put(&last, PQgetvalue(res, (int)j, 0), j);
+	for (i = 0; i < nrec; i++) {
+		if ((j = idem_map_get(&last, rec[i].msg_id)) == IDEM_MAP_NONE)
+			continue;
+		if (strtoll(PQgetvalue(res, (int)j, 1), NULL, 10) > rec[i].attempt &&
+		    !PQgetisnull(res, (int)j, 2))
+			rec[i].acked_at = strtoll(PQgetvalue(res, (int)j, 2), NULL, 10);
+	}
+	idem_map_free(&last);
+	PQclear(res);
+	return 0;
 }
 
 int
@@ -660,6 +775,8 @@ idem_evidence_write(struct idem_evidence *ev, PGconn *conn, FILE *out, struct id
 	int rc = 0, s, open = 0;
 
 	err->text[0] = '\0';
+	for (i = 0; i < ev->nbranch; i++)
+		spool_branch(ev, &ev->branch[i]);
 	if (ev->spool_errno != 0) {
 		errno = ev->spool_errno;
 		goto write_error;
@@ -696,6 +813,8 @@ idem_evidence_write(struct idem_evidence *ev, PGconn *conn, FILE *out, struct id
 		}
 	} while (PQntuples(res) > 0);
 	PQclear(res);
+	if (recover_acks(conn, rec, nrec, err) < 0)
+		goto fail;
 	open = 0;
 	if (exec_ok(conn, "COMMIT", err) < 0)
 		goto fail;

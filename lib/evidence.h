@@ -26,11 +26,12 @@ void idem_evidence_delivery(struct idem_evidence *ev, const char *msg_id, const 
 			    int backend_pid, long long acked_at_us);
 /* Every delivery of the messages msg_ids (a PostgreSQL array of texts),
  * as the query sql of the queue's adapter reads them (its deliveries
- * section, whose $1 is msg_ids): run by idem_evidence_write where the
- * rows are joined, so they never leave the database. Takes sql. */
+ * section, whose $1 is msg_ids), in the order they were taken: run by
+ * idem_evidence_write where the rows are joined, so they never leave the
+ * database. Takes sql. */
 void idem_evidence_deliveries_from(struct idem_evidence *ev, char *sql, const char *msg_ids);
-/* The committed writes of the effect table, in the order written, given
- * here, in as many calls as need be. Without them, or a query of them,
+/* The committed writes of the effect table, in any order, given here, in
+ * as many calls as need be. Without them, or a query of them,
  * rows written are unknown (\N). */
 void idem_evidence_ledger(struct idem_evidence *ev, const struct idem_failpoint_write *writes,
 			  size_t n);

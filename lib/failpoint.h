@@ -130,8 +130,7 @@ int idem_failpoint_rescue(struct idem_failpoint *fp, long long visibility_timeou
 
 /* The query of the committed writes in the ledger, six columns (the
  * fields of struct idem_failpoint_write, committed_at_us 0 when unknown),
- * those of each transaction and business key together, in the order
- * written; NULL when the effect table has no ledger. It reads the ledger
+ * in no order; NULL when the effect table has no ledger. It reads the ledger
  * on any connection to the sandbox while fp is installed. */
 const char *idem_failpoint_ledger_query(const struct idem_failpoint *fp);
 

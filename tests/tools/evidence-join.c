@@ -151,6 +151,19 @@ main(void)
 	    "steps, kills and lines as they came; a socket kill goes to the delivery its process consumed");
 	free(out);
 
+	/* the lines of two workers about one job and attempt, interleaved:
+	 * the names in the order the lines came, whoever wrote them */
+	ev = idem_evidence_new();
+	idem_evidence_delivery(ev, "1", "a", "K", 1, T(0), 100, 0);
+	idem_evidence_log(ev, T(1), 0, 11, "branch=inserted job=a attempt=1", 31);
+	idem_evidence_log(ev, T(1), 1, 12, "branch=conflict-noop job=a attempt=1", 36);
+	idem_evidence_log(ev, T(1), 0, 11, "branch=called job=a attempt=1", 29);
+	idem_evidence_log(ev, T(1), 1, 12, "branch=acked job=a attempt=2", 28);
+	idem_evidence_log(ev, T(1), 1, 12, "branch=late job=a attempt=1", 27);
+	out = rows(ev);
+	CHECK(strstr(out, "\tinserted conflict-noop called late\t") != NULL,
+	    "branch lines of several workers keep their order");
+	free(out);
 	/* a worker on another library knows the library's id, not the seed's
 	 * job: its lines go to the delivery of their message and attempt */
 	ev = idem_evidence_new();
