@@ -521,33 +521,6 @@ copy_in(PGconn *conn, const char *copy, FILE *spool, struct idem_error *err)
 	return rc;
 }
 
-/* The rows of a query into a temporary table, numbered on from the rows
- * copied in before, in the query's order: the database numbers the rows
- * of a sorted subquery as they come. */
-static int
-insert_from(PGconn *conn, const char *table, long long first, const char *sql,
-	    const char *param, struct idem_error *err)
-{
-	const Oid types[1] = { IDEM_OID_TEXT_ARRAY };
-	const char *params[1] = { param };
-	char *insert, msg[768];
-	PGresult *res;
-
-	if (asprintf(&insert, "INSERT INTO %s SELECT %lld + row_number() OVER () - 1, q.* FROM (%s) q",
-	    table, first, sql) < 0)
-		idem_die(IDEM_EXIT_ENV, "asprintf:");
-	res = PQexecParams(conn, insert, param ? 1 : 0, types, params, NULL, NULL, 0);
-	free(insert);
-	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-		idem_error_set(err, IDEM_EXIT_ENV, "joining the evidence: %s",
-		    idem_pg_message(conn, res, msg, sizeof(msg)));
-		PQclear(res);
-		return -1;
-	}
-	PQclear(res);
-	return 0;
-}
-
 /*
  * The temporary tables, dropped at the end of the transaction, and what
  * is derived from them: the session, worker and process of each delivery
@@ -562,8 +535,11 @@ static const char tables_sql[] =
     "SET LOCAL client_min_messages = warning;\n"
     "SET LOCAL jit = off;\n"
     "SET LOCAL work_mem = '64MB';\n"
-    /* a run's rows are sorted in memory, by the session alone */
+    /* a run's rows are sorted in memory, by the session alone; the
+     * tables have no statistics, and the merge joins the planner would
+     * pick sort 100,000 rows a side where a hash join needs no sort */
     "SET LOCAL max_parallel_workers_per_gather = 0;\n"
+    "SET LOCAL enable_mergejoin = off;\n"
     "CREATE TEMP TABLE idem_ev_delivery (n bigint, msg_id text COLLATE \"C\","
     " job_id text COLLATE \"C\", business_key text COLLATE \"C\", attempt bigint,"
     " delivered_at bigint, backend_pid integer, acked_at bigint) ON COMMIT DROP;\n"
@@ -586,31 +562,42 @@ static const char *const copy_sql[NSPOOLS] = {
 	[SPOOL_BRANCHES] = "COPY idem_ev_branch FROM STDIN",
 };
 
-static const char join_sql[] =
-    "SET LOCAL cursor_tuple_fraction = 1;\n"
-    /* each session from its start to the next start of its backend pid;
-     * a delivery's, and its worker and process */
+/* Each session from its start to the next start of its backend pid. */
+static const char sessions_sql[] =
     "CREATE TEMP TABLE idem_ev_session ON COMMIT DROP AS\n"
     "SELECT backend_pid, start, worker, os_pid,\n"
     " lead(start) OVER (PARTITION BY backend_pid ORDER BY start) AS until\n"
     "FROM (SELECT DISTINCT ON (backend_pid, start) * FROM idem_ev_backend\n"
-    " ORDER BY backend_pid, start, n) b;\n"
+    " ORDER BY backend_pid, start, n) b";
+
+/* Each delivery, and the worker and process of its session; %s: the
+ * queue's deliveries. */
+static const char deliveries_sql[] =
     "CREATE TEMP TABLE idem_ev_d ON COMMIT DROP AS\n"
     "SELECT d.*, s.worker, s.os_pid\n"
-    "FROM idem_ev_delivery d LEFT JOIN idem_ev_session s ON s.backend_pid = d.backend_pid\n"
-    " AND s.start <= d.delivered_at AND (s.until IS NULL OR d.delivered_at < s.until);\n"
-    /* the writes of each transaction to each key (one session's: its
-     * first write, its commit) go to one of the deliveries of the key
-     * taken before their first */
+    "FROM (SELECT * FROM idem_ev_delivery%s) d\n"
+    "LEFT JOIN idem_ev_session s ON s.backend_pid = d.backend_pid\n"
+    " AND s.start <= d.delivered_at AND (s.until IS NULL OR d.delivered_at < s.until)";
+
+/* The writes of each transaction to each key, one session's: its first
+ * write, its commit, its inserts and updates; %s: the ledger's writes. */
+static const char writes_sql[] =
+    "CREATE TEMP TABLE idem_ev_g ON COMMIT DROP AS\n"
+    "SELECT xid, business_key, min(backend_pid) AS backend_pid,\n"
+    " min(written_at) AS first_write, max(committed_at) AS last_commit,\n"
+    " count(*) FILTER (WHERE NOT upd) AS inserts, count(*) FILTER (WHERE upd) AS updates\n"
+    "FROM (SELECT xid, backend_pid, upd, business_key, written_at, committed_at\n"
+    " FROM idem_ev_write%s) w\n"
+    "GROUP BY xid, business_key";
+
+static const char join_sql[] =
+    "SET LOCAL cursor_tuple_fraction = 1;\n"
+    /* the writes of each transaction to each key go to one of the
+     * deliveries of the key taken before their first */
     "CREATE TEMP TABLE idem_ev_rows ON COMMIT DROP AS\n"
-    "WITH g AS (\n"
-    " SELECT xid, business_key, min(backend_pid) AS backend_pid,\n"
-    "  min(written_at) AS first_write, max(committed_at) AS last_commit,\n"
-    "  count(*) FILTER (WHERE NOT upd) AS inserts, count(*) FILTER (WHERE upd) AS updates\n"
-    " FROM idem_ev_write GROUP BY xid, business_key),\n"
-    "gw AS (\n"
+    "WITH gw AS (\n"
     " SELECT g.*, s.worker\n"
-    " FROM g LEFT JOIN idem_ev_session s ON s.backend_pid = g.backend_pid\n"
+    " FROM idem_ev_g g LEFT JOIN idem_ev_session s ON s.backend_pid = g.backend_pid\n"
     "  AND s.start <= g.first_write AND (s.until IS NULL OR g.first_write < s.until)),\n"
     "a AS (\n"
     " SELECT min(gw.inserts) AS inserts, min(gw.updates) AS updates,\n"
@@ -657,6 +644,61 @@ static const char join_sql[] =
 static const char last_sql[] =
     "SELECT DISTINCT ON (msg_id) msg_id, attempt, acked_at FROM idem_ev_d\n"
     "WHERE msg_id = ANY ($1) ORDER BY msg_id, n DESC";
+
+/*
+ * The deliveries, with their sessions' workers and processes, and the
+ * writes grouped by transaction and business key: from the rows copied
+ * in, and straight from the queue's and the ledger's queries when there
+ * are some, so that their rows are read once, where they are joined.
+ * The queue's rows are numbered on from the rows copied in, in its
+ * query's order: the database numbers the rows of a sorted subquery as
+ * they come.
+ */
+static int
+from_queries(const struct idem_evidence *ev, PGconn *conn, struct idem_error *err)
+{
+	const Oid types[1] = { IDEM_OID_TEXT_ARRAY };
+	const char *params[1] = { ev->msg_ids };
+	char *more = NULL, *sql, msg[768];
+	PGresult *res;
+
+	if (exec_ok(conn, sessions_sql, err) < 0)
+		return -1;
+	if (ev->deliveries_sql != NULL &&
+	    asprintf(&more, " UNION ALL SELECT %lld + row_number() OVER () - 1, q.msg_id::text,"
+	    " q.job_id::text, q.business_key::text, q.attempt::bigint, q.delivered_at::bigint,"
+	    " q.backend_pid::integer, q.acked_at::bigint FROM (%s) q (msg_id, job_id, business_key,"
+	    " attempt, delivered_at, backend_pid, acked_at)", ev->rows[SPOOL_DELIVERIES],
+	    ev->deliveries_sql) < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	if (asprintf(&sql, deliveries_sql, more ? more : "") < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	free(more);
+	more = NULL;
+	res = PQexecParams(conn, sql, ev->deliveries_sql ? 1 : 0, types, params, NULL, NULL, 0);
+	free(sql);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+		idem_error_set(err, IDEM_EXIT_ENV, "joining the evidence: %s",
+		    idem_pg_message(conn, res, msg, sizeof(msg)));
+		PQclear(res);
+		return -1;
+	}
+	PQclear(res);
+	if (ev->ledger_sql != NULL &&
+	    asprintf(&more, " UNION ALL SELECT l.xid::text, l.backend_pid::integer, l.upd::boolean,"
+	    " l.business_key::text, l.written_at::bigint, l.committed_at::bigint FROM (%s) l (xid,"
+	    " backend_pid, upd, business_key, written_at, committed_at)", ev->ledger_sql) < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	if (asprintf(&sql, writes_sql, more ? more : "") < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	free(more);
+	if (exec_ok(conn, sql, err) < 0) {
+		free(sql);
+		return -1;
+	}
+	free(sql);
+	return 0;
+}
 
 /* A killed delivery, for its recover row. */
 struct recover {
@@ -792,15 +834,7 @@ idem_evidence_write(struct idem_evidence *ev, PGconn *conn, FILE *out, struct id
 		if (copy_sql[s] != NULL && ev->rows[s] > 0 &&
 		    copy_in(conn, copy_sql[s], ev->spool[s], err) < 0)
 			goto fail;
-	if (ev->deliveries_sql != NULL &&
-	    insert_from(conn, "idem_ev_delivery (n, msg_id, job_id, business_key, attempt,"
-	    " delivered_at, backend_pid, acked_at)", ev->rows[SPOOL_DELIVERIES], ev->deliveries_sql,
-	    ev->msg_ids, err) < 0)
-		goto fail;
-	if (ev->ledger_sql != NULL &&
-	    insert_from(conn, "idem_ev_write", ev->rows[SPOOL_WRITES], ev->ledger_sql, NULL, err) < 0)
-		goto fail;
-	if (exec_ok(conn, join_sql, err) < 0)
+	if (from_queries(ev, conn, err) < 0 || exec_ok(conn, join_sql, err) < 0)
 		goto fail;
 	do {
 		PQclear(res);
