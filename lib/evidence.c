@@ -39,7 +39,8 @@ struct kill {
 };
 
 /* A worker's branch line not yet spooled: the next of the same delivery
- * joins it. */
+ * joins it, up to BRANCH_ROW_MAX bytes of names. */
+#define BRANCH_ROW_MAX 4096
 struct branch {
 	int by_msg;
 	char *id, *attempt, *names;	/* names NULL: none */
@@ -337,7 +338,9 @@ branch_line(struct idem_evidence *ev, int worker, int by_msg, const char *id,
 		ev->nbranch = (size_t)worker + 1;
 	}
 	b = &ev->branch[worker];
-	if (same_delivery(b, by_msg, id, attempt)) {
+	/* a row holds a few kilobytes at most: a worker that writes without
+	 * end fills the spool, not kill-at's memory */
+	if (same_delivery(b, by_msg, id, attempt) && strlen(b->names) < BRANCH_ROW_MAX) {
 		size_t len = strlen(b->names);
 
 		b->names = idem_erealloc(b->names, len + 1 + strlen(name) + 1);

@@ -19,6 +19,6 @@ teardown_file() {
 	run "$TOOLS/evidence-join"
 	echo "$output"
 	[ "$status" -eq 0 ]
-	[[ "$output" == *"evidence-join: 6 passed, 0 failed"* ]]
+	[[ "$output" == *"evidence-join: 7 passed, 0 failed"* ]]
 }
 

@@ -164,6 +164,25 @@ main(void)
 	CHECK(strstr(out, "\tinserted conflict-noop called late\t") != NULL,
 	    "branch lines of several workers keep their order");
 	free(out);
+	/* a worker that writes branch lines of one delivery without end: every name
+	 * comes back, in order, however many rows they took */
+	ev = idem_evidence_new();
+	idem_evidence_delivery(ev, "1", "a", "K", 1, T(0), 100, 0);
+	{
+		char text[64], *want = malloc(3000 * 8 + 2), *w = want;
+		int i;
+
+		for (i = 0; i < 3000; i++) {
+			snprintf(text, sizeof(text), "branch=b%d job=a attempt=1", i);
+			idem_evidence_log(ev, T(1), 0, 11, text, strlen(text));
+			w += sprintf(w, "%cb%d", i ? ' ' : '\t', i);
+		}
+		strcpy(w, "\t");
+		out = rows(ev);
+		CHECK(strstr(out, want) != NULL, "3,000 branch lines of one delivery, in order");
+		free(want);
+	}
+	free(out);
 	/* a worker on another library knows the library's id, not the seed's
 	 * job: its lines go to the delivery of their message and attempt */
 	ev = idem_evidence_new();
