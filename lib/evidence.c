@@ -287,13 +287,20 @@ idem_evidence_step(struct idem_evidence *ev, long long at_us, int worker, pid_t 
 }
 
 static void
+spool_names(struct idem_evidence *ev, int by_msg, const char *id, const char *attempt,
+	    const char *names)
+{
+	const char *row[4] = { by_msg ? "t" : "f", id, attempt, names };
+
+	spool_row(ev, SPOOL_BRANCHES, NULL, row, 4);
+}
+
+static void
 spool_branch(struct idem_evidence *ev, struct branch *b)
 {
-	const char *row[4] = { b->by_msg ? "t" : "f", b->id, b->attempt, b->names };
-
 	if (b->names == NULL)
 		return;
-	spool_row(ev, SPOOL_BRANCHES, NULL, row, 4);
+	spool_names(ev, b->by_msg, b->id, b->attempt, b->names);
 	free(b->id);
 	free(b->attempt);
 	free(b->names);
@@ -325,10 +332,7 @@ branch_line(struct idem_evidence *ev, int worker, int by_msg, const char *id,
 		if ((int)i != worker && same_delivery(&ev->branch[i], by_msg, id, attempt))
 			spool_branch(ev, &ev->branch[i]);
 	if (worker < 0) {
-		struct branch one = { by_msg, idem_estrdup(id), idem_estrdup(attempt),
-		    idem_estrdup(name) };
-
-		spool_branch(ev, &one);
+		spool_names(ev, by_msg, id, attempt, name);
 		return;
 	}
 	if ((size_t)worker >= ev->nbranch) {
@@ -664,6 +668,7 @@ from_queries(const struct idem_evidence *ev, PGconn *conn, struct idem_error *er
 	const char *params[1] = { ev->msg_ids };
 	char *more = NULL, *sql, msg[768];
 	PGresult *res;
+	int rc;
 
 	if (exec_ok(conn, sessions_sql, err) < 0)
 		return -1;
@@ -695,12 +700,9 @@ from_queries(const struct idem_evidence *ev, PGconn *conn, struct idem_error *er
 	if (asprintf(&sql, writes_sql, more ? more : "") < 0)
 		idem_die(IDEM_EXIT_ENV, "asprintf:");
 	free(more);
-	if (exec_ok(conn, sql, err) < 0) {
-		free(sql);
-		return -1;
-	}
+	rc = exec_ok(conn, sql, err);
 	free(sql);
-	return 0;
+	return rc;
 }
 
 /* A killed delivery, for its recover row. */
