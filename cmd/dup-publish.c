@@ -806,15 +806,9 @@ answer_checked(FILE *hold, const char *name, FILE *out)
 static void
 pass_on(FILE *f, const char *what)
 {
-	char buf[65536];
-	size_t got;
-
 	rewound(f, what);
-	while ((got = fread(buf, 1, sizeof(buf), f)) > 0)
-		if (fwrite(buf, 1, got, stdout) != got)
-			idem_die(IDEM_EXIT_ENV, "write error on standard output:");
-	if (ferror(f))
-		idem_die(IDEM_EXIT_ENV, "%s:", what);
+	if (idem_copy_stream(f, stdout) < 0)
+		idem_die(IDEM_EXIT_ENV, "%s:", ferror(f) ? what : "write error on standard output");
 	fclose(f);
 }
 

@@ -150,6 +150,18 @@ idem_free_list(char **list, size_t n)
 	free(list);
 }
 
+int
+idem_copy_stream(FILE *from, FILE *to)
+{
+	char buf[65536];
+	size_t got;
+
+	while ((got = fread(buf, 1, sizeof(buf), from)) > 0)
+		if (fwrite(buf, 1, got, to) != got)
+			return -1;
+	return ferror(from) ? -1 : 0;
+}
+
 void
 idem_close_stdout(void)
 {

@@ -3,6 +3,7 @@
 #define IDEM_UTIL_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 enum {
@@ -62,6 +63,10 @@ int idem_fsync_path(const char *path, struct idem_error *err);
  * every file is on disk; otherwise the first failing path, in order. */
 #define IDEM_FSYNC_MAX 8
 int idem_fsync_paths(const char *const *paths, size_t n, struct idem_error *err);
+
+/* Copies the rest of from to to. -1 with errno set on an error, reading
+ * when ferror(from), else writing. */
+int idem_copy_stream(FILE *from, FILE *to);
 
 /* Write data to path through a temporary file in the same directory and a
  * rename, so a failure leaves no partial file. */
