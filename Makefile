@@ -32,8 +32,9 @@ LIBOBJ = $(BUILD)/lib/util.o $(BUILD)/lib/tsv.o $(BUILD)/lib/seed.o \
 	$(BUILD)/lib/vendor.o $(BUILD)/lib/path.o $(BUILD)/lib/evidence_file.o $(BUILD)/lib/timeline.o \
 	$(BUILD)/lib/handoff.o $(BUILD)/lib/baseline.o $(BUILD)/lib/role.o $(BUILD)/lib/sanitize.o \
 	$(BUILD)/lib/approval.o $(BUILD)/lib/summary.o $(BUILD)/lib/rerun.o \
-	$(BUILD)/lib/runrows.o $(BUILD)/lib/worker.o $(BUILD)/lib/staleness.o
-UNIT = tsv util seed template sig yamljson pg map evidence queue timeline handoff step
+	$(BUILD)/lib/runrows.o $(BUILD)/lib/worker.o $(BUILD)/lib/staleness.o \
+	$(BUILD)/lib/plan.o
+UNIT = tsv util seed template sig yamljson pg map evidence queue timeline handoff step plan
 FUZZ = tsv seed record sshsig signers key template vendor sanitize step
 FUZZ_SECONDS = 60
 FUZZ_CC = clang

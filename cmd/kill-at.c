@@ -26,6 +26,7 @@
 #include "map.h"
 #include "peer.h"
 #include "pg.h"
+#include "plan.h"
 #include "queue.h"
 #include "role.h"
 #include "runrows.h"
@@ -46,12 +47,6 @@ static const char synopsis[] =
 	"usage: kill-at [-d conninfo] [-n workers] [-k step:job:attempt] [-r step]\n"
 	"               [-b jobs | all] [-D deadline] [-- command [argument ...]]\n";
 
-struct job {
-	char *id, *business_key;
-	long scenario;
-	long long copies;		/* messages published for it */
-};
-
 static const char DATABASE[] = "database", SOCKET[] = "socket", VENDOR[] = "vendor";
 
 /* A session held at a database kill point, and the delivery it works on. */
@@ -62,9 +57,9 @@ struct hold {
 	long long attempt;
 };
 
+/* What becomes of a kill point of the plan. */
 struct kill_point {
-	char *scenario, *step, *job_id;
-	long long attempt;
+	const struct idem_plan_kill *plan;
 	int fired;
 	int cannot;			/* an ack in the effect's transaction: no after-commit */
 	pid_t pid;
@@ -73,30 +68,17 @@ struct kill_point {
 	int armed;			/* its database point, or -1 */
 	char *msg_id;			/* the delivery killed, when the database saw it */
 	const char *observed;
-	size_t next;			/* the job's next kill point, or IDEM_MAP_NONE */
 };
 
+/* What becomes of a race of the plan. */
 struct race {
-	char *scenario, *business_key, *step;
+	const struct idem_plan_race *plan;
 	int held;			/* client index holding, or -1 */
 	int first;			/* client released first, until its attempt ends */
 	int second;			/* client released when the first's attempt ends */
 	int done;
 	int armed;
 	struct hold *db_held, *db_first, *db_second;	/* the same, seen in the database */
-};
-
-/* A database point armed for some kill points and races. */
-struct armed {
-	int id, step, refs;
-	char *business_key;
-};
-
-/* A client session of the database, and the worker process that owns it. */
-struct session {
-	int backend_pid, worker;
-	long long start;
-	pid_t pid;
 };
 
 struct client {
@@ -108,27 +90,10 @@ struct client {
 };
 
 static struct {
-	/* from the stream */
-	char *queue, *queue_kind, *owner, *effect_table, *key_columns, *worker_command;
-	long long visibility_timeout_ms, max_attempts;
-	char **scenario_names, **scenario_faults, **scenario_steps;
-	long long *scenario_attempts;
-	size_t nscenarios;
-	struct job *jobs;		/* those in a scenario or named by -k; all with -r */
-	size_t njobs;
-	struct idem_map job_index;	/* job id: its index */
-	struct idem_text_array msgs;	/* every msg_id */
-	/* the plan */
-	struct kill_point *kills;
-	size_t nkills;
-	struct idem_map kill_index;	/* job id: its first kill point */
-	struct race *races;
-	size_t nraces;
-	struct { char *business_key; enum idem_vendor_fault fault; } *faults;
-	size_t nfaults;
-	/* the external effect, when the seed declares one */
-	char *external_name, *external_key_fields;
-	int honours_idempotency_key;
+	/* what to do, from the stream and the options */
+	struct idem_plan plan;
+	struct kill_point *kills;	/* one a kill point of the plan */
+	struct race *races;		/* one a race of the plan */
 	/* the run */
 	struct idem_queue q;		/* the queue's adapter */
 	struct idem_vendor *vendor;	/* the vendor double */
@@ -148,18 +113,11 @@ static struct {
 	int stopping;
 	/* the database's side */
 	struct idem_failpoint *fp;
-	struct armed *armed;
-	size_t narmed;
-	struct idem_map armed_index;	/* "step<TAB>key": its point */
-	struct session *sessions;
-	size_t nsessions;
-	struct idem_map session_index;	/* "pid start": sessions */
-	int peer_failed;
+	struct idem_peer_sessions sessions;	/* the worker owning each */
 	/* the sequential baseline, run first */
 	struct idem_baseline base;
 	int in_baseline;
 	/* the seed's sandbox account, as which the workers run */
-	char *account;
 	struct idem_role role;
 	/* the rows, held until the kill points are gone */
 	FILE *out;
@@ -177,248 +135,36 @@ db_now(void)
 	return idem_now_us() + k.skew_us;
 }
 
-static const char *
-field_or(const char *s, const char *dflt)
-{
-	return s ? s : dflt;
-}
-
-static long
-find_scenario(const char *name)
-{
-	size_t i;
-
-	for (i = 0; i < k.nscenarios; i++)
-		if (strcmp(k.scenario_names[i], name) == 0)
-			return (long)i;
-	return -1;
-}
-
-static const struct job *
-find_job(const char *id)
-{
-	size_t i = idem_map_get(&k.job_index, id);
-
-	return i == IDEM_MAP_NONE ? NULL : &k.jobs[i];
-}
-
-/* Whether -k names the job. */
-static int
-named_by_option(const char *job_id, char **kill_options, size_t nkill_options)
-{
-	size_t i, len = strlen(job_id);
-
-	for (i = 0; i < nkill_options; i++) {
-		const char *first = strchr(kill_options[i], ':'), *last = strrchr(kill_options[i], ':');
-
-		if (first != NULL && last == first + 1 + len && strncmp(first + 1, job_id, len) == 0)
-			return 1;
-	}
-	return 0;
-}
-
-/* Reads the whole stream into a file (it is passed on at the end) and keeps
- * what the run needs: the jobs a scenario or -k names (every job with -r,
- * which looks for keys published twice) and the msg_ids. */
-static void
-read_stream(FILE *hold, char **kill_options, size_t nkill_options, int all_jobs)
-{
-	struct idem_tsv_reader r;
-	struct idem_error err;
-	const struct job *job;
-	int rc;
-
-	idem_tsv_reader_init(&r, stdin, "stdin");
-	while ((rc = idem_tsv_next(&r, &err)) != IDEM_TSV_EOF) {
-		if (rc < 0)
-			idem_die_error(&err);
-		if (idem_tsv_pass(hold, &r) < 0)
-			idem_die(IDEM_EXIT_ENV, "holding the stream:");
-		if (rc != IDEM_TSV_ROW)
-			continue;
-		switch (r.kind) {
-		case IDEM_KIND_SEED:
-			k.queue = idem_estrdup(r.fields[SEED_QUEUE]);
-			k.queue_kind = idem_estrdup(field_or(r.fields[SEED_QUEUE_KIND], "idem"));
-			k.owner = idem_estrdup(field_or(r.fields[SEED_RECONCILIATION_OWNER], ""));
-			k.effect_table = idem_estrdup(r.fields[SEED_EFFECT_TABLE]);
-			k.key_columns = idem_estrdup(r.fields[SEED_KEY_COLUMNS]);
-			if (r.fields[SEED_WORKER_COMMAND])
-				k.worker_command = idem_estrdup(r.fields[SEED_WORKER_COMMAND]);
-			k.visibility_timeout_ms = idem_tsv_number(&r, SEED_VISIBILITY_TIMEOUT_MS, 0);
-			k.max_attempts = idem_tsv_number(&r, SEED_MAX_ATTEMPTS, 0);
-			k.base.job_scope = strcmp(r.fields[SEED_KEY_SCOPE], "job") == 0;
-			if (r.fields[SEED_SANDBOX_ACCOUNT] && *r.fields[SEED_SANDBOX_ACCOUNT])
-				k.account = idem_estrdup(r.fields[SEED_SANDBOX_ACCOUNT]);
-			break;
-		case IDEM_KIND_EXTERNAL:
-			k.external_name = idem_estrdup(r.fields[EXTERNAL_NAME]);
-			k.external_key_fields = idem_estrdup(r.fields[EXTERNAL_KEY_FIELDS]);
-			k.honours_idempotency_key =
-			    strcmp(r.fields[EXTERNAL_HONOURS_IDEMPOTENCY_KEY], "true") == 0;
-			break;
-		case IDEM_KIND_SCENARIO:
-			k.scenario_names = idem_ereallocarray(k.scenario_names, k.nscenarios + 1, sizeof(char *));
-			k.scenario_faults = idem_ereallocarray(k.scenario_faults, k.nscenarios + 1, sizeof(char *));
-			k.scenario_steps = idem_ereallocarray(k.scenario_steps, k.nscenarios + 1, sizeof(char *));
-			k.scenario_attempts = idem_ereallocarray(k.scenario_attempts, k.nscenarios + 1,
-			    sizeof(long long));
-			k.scenario_names[k.nscenarios] = idem_estrdup(r.fields[SCENARIO_NAME]);
-			k.scenario_faults[k.nscenarios] = idem_estrdup(r.fields[SCENARIO_FAULT]);
-			k.scenario_steps[k.nscenarios] = r.fields[SCENARIO_STEP] ?
-			    idem_estrdup(r.fields[SCENARIO_STEP]) : NULL;
-			k.scenario_attempts[k.nscenarios] = idem_tsv_number(&r, SCENARIO_ATTEMPT, 0);
-			k.nscenarios++;
-			break;
-		case IDEM_KIND_JOB:
-			idem_baseline_job(&k.base, r.fields[JOB_ID], r.fields[JOB_BUSINESS_KEY],
-			    r.fields[JOB_SCENARIO] != NULL);
-			if (!all_jobs && r.fields[JOB_SCENARIO] == NULL &&
-			    !named_by_option(r.fields[JOB_ID], kill_options, nkill_options))
-				break;
-			k.jobs = idem_ereallocarray(k.jobs, k.njobs + 1, sizeof(*k.jobs));
-			k.jobs[k.njobs].id = idem_estrdup(r.fields[JOB_ID]);
-			k.jobs[k.njobs].business_key = idem_estrdup(r.fields[JOB_BUSINESS_KEY]);
-			k.jobs[k.njobs].scenario = r.fields[JOB_SCENARIO] ?
-			    find_scenario(r.fields[JOB_SCENARIO]) : -1;
-			k.jobs[k.njobs].copies = 0;
-			idem_map_put(&k.job_index, k.jobs[k.njobs].id, k.njobs);
-			k.njobs++;
-			break;
-		case IDEM_KIND_PUBLISH:
-			idem_text_array_add(&k.msgs, r.fields[PUBLISH_MSG_ID]);
-			idem_baseline_message(&k.base, r.fields[PUBLISH_JOB_ID], r.fields[PUBLISH_MSG_ID]);
-			if ((job = find_job(r.fields[PUBLISH_JOB_ID])) != NULL)
-				k.jobs[job - k.jobs].copies++;
-			break;
-		default:
-			break;
-		}
-	}
-	idem_tsv_reader_free(&r);
-	if (k.msgs.n == 0)
-		idem_die(IDEM_EXIT_USAGE, "stdin: no publish rows: put dup-publish before kill-at");
-}
-
-static void
-add_kill(const char *scenario, const char *step, const char *job_id, long long attempt)
-{
-	struct kill_point *kp;
-	size_t n;
-
-	k.kills = idem_ereallocarray(k.kills, k.nkills + 1, sizeof(*k.kills));
-	kp = &k.kills[k.nkills++];
-	memset(kp, 0, sizeof(*kp));
-	kp->scenario = idem_estrdup(scenario);
-	kp->step = idem_estrdup(step);
-	kp->job_id = idem_estrdup(job_id);
-	kp->attempt = attempt;
-	kp->worker = -1;
-	kp->armed = -1;
-	kp->next = IDEM_MAP_NONE;
-	/* the kill points of a job, in the order planned */
-	if ((n = idem_map_get(&k.kill_index, job_id)) == IDEM_MAP_NONE) {
-		idem_map_put(&k.kill_index, job_id, k.nkills - 1);
-		return;
-	}
-	while (k.kills[n].next != IDEM_MAP_NONE)
-		n = k.kills[n].next;
-	k.kills[n].next = k.nkills - 1;
-}
-
 /* The kill point, not fired yet, of a step, job and attempt. */
 static struct kill_point *
 kill_for(const char *step, const char *job_id, long long attempt)
 {
 	size_t n;
 
-	for (n = idem_map_get(&k.kill_index, job_id); n != IDEM_MAP_NONE; n = k.kills[n].next)
-		if (!k.kills[n].fired && k.kills[n].attempt == attempt &&
-		    strcmp(k.kills[n].step, step) == 0)
+	for (n = idem_map_get(&k.plan.kill_index, job_id); n != IDEM_MAP_NONE;
+	     n = k.plan.kills[n].next)
+		if (!k.kills[n].fired && k.plan.kills[n].attempt == attempt &&
+		    strcmp(k.plan.kills[n].step, step) == 0)
 			return &k.kills[n];
 	return NULL;
 }
 
+/* The plan, and what becomes of each kill point and race, none yet. */
 static void
-add_race(const char *scenario, const char *business_key, const char *step)
+make_plan(char **kill_options, size_t nkill_options, const char *race_step)
 {
+	struct idem_error err;
 	size_t i;
 
-	for (i = 0; i < k.nraces; i++)
-		if (strcmp(k.races[i].business_key, business_key) == 0)
-			return;
-	k.races = idem_ereallocarray(k.races, k.nraces + 1, sizeof(*k.races));
-	k.races[k.nraces].scenario = idem_estrdup(scenario);
-	k.races[k.nraces].business_key = idem_estrdup(business_key);
-	k.races[k.nraces].step = idem_estrdup(step);
-	k.races[k.nraces].held = -1;
-	k.races[k.nraces].first = -1;
-	k.races[k.nraces].second = -1;
-	k.races[k.nraces].done = 0;
-	k.races[k.nraces].armed = -1;
-	k.races[k.nraces].db_held = k.races[k.nraces].db_first = k.races[k.nraces].db_second = NULL;
-	k.nraces++;
-}
-
-static int
-key_published_twice(const char *business_key)
-{
-	size_t i, n = 0;
-
-	for (i = 0; i < k.njobs; i++)
-		if (strcmp(k.jobs[i].business_key, business_key) == 0)
-			n += (size_t)k.jobs[i].copies;
-	return n > 1;
-}
-
-/* Kill points and races: the stream's scenarios, then the options. */
-static void
-plan(char **kill_options, size_t nkill_options, const char *race_step)
-{
-	size_t i;
-
-	for (i = 0; i < k.njobs; i++) {
-		long s = k.jobs[i].scenario;
-
-		if (s < 0 || k.scenario_steps[s] == NULL)
-			continue;
-		if (strcmp(k.scenario_faults[s], "kill") == 0)
-			add_kill(k.scenario_names[s], k.scenario_steps[s], k.jobs[i].id,
-			    k.scenario_attempts[s] ? k.scenario_attempts[s] : 1);
-		else if (strcmp(k.scenario_faults[s], "race") == 0)
-			add_race(k.scenario_names[s], k.jobs[i].business_key,
-			    race_step ? race_step : k.scenario_steps[s]);
-	}
-	for (i = 0; i < k.njobs; i++) {
-		long s = k.jobs[i].scenario;
-
-		if (s < 0 || strncmp(k.scenario_faults[s], "vendor-", 7) != 0)
-			continue;
-		k.faults = idem_ereallocarray(k.faults, k.nfaults + 1, sizeof(*k.faults));
-		k.faults[k.nfaults].business_key = idem_estrdup(k.jobs[i].business_key);
-		k.faults[k.nfaults++].fault = strcmp(k.scenario_faults[s], "vendor-error") == 0 ?
-		    IDEM_VENDOR_ERROR : IDEM_VENDOR_TIMEOUT;
-	}
-	/* -r with no race scenario: race every key that has two deliveries */
-	for (i = 0; race_step != NULL && k.nraces == 0 && i < k.njobs; i++)
-		if (k.jobs[i].copies > 1 || key_published_twice(k.jobs[i].business_key))
-			add_race("-r", k.jobs[i].business_key, race_step);
-	for (i = 0; i < nkill_options; i++) {
-		char *spec = idem_estrdup(kill_options[i]), *first = strchr(spec, ':'),
-		    *last = strrchr(spec, ':'), *end;
-		long long attempt;
-
-		if (first == NULL || first == last || first == spec || last[1] == '\0')
-			idem_die(IDEM_EXIT_USAGE, "-k %s: expected step:job:attempt", kill_options[i]);
-		*first = *last = '\0';
-		attempt = strtoll(last + 1, &end, 10);
-		if (*end || attempt < 1)
-			idem_die(IDEM_EXIT_USAGE, "-k %s: the attempt is a number from 1", kill_options[i]);
-		if (find_job(first + 1) == NULL)
-			idem_die(IDEM_EXIT_USAGE, "-k %s: no job %s in the stream", kill_options[i], first + 1);
-		add_kill("-k", spec, first + 1, attempt);
-		free(spec);
-	}
+	if (idem_plan_make(&k.plan, kill_options, nkill_options, race_step, &err) < 0)
+		idem_die_error(&err);
+	k.kills = idem_ereallocarray(NULL, k.plan.nkills + 1, sizeof(*k.kills));
+	for (i = 0; i < k.plan.nkills; i++)
+		k.kills[i] = (struct kill_point){ .plan = &k.plan.kills[i], .worker = -1, .armed = -1 };
+	k.races = idem_ereallocarray(NULL, k.plan.nraces + 1, sizeof(*k.races));
+	for (i = 0; i < k.plan.nraces; i++)
+		k.races[i] = (struct race){ .plan = &k.plan.races[i], .held = -1, .first = -1,
+		    .second = -1, .armed = -1 };
 }
 
 /* The plan of idem-step(7): the steps a kill point or a race may match,
@@ -427,29 +173,11 @@ plan(char **kill_options, size_t nkill_options, const char *race_step)
 static void
 write_plan(void)
 {
-	size_t most = k.nkills + 2 * k.njobs + 1;
-	const char **names = idem_ereallocarray(NULL, most, sizeof(*names));
-	const char **job_ids = idem_ereallocarray(NULL, most, sizeof(*job_ids));
-	struct idem_map race_of;	/* business key: its race */
+	const char **names, **job_ids;
 	struct idem_error err;
-	size_t i, n = 0, r;
+	size_t n;
 
-	for (i = 0; i < k.nkills; i++) {
-		names[n] = k.kills[i].step;
-		job_ids[n++] = k.kills[i].job_id;
-	}
-	idem_map_init(&race_of);
-	for (i = 0; i < k.nraces; i++)
-		idem_map_put(&race_of, k.races[i].business_key, i);
-	for (i = 0; k.nraces > 0 && i < k.njobs; i++) {
-		if ((r = idem_map_get(&race_of, k.jobs[i].business_key)) == IDEM_MAP_NONE)
-			continue;
-		names[n] = k.races[r].step;
-		job_ids[n++] = k.jobs[i].id;
-		names[n] = "acked";
-		job_ids[n++] = k.jobs[i].id;
-	}
-	idem_map_free(&race_of);
+	idem_plan_steps(&k.plan, &names, &job_ids, &n);
 	if (idem_step_plan_write(&k.server, names, job_ids, n, &err) < 0)
 		idem_die_error(&err);
 	free(names);
@@ -494,11 +222,11 @@ worker_env(void *ctx)
 
 	setenv("IDEM_STEP_SOCK", k.server.path, 1);
 	setenv("IDEM_STEP_PLAN", k.server.plan, 1);
-	setenv("IDEM_QUEUE", k.queue, 1);
-	setenv("IDEM_QUEUE_KIND", k.queue_kind, 1);
-	snprintf(value, sizeof(value), "%lld", k.visibility_timeout_ms);
+	setenv("IDEM_QUEUE", k.plan.queue, 1);
+	setenv("IDEM_QUEUE_KIND", k.plan.queue_kind, 1);
+	snprintf(value, sizeof(value), "%lld", k.plan.visibility_timeout_ms);
 	setenv("IDEM_VISIBILITY_TIMEOUT_MS", value, 1);
-	setenv("IDEM_RECONCILIATION_OWNER", k.owner, 1);
+	setenv("IDEM_RECONCILIATION_OWNER", k.plan.owner, 1);
 	if (k.vendor != NULL)
 		setenv("IDEM_VENDOR_URL", idem_vendor_url(k.vendor), 1);
 	if (k.conninfo != NULL)
@@ -508,7 +236,7 @@ worker_env(void *ctx)
 	setenv("IDEM_DATABASE_URL", k.database_url, 1);
 	snprintf(value, sizeof(value), "%d", index);
 	setenv("IDEM_WORKER", value, 1);
-	if (k.account != NULL)
+	if (k.plan.account != NULL)
 		idem_role_setenv(&k.role, k.conn);
 }
 
@@ -547,14 +275,14 @@ reply_go(struct client *c)
 static struct race *
 race_for(const char *job_id, const char *step)
 {
-	const struct job *job = k.nraces ? find_job(job_id) : NULL;
+	const struct idem_plan_job *job = k.plan.nraces ? idem_plan_job(&k.plan, job_id) : NULL;
 	size_t i;
 
 	if (job == NULL)
 		return NULL;
-	for (i = 0; i < k.nraces; i++)
-		if (!k.races[i].done && strcmp(k.races[i].step, step) == 0 &&
-		    strcmp(k.races[i].business_key, job->business_key) == 0)
+	for (i = 0; i < k.plan.nraces; i++)
+		if (!k.races[i].done && strcmp(k.races[i].plan->step, step) == 0 &&
+		    strcmp(k.races[i].plan->business_key, job->business_key) == 0)
 			return &k.races[i];
 	return NULL;
 }
@@ -571,14 +299,14 @@ release_second(size_t ci)
 {
 	size_t i;
 
-	for (i = 0; i < k.nraces; i++) {
+	for (i = 0; i < k.plan.nraces; i++) {
 		struct race *race = &k.races[i];
 		struct client *second;
 
 		if (race->first != (int)ci || race->second < 0)
 			continue;
 		second = &k.clients[race->second];
-		record_step(second->worker, second->peer.pid, race->step, second->held_job,
+		record_step(second->worker, second->peer.pid, race->plan->step, second->held_job,
 		    second->held_attempt, "release", SOCKET);
 		reply_go(second);
 		second->held = 0;
@@ -688,7 +416,7 @@ forget_holder(size_t ci)
 {
 	size_t i;
 
-	for (i = 0; i < k.nraces; i++) {
+	for (i = 0; i < k.plan.nraces; i++) {
 		if (k.races[i].held == (int)ci)
 			k.races[i].held = -1;
 		if (k.races[i].second == (int)ci)
@@ -732,17 +460,6 @@ read_worker_output(int index, int final)
 /* The database's side: points armed for the kill points and races, the
  * sessions and the worker processes that own them, the sessions held. */
 
-static struct armed *
-armed_by_id(int id)
-{
-	size_t i;
-
-	for (i = 0; id >= 0 && i < k.narmed; i++)
-		if (k.armed[i].id == id)
-			return &k.armed[i];
-	return NULL;
-}
-
 /* The database point of a step and key, when the database sees the step:
  * after-commit always, the others when the effect table has its ledger. */
 static int
@@ -750,23 +467,12 @@ arm(const char *step_name, const char *business_key)
 {
 	int step = idem_failpoint_step(step_name), id;
 	struct idem_error err;
-	char *key;
-	size_t i;
 
 	if (step == 0 || (step != IDEM_FAILPOINT_AFTER_COMMIT && !idem_failpoint_has_ledger(k.fp)))
 		return -1;
-	if (asprintf(&key, "%d\t%s", step, business_key) < 0)
-		idem_die(IDEM_EXIT_ENV, "asprintf:");
-	if ((i = idem_map_get(&k.armed_index, key)) == IDEM_MAP_NONE) {
-		if ((id = idem_failpoint_arm(k.fp, step, business_key, &err)) < 0)
-			idem_die_error(&err);
-		k.armed = idem_ereallocarray(k.armed, k.narmed + 1, sizeof(*k.armed));
-		k.armed[i = k.narmed++] = (struct armed){ id, step, 0, idem_estrdup(business_key) };
-		idem_map_put(&k.armed_index, key, i);
-	}
-	free(key);
-	k.armed[i].refs++;
-	return k.armed[i].id;
+	if ((id = idem_failpoint_arm(k.fp, step, business_key, &err)) < 0)
+		idem_die_error(&err);
+	return id;
 }
 
 /* A kill point fired or a race met: its point is disarmed when nothing
@@ -774,40 +480,18 @@ arm(const char *step_name, const char *business_key)
 static void
 unref(int armed)
 {
-	struct armed *a = armed_by_id(armed);
 	struct idem_error err;
 
-	if (a != NULL && a->refs > 0 && --a->refs == 0 && idem_failpoint_disarm(k.fp, a->id, &err) < 0)
+	if (armed >= 0 && idem_failpoint_disarm(k.fp, armed, &err) < 0)
 		idem_die_error(&err);
 }
 
 /* The session, and the worker process that owns it, found once. */
-static struct session *
+static struct idem_peer_session *
 session_of(const struct idem_failpoint_session *s)
 {
-	pid_t groups[MAX_WORKERS], pid = 0;
-	struct idem_error err;
-	size_t at, ngroups = 0;
-	char key[48];
-	int i;
-
-	snprintf(key, sizeof(key), "%d %lld", s->backend_pid, s->backend_start_us);
-	if ((at = idem_map_get(&k.session_index, key)) != IDEM_MAP_NONE)
-		return &k.sessions[at];
-	for (i = 0; i < k.nworkers; i++)
-		if (k.workers[i].pid > 0)
-			groups[ngroups++] = k.workers[i].pid;
-	if (!k.peer_failed &&
-	    (pid = idem_peer_process(s->backend_pid, s->client_port, groups, ngroups, &err)) < 0) {
-		idem_warn("%s; a kill at a database step terminates the session only", err.text);
-		k.peer_failed = 1;
-		pid = 0;
-	}
-	k.sessions = idem_ereallocarray(k.sessions, k.nsessions + 1, sizeof(*k.sessions));
-	k.sessions[k.nsessions] = (struct session){ s->backend_pid, pid > 0 ? worker_of(pid) : -1,
-	    s->backend_start_us, pid };
-	idem_map_put(&k.session_index, key, k.nsessions);
-	return &k.sessions[k.nsessions++];
+	return idem_peer_session(&k.sessions, s->backend_pid, s->client_port, s->backend_start_us,
+	    k.workers, k.nworkers);
 }
 
 static void
@@ -834,7 +518,7 @@ pass_slot(int slot)
 }
 
 static struct hold *
-new_hold(const struct idem_failpoint_waiter *w, const struct session *s,
+new_hold(const struct idem_failpoint_waiter *w, const struct idem_peer_session *s,
 	 struct idem_failpoint_delivery *d)
 {
 	struct hold *h = idem_emalloc(sizeof(*h));
@@ -859,12 +543,13 @@ free_hold(struct hold *h)
  * only then lets its gate go: let go first, a dead client's COMMIT goes
  * through. */
 static void
-kill_held(struct kill_point *kp, const struct idem_failpoint_waiter *w, const struct session *s,
-	  const struct idem_failpoint_delivery *d)
+kill_held(struct kill_point *kp, const struct idem_failpoint_waiter *w,
+	  const struct idem_peer_session *s, const struct idem_failpoint_delivery *d)
 {
 	struct idem_error err;
 
-	record_step(s->worker, s->pid, kp->step, kp->job_id, kp->attempt, "kill", DATABASE);
+	record_step(s->worker, s->pid, kp->plan->step, kp->plan->job_id, kp->plan->attempt, "kill",
+	    DATABASE);
 	kp->fired = 1;
 	kp->pid = s->pid;
 	kp->worker = s->worker;
@@ -886,21 +571,21 @@ kill_held(struct kill_point *kp, const struct idem_failpoint_waiter *w, const st
  * worker comes; then the first goes on, and the second once the first's
  * attempt has ended. Returns 0 for a session this race does not hold. */
 static int
-hold_for_race(struct race *race, const struct idem_failpoint_waiter *w, const struct session *s,
-	      struct idem_failpoint_delivery *d)
+hold_for_race(struct race *race, const struct idem_failpoint_waiter *w,
+	      const struct idem_peer_session *s, struct idem_failpoint_delivery *d)
 {
 	struct hold *first = race->db_held;
 
 	if (first != NULL && s->worker >= 0 && s->worker == first->worker)
 		return 0;
-	record_step(s->worker, s->pid, race->step, d->job_id ? d->job_id : "", d->attempt, "hold",
+	record_step(s->worker, s->pid, race->plan->step, d->job_id ? d->job_id : "", d->attempt, "hold",
 	    DATABASE);
 	if (first == NULL) {
 		race->db_held = new_hold(w, s, d);
 		return 1;
 	}
-	record_step(first->worker, first->pid, race->step, first->job_id, first->attempt, "release",
-	    DATABASE);
+	record_step(first->worker, first->pid, race->plan->step, first->job_id, first->attempt,
+	    "release", DATABASE);
 	pass_slot(first->slot);
 	race->db_first = first;
 	race->db_second = new_hold(w, s, d);
@@ -913,7 +598,7 @@ hold_for_race(struct race *race, const struct idem_failpoint_waiter *w, const st
 /* An ack inside the transaction that wrote the effect: there is no
  * moment when the effect is committed and the message not acked. */
 static void
-cannot_happen(const char *job_id, long long attempt, const struct session *s)
+cannot_happen(const char *job_id, long long attempt, const struct idem_peer_session *s)
 {
 	struct kill_point *kp;
 	char note[512];
@@ -935,23 +620,19 @@ handle_waiter(const struct idem_failpoint_waiter *w)
 {
 	struct idem_failpoint_delivery d;
 	struct kill_point *kp;
-	struct armed *a = armed_by_id(w->armed);
-	struct session *s = session_of(&w->session);
+	struct idem_peer_session *s = session_of(&w->session);
 	const char *step = idem_failpoint_step_name(w->step), *job;
+	const char *key = idem_failpoint_armed_key(k.fp, w->armed);
 	struct idem_error err;
 	size_t i, nsame = 0;
 	int *same;
 
-	if (a == NULL || a->refs == 0 || step == NULL) {
+	if (key == NULL || step == NULL) {
 		pass_slot(w->slot);
 		return;
 	}
-	same = idem_ereallocarray(NULL, k.nsessions + 1, sizeof(*same));
-	for (i = 0; s->worker >= 0 && i < k.nsessions; i++)
-		if (k.sessions[i].worker == s->worker)
-			same[nsame++] = k.sessions[i].backend_pid;
-	if (idem_failpoint_delivery(k.fp, a->business_key, w->session.backend_pid, same, nsame, &d,
-	    &err) < 0)
+	same = idem_peer_backends(&k.sessions, s->worker, &nsame);
+	if (idem_failpoint_delivery(k.fp, key, w->session.backend_pid, same, nsame, &d, &err) < 0)
 		idem_die_error(&err);
 	free(same);
 	job = d.job_id ? d.job_id : "";
@@ -961,11 +642,11 @@ handle_waiter(const struct idem_failpoint_waiter *w)
 		kill_held(kp, w, s, &d);
 		goto out;
 	}
-	for (i = 0; i < k.nraces; i++) {
+	for (i = 0; i < k.plan.nraces; i++) {
 		struct race *race = &k.races[i];
 
-		if (!race->done && strcmp(race->step, step) == 0 &&
-		    strcmp(race->business_key, a->business_key) == 0 && hold_for_race(race, w, s, &d))
+		if (!race->done && strcmp(race->plan->step, step) == 0 &&
+		    strcmp(race->plan->business_key, key) == 0 && hold_for_race(race, w, s, &d))
 			goto out;
 	}
 	record_step(s->worker, s->pid, step, job, d.attempt, "go", DATABASE);
@@ -980,7 +661,7 @@ held_by_race(int backend_pid)
 {
 	size_t i;
 
-	for (i = 0; i < k.nraces; i++)
+	for (i = 0; i < k.plan.nraces; i++)
 		if ((k.races[i].db_held && k.races[i].db_held->backend_pid == backend_pid) ||
 		    (k.races[i].db_second && k.races[i].db_second->backend_pid == backend_pid))
 			return 1;
@@ -996,7 +677,7 @@ release_races(void)
 	size_t i;
 	int ended;
 
-	for (i = 0; i < k.nraces; i++) {
+	for (i = 0; i < k.plan.nraces; i++) {
 		struct race *race = &k.races[i];
 		struct hold *second = race->db_second;
 
@@ -1007,7 +688,7 @@ release_races(void)
 			idem_die_error(&err);
 		if (!ended)
 			continue;
-		record_step(second->worker, second->pid, race->step, second->job_id, second->attempt,
+		record_step(second->worker, second->pid, race->plan->step, second->job_id, second->attempt,
 		    "release", DATABASE);
 		pass_slot(second->slot);
 		free_hold(race->db_first);
@@ -1026,9 +707,10 @@ arm_vendor(const char *business_key)
 {
 	size_t i;
 
-	for (i = 0; i < k.nkills; i++)
-		if (!k.kills[i].fired && strcmp(k.kills[i].step, "external-call") == 0 &&
-		    strcmp(find_job(k.kills[i].job_id)->business_key, business_key) == 0) {
+	for (i = 0; i < k.plan.nkills; i++)
+		if (!k.kills[i].fired && strcmp(k.kills[i].plan->step, "external-call") == 0 &&
+		    strcmp(idem_plan_job(&k.plan, k.kills[i].plan->job_id)->business_key,
+		    business_key) == 0) {
 			idem_vendor_arm(k.vendor, business_key);
 			return;
 		}
@@ -1040,12 +722,9 @@ handle_vendor_call(const struct idem_vendor_held *h)
 	struct idem_failpoint_delivery d;
 	struct kill_point *kp = NULL;
 	struct idem_error err;
-	size_t i, nsame = 0;
-	int *same = idem_ereallocarray(NULL, k.nsessions + 1, sizeof(*same));
+	size_t nsame = 0;
+	int *same = idem_peer_backends(&k.sessions, h->worker, &nsame);
 
-	for (i = 0; h->worker >= 0 && i < k.nsessions; i++)
-		if (k.sessions[i].worker == h->worker)
-			same[nsame++] = k.sessions[i].backend_pid;
 	if (idem_failpoint_delivery(k.fp, h->business_key, -1, same, nsame, &d, &err) < 0)
 		idem_die_error(&err);
 	free(same);
@@ -1100,16 +779,16 @@ start_vendor(void)
 	struct idem_error err;
 	size_t i;
 
-	if (k.external_name == NULL)
+	if (k.plan.external_name == NULL)
 		return;
-	if ((k.vendor = idem_vendor_start(k.external_name, k.external_key_fields,
-	    k.honours_idempotency_key, &err)) == NULL)
+	if ((k.vendor = idem_vendor_start(k.plan.external_name, k.plan.external_key_fields,
+	    k.plan.honours_idempotency_key, &err)) == NULL)
 		idem_die_error(&err);
-	for (i = 0; i < k.nfaults; i++)
-		idem_vendor_fault(k.vendor, k.faults[i].business_key, k.faults[i].fault);
-	for (i = 0; i < k.nkills; i++)
-		if (strcmp(k.kills[i].step, "external-call") == 0)
-			arm_vendor(find_job(k.kills[i].job_id)->business_key);
+	for (i = 0; i < k.plan.nfaults; i++)
+		idem_vendor_fault(k.vendor, k.plan.faults[i].business_key, k.plan.faults[i].fault);
+	for (i = 0; i < k.plan.nkills; i++)
+		if (strcmp(k.kills[i].plan->step, "external-call") == 0)
+			arm_vendor(idem_plan_job(&k.plan, k.kills[i].plan->job_id)->business_key);
 }
 
 static void
@@ -1120,7 +799,7 @@ watch_database(void)
 	size_t n = 0, i;
 
 	watch_sessions();
-	if (k.narmed == 0)
+	if (idem_failpoint_armed(k.fp) == 0)
 		return;
 	if (idem_failpoint_waiters(k.fp, &w, &n, &err) < 0)
 		idem_die_error(&err);
@@ -1177,10 +856,10 @@ all_fired(void)
 {
 	size_t i;
 
-	for (i = 0; i < k.nkills; i++)
+	for (i = 0; i < k.plan.nkills; i++)
 		if (!k.kills[i].fired)
 			return 0;
-	for (i = 0; i < k.nraces; i++)
+	for (i = 0; i < k.plan.nraces; i++)
 		if (!k.races[i].done)
 			return 0;
 	return 1;
@@ -1190,7 +869,7 @@ all_fired(void)
 static const char *
 msg_ids(void)
 {
-	return k.msgs.text ? k.msgs.text : "{}";
+	return k.plan.msgs.text ? k.plan.msgs.text : "{}";
 }
 
 static int
@@ -1289,7 +968,7 @@ run(long long deadline_us)
 			next_check = idem_now_us() + CHECK_EVERY_US;
 			watch_database();
 			if (++checks % RESCUE_EVERY == 0 &&
-			    idem_failpoint_rescue(k.fp, k.visibility_timeout_ms, &err) < 0)
+			    idem_failpoint_rescue(k.fp, k.plan.visibility_timeout_ms, &err) < 0)
 				idem_die_error(&err);
 			if ((k.in_baseline || all_fired()) && everything_acked())
 				rc = 0;
@@ -1315,14 +994,15 @@ run(long long deadline_us)
 			    PQgetvalue(res, (int)i, 0), PQgetvalue(res, (int)i, 1),
 			    PQgetvalue(res, (int)i, 2), PQgetvalue(res, (int)i, 3));
 		PQclear(res);
-		for (i = 0; !k.in_baseline && i < k.nkills; i++)
+		for (i = 0; !k.in_baseline && i < k.plan.nkills; i++)
 			if (!k.kills[i].fired)
 				idem_warn("deadline: step %s of job %s, attempt %lld, never reached (scenario %s)",
-				    k.kills[i].step, k.kills[i].job_id, k.kills[i].attempt, k.kills[i].scenario);
-		for (i = 0; !k.in_baseline && i < k.nraces; i++)
+				    k.plan.kills[i].step, k.plan.kills[i].job_id, k.plan.kills[i].attempt,
+				    k.plan.kills[i].scenario);
+		for (i = 0; !k.in_baseline && i < k.plan.nraces; i++)
 			if (!k.races[i].done)
 				idem_warn("deadline: race at %s on business key %s never met by two workers",
-				    k.races[i].step, k.races[i].business_key);
+				    k.races[i].plan->step, k.races[i].plan->business_key);
 	}
 	return rc;
 }
@@ -1346,7 +1026,7 @@ write_calls(void)
 static void
 write_worker(void)
 {
-	if (idem_runrows_worker(k.out, k.command, k.command == k.shell ? k.worker_command : NULL) < 0)
+	if (idem_runrows_worker(k.out, k.command, k.command == k.shell ? k.plan.worker_command : NULL) < 0)
 		idem_die(IDEM_EXIT_ENV, "holding the rows:");
 }
 
@@ -1356,13 +1036,13 @@ write_missed(void)
 {
 	size_t i;
 
-	for (i = 0; i < k.nkills; i++)
-		if (!k.kills[i].fired && idem_runrows_missed(k.out, "kill", k.kills[i].scenario,
-		    k.kills[i].job_id, k.kills[i].attempt, k.kills[i].step) < 0)
+	for (i = 0; i < k.plan.nkills; i++)
+		if (!k.kills[i].fired && idem_runrows_missed(k.out, "kill", k.kills[i].plan->scenario,
+		    k.kills[i].plan->job_id, k.kills[i].plan->attempt, k.kills[i].plan->step) < 0)
 			idem_die(IDEM_EXIT_ENV, "holding the rows:");
-	for (i = 0; i < k.nraces; i++)
-		if (!k.races[i].done && idem_runrows_missed(k.out, "race", k.races[i].scenario,
-		    k.races[i].business_key, 0, k.races[i].step) < 0)
+	for (i = 0; i < k.plan.nraces; i++)
+		if (!k.races[i].done && idem_runrows_missed(k.out, "race", k.races[i].plan->scenario,
+		    k.races[i].plan->business_key, 0, k.races[i].plan->step) < 0)
 			idem_die(IDEM_EXIT_ENV, "holding the rows:");
 }
 
@@ -1387,21 +1067,22 @@ write_evidence(void)
 	idem_evidence_deliveries_from(ev, deliveries, msg_ids());
 	/* the sessions first: a write is a delivery's by the worker that holds
 	 * both sessions, when the queue delivers on a connection of its own */
-	for (i = 0; i < k.nsessions; i++)
-		if (k.sessions[i].worker >= 0)
-			idem_evidence_backend(ev, k.sessions[i].backend_pid, k.sessions[i].start,
-			    k.sessions[i].worker, k.sessions[i].pid);
+	for (i = 0; i < k.sessions.n; i++)
+		if (k.sessions.s[i].worker >= 0)
+			idem_evidence_backend(ev, k.sessions.s[i].backend_pid, k.sessions.s[i].start,
+			    k.sessions.s[i].worker, k.sessions.s[i].pid);
 	if (ledger == NULL)
 		idem_warn("no rows written: the effect table %s did not exist when the run began",
-		    k.effect_table);
+		    k.plan.effect_table);
 	else
 		idem_evidence_ledger_from(ev, ledger);
-	for (i = 0; i < k.nkills; i++) {
+	for (i = 0; i < k.plan.nkills; i++) {
 		const struct kill_point *kp = &k.kills[i];
+		const struct idem_plan_kill *p = kp->plan;
 
 		if (kp->fired && !kp->cannot)
-			idem_evidence_kill(ev, kp->scenario, kp->job_id, kp->attempt, kp->step,
-			    kp->msg_id, kp->pid, kp->killed_at, kp->observed);
+			idem_evidence_kill(ev, p->scenario, p->job_id, p->attempt, p->step, kp->msg_id,
+			    kp->pid, kp->killed_at, kp->observed);
 	}
 	if (idem_evidence_write(ev, k.conn, k.out, &err) < 0)
 		idem_die_error(&err);
@@ -1416,54 +1097,20 @@ free_all(void)
 {
 	size_t i;
 
-	free(k.queue);
-	free(k.queue_kind);
 	idem_queue_close(&k.q);
 	idem_vendor_free(k.vendor);
-	free(k.external_name);
-	free(k.external_key_fields);
-	for (i = 0; i < k.nfaults; i++)
-		free(k.faults[i].business_key);
-	free(k.faults);
-	free(k.owner);
-	free(k.effect_table);
-	free(k.key_columns);
-	free(k.worker_command);
 	free(k.database_url);
-	idem_free_list(k.scenario_names, k.nscenarios);
-	idem_free_list(k.scenario_faults, k.nscenarios);
-	idem_free_list(k.scenario_steps, k.nscenarios);
-	free(k.scenario_attempts);
-	for (i = 0; i < k.njobs; i++) {
-		free(k.jobs[i].id);
-		free(k.jobs[i].business_key);
-	}
-	free(k.jobs);
-	idem_map_free(&k.job_index);
-	free(k.msgs.text);
-	for (i = 0; i < k.nkills; i++) {
-		free(k.kills[i].scenario);
-		free(k.kills[i].step);
-		free(k.kills[i].job_id);
+	for (i = 0; i < k.plan.nkills; i++)
 		free(k.kills[i].msg_id);
-	}
 	free(k.kills);
-	idem_map_free(&k.kill_index);
-	for (i = 0; i < k.nraces; i++) {
-		free(k.races[i].scenario);
-		free(k.races[i].business_key);
-		free(k.races[i].step);
+	for (i = 0; i < k.plan.nraces; i++) {
 		free_hold(k.races[i].db_held);
 		free_hold(k.races[i].db_first);
 		free_hold(k.races[i].db_second);
 	}
 	free(k.races);
-	for (i = 0; i < k.narmed; i++)
-		free(k.armed[i].business_key);
-	free(k.armed);
-	idem_map_free(&k.armed_index);
-	free(k.sessions);
-	idem_map_free(&k.session_index);
+	idem_plan_free(&k.plan);
+	idem_peer_sessions_free(&k.sessions);
 	for (i = 0; i < k.nclients; i++) {
 		if (k.clients[i].peer.fd >= 0)
 			close(k.clients[i].peer.fd);
@@ -1473,7 +1120,6 @@ free_all(void)
 	idem_evidence_free(k.ev);
 	idem_baseline_free(&k.base);
 	idem_role_close(&k.role);
-	free(k.account);
 	for (i = 0; i < MAX_WORKERS; i++)
 		free(k.workers[i].partial);
 }
@@ -1482,14 +1128,8 @@ free_all(void)
 static void
 copy_out(FILE *from, const char *what)
 {
-	char buf[65536];
-	size_t got;
-
-	while ((got = fread(buf, 1, sizeof(buf), from)) > 0)
-		if (fwrite(buf, 1, got, stdout) != got)
-			idem_die(IDEM_EXIT_ENV, "write error on standard output:");
-	if (ferror(from))
-		idem_die(IDEM_EXIT_ENV, "%s", what);
+	if (idem_copy_stream(from, stdout) < 0)
+		idem_die(IDEM_EXIT_ENV, "%s:", ferror(from) ? what : "write error on standard output");
 }
 
 /* On every way out: the kill points go, and their ledger with them. */
@@ -1513,21 +1153,17 @@ static void
 install_failpoints(void)
 {
 	struct idem_error err;
-	unsigned steps = 0;
 	size_t i;
 
-	for (i = 0; i < k.nkills; i++)
-		steps |= 1u << idem_failpoint_step(k.kills[i].step);
-	for (i = 0; i < k.nraces; i++)
-		steps |= 1u << idem_failpoint_step(k.races[i].step);
-	if ((k.fp = idem_failpoint_install(k.conninfo, &k.q, k.effect_table, k.key_columns,
-	    steps, &err)) == NULL)
+	if ((k.fp = idem_failpoint_install(k.conninfo, &k.q, k.plan.effect_table, k.plan.key_columns,
+	    idem_plan_database_steps(&k.plan), &err)) == NULL)
 		idem_die_error(&err);
 	atexit(remove_failpoints);
-	for (i = 0; i < k.nkills; i++)
-		k.kills[i].armed = arm(k.kills[i].step, find_job(k.kills[i].job_id)->business_key);
-	for (i = 0; i < k.nraces; i++)
-		k.races[i].armed = arm(k.races[i].step, k.races[i].business_key);
+	for (i = 0; i < k.plan.nkills; i++)
+		k.kills[i].armed = arm(k.kills[i].plan->step,
+		    idem_plan_job(&k.plan, k.kills[i].plan->job_id)->business_key);
+	for (i = 0; i < k.plan.nraces; i++)
+		k.races[i].armed = arm(k.races[i].plan->step, k.races[i].plan->business_key);
 }
 
 static void
@@ -1562,9 +1198,9 @@ confine_account(void)
 {
 	struct idem_error err;
 
-	if (k.account == NULL)
+	if (k.plan.account == NULL)
 		return;
-	if (idem_role_open(&k.role, k.conn, k.account, &k.q, k.effect_table, &err) < 0 ||
+	if (idem_role_open(&k.role, k.conn, k.plan.account, &k.q, k.plan.effect_table, &err) < 0 ||
 	    idem_role_confine(&k.role, k.conn, &err) < 0)
 		idem_die_error(&err);
 }
@@ -1576,13 +1212,13 @@ check_account(void)
 {
 	struct idem_error err;
 
-	if (k.account == NULL)
+	if (k.plan.account == NULL)
 		return;
 	if (idem_role_finish(&k.role, k.conn, &err) < 0)
 		idem_die_error(&err);
 	if (k.role.beyond > 0 || k.role.held > 0)
 		idem_warn("sandbox account %s: %zu privileges beyond its list, %zu things it may not "
-		    "do that it could: see the grant and denied rows", k.account, k.role.beyond,
+		    "do that it could: see the grant and denied rows", k.plan.account, k.role.beyond,
 		    k.role.held);
 }
 
@@ -1615,12 +1251,7 @@ run_baseline(long long deadline_us)
 	int rc, nworkers = k.nworkers, i;
 	size_t n;
 
-	for (n = 0; n < k.nkills; n++)
-		idem_baseline_fault_job(&k.base, k.kills[n].job_id);
-	for (n = 0; n < k.nraces; n++)
-		idem_baseline_fault_key(&k.base, k.races[n].business_key);
-	for (n = 0; n < k.nfaults; n++)
-		idem_baseline_fault_key(&k.base, k.faults[n].business_key);
+	idem_plan_tell_baseline(&k.plan, &k.base);
 	if ((n = idem_baseline_plan(&k.base)) == SIZE_MAX)
 		idem_die(IDEM_EXIT_ENV, "holding the stream:");
 	if (n == 0)
@@ -1639,7 +1270,7 @@ run_baseline(long long deadline_us)
 		idem_die_error(&err);
 	if (rc > 128)
 		return rc;
-	if (idem_baseline_count(&k.base, k.conn, k.effect_table, k.key_columns, &err) < 0 ||
+	if (idem_baseline_count(&k.base, k.conn, k.plan.effect_table, k.plan.key_columns, &err) < 0 ||
 	    idem_baseline_judge(&k.base, &k.q, k.conn, &err) < 0)
 		idem_die_error(&err);
 	if (k.base.result != IDEM_BASELINE_FAILED)
@@ -1708,31 +1339,34 @@ main(int argc, char *argv[])
 	k.base.limit = baseline_jobs;
 	if ((hold = tmpfile()) == NULL)
 		idem_die(IDEM_EXIT_ENV, "holding the stream:");
-	read_stream(hold, kill_options, nkill_options, race_step != NULL);
+	if (idem_plan_read(&k.plan, stdin, "stdin", hold, kill_options, nkill_options,
+	    race_step != NULL, &k.base, &err) < 0)
+		idem_die_error(&err);
 	if (fflush(hold) != 0 || fseek(hold, 0, SEEK_SET) != 0)
 		idem_die(IDEM_EXIT_ENV, "holding the stream:");
 	if (optind < argc) {
 		k.command = argv + optind;
-	} else if (k.worker_command != NULL) {
+	} else if (k.plan.worker_command != NULL) {
 		k.shell[0] = "/bin/sh";
 		k.shell[1] = "-c";
-		if (asprintf(&k.shell[2], "exec %s", k.worker_command) < 0)
+		if (asprintf(&k.shell[2], "exec %s", k.plan.worker_command) < 0)
 			idem_die(IDEM_EXIT_ENV, "asprintf:");
 		k.shell[3] = NULL;
 		k.command = k.shell;
 	} else {
 		idem_die(IDEM_EXIT_USAGE, "no worker: give -- command, or worker.command in the seed");
 	}
-	plan(kill_options, nkill_options, race_step);
+	make_plan(kill_options, nkill_options, race_step);
 	if (k.nworkers == 0)
-		k.nworkers = k.nraces > 0 ? 2 : 1;
-	if (k.nraces > 0 && k.nworkers < 2)
+		k.nworkers = k.plan.nraces > 0 ? 2 : 1;
+	if (k.plan.nraces > 0 && k.nworkers < 2)
 		idem_die(IDEM_EXIT_USAGE, "-n %d: a race needs two workers", k.nworkers);
 	if (deadline_ms < 0)
-		deadline_ms = 30000 + 3 * k.visibility_timeout_ms * (k.max_attempts ? k.max_attempts : 5);
+		deadline_ms = 30000 + 3 * k.plan.visibility_timeout_ms *
+		    (k.plan.max_attempts ? k.plan.max_attempts : 5);
 
 	k.conninfo = conninfo;
-	if (idem_queue_open(&k.q, k.queue_kind, k.queue, &err) < 0 ||
+	if (idem_queue_open(&k.q, k.plan.queue_kind, k.plan.queue, &err) < 0 ||
 	    (k.conn = idem_pg_connect(conninfo, &err)) == NULL ||
 	    idem_pg_require_sandbox(k.conn, &err) < 0 ||
 	    idem_queue_check(&k.q, k.conn, &version, &err) < 0 ||
@@ -1762,7 +1396,7 @@ main(int argc, char *argv[])
 			idem_die(IDEM_EXIT_ENV, "holding the rows:");
 		write_worker();
 		if (idem_baseline_write(&k.base, k.out) < 0 ||
-		    (k.account != NULL && idem_role_write(&k.role, k.out) < 0))
+		    (k.plan.account != NULL && idem_role_write(&k.role, k.out) < 0))
 			idem_die(IDEM_EXIT_ENV, "holding the rows:");
 		write_evidence();
 		if (fflush(k.out) != 0 || fseek(k.out, 0, SEEK_SET) != 0)
@@ -1770,8 +1404,8 @@ main(int argc, char *argv[])
 	}
 	remove_failpoints();
 	if (k.out != NULL) {
-		copy_out(hold, "holding the stream:");
-		copy_out(k.out, "holding the rows:");
+		copy_out(hold, "holding the stream");
+		copy_out(k.out, "holding the rows");
 		fclose(k.out);
 	}
 	fclose(hold);

@@ -6,6 +6,7 @@
 #include <jansson.h>
 
 #include "failpoint.h"
+#include "map.h"
 #include "pg.h"
 
 #define ACK_ROWS 64
@@ -22,6 +23,11 @@ struct idem_failpoint {
 	const struct idem_queue *q;
 	char *msg_ids;			/* the messages watched */
 	long long acks_then, unacked;	/* acks counted, and messages left, at the last look */
+	/* the points armed in the run, and how many kill points and races
+	 * each is armed for still */
+	struct { int id, uses; char *business_key; } *points;
+	size_t npoints;
+	struct idem_map point_index;	/* "step<TAB>key": its point */
 };
 
 int
@@ -288,9 +294,15 @@ ignore_notice(void *arg, const char *message)
 static void
 close_all(struct idem_failpoint *fp)
 {
+	size_t i;
+
 	PQfinish(fp->conn[0]);
 	PQfinish(fp->conn[1]);
 	free(fp->msg_ids);
+	for (i = 0; i < fp->npoints; i++)
+		free(fp->points[i].business_key);
+	free(fp->points);
+	idem_map_free(&fp->point_index);
 	free(fp);
 }
 
@@ -385,31 +397,78 @@ idem_failpoint_has_ledger(const struct idem_failpoint *fp)
 	return fp->ledger;
 }
 
+static size_t
+point_of(const struct idem_failpoint *fp, int armed)
+{
+	size_t i;
+
+	for (i = 0; armed >= 0 && i < fp->npoints; i++)
+		if (fp->points[i].id == armed)
+			return i;
+	return IDEM_MAP_NONE;
+}
+
 int
 idem_failpoint_arm(struct idem_failpoint *fp, int step, const char *business_key,
 		   struct idem_error *err)
 {
-	char step_text[16];
+	char step_text[16], *key;
 	const char *params[2] = { step_text, business_key };
+	size_t i;
+	int id;
 
-	snprintf(step_text, sizeof(step_text), "%d", step);
-	return (int)exec_number(fp->conn[0], "arming a kill point",
-	    "WITH old AS (SELECT id FROM idem_run.armed WHERE step = $1::integer AND business_key = $2),"
-	    " new AS (INSERT INTO idem_run.armed (id, step, business_key)"
-	    "  SELECT coalesce((SELECT max(id) FROM idem_run.armed), 0) + 1, $1::integer, $2"
-	    "  WHERE NOT EXISTS (SELECT FROM old) RETURNING id)"
-	    " SELECT id FROM old UNION ALL SELECT id FROM new", 2, params, err);
+	if (asprintf(&key, "%d\t%s", step, business_key) < 0)
+		return idem_error_set(err, IDEM_EXIT_ENV, "arming a kill point: out of memory");
+	if ((i = idem_map_get(&fp->point_index, key)) == IDEM_MAP_NONE) {
+		snprintf(step_text, sizeof(step_text), "%d", step);
+		id = (int)exec_number(fp->conn[0], "arming a kill point",
+		    "WITH old AS (SELECT id FROM idem_run.armed WHERE step = $1::integer"
+		    "  AND business_key = $2),"
+		    " new AS (INSERT INTO idem_run.armed (id, step, business_key)"
+		    "  SELECT coalesce((SELECT max(id) FROM idem_run.armed), 0) + 1, $1::integer, $2"
+		    "  WHERE NOT EXISTS (SELECT FROM old) RETURNING id)"
+		    " SELECT id FROM old UNION ALL SELECT id FROM new", 2, params, err);
+		if (id < 0) {
+			free(key);
+			return -1;
+		}
+		fp->points = idem_ereallocarray(fp->points, fp->npoints + 1, sizeof(*fp->points));
+		fp->points[i = fp->npoints++].id = id;
+		fp->points[i].uses = 0;
+		fp->points[i].business_key = idem_estrdup(business_key);
+		idem_map_put(&fp->point_index, key, i);
+	}
+	free(key);
+	fp->points[i].uses++;
+	return fp->points[i].id;
 }
 
 int
 idem_failpoint_disarm(struct idem_failpoint *fp, int armed, struct idem_error *err)
 {
+	size_t i = point_of(fp, armed);
 	char id[16];
 	const char *params[1] = { id };
 
+	if (i == IDEM_MAP_NONE || fp->points[i].uses == 0 || --fp->points[i].uses > 0)
+		return 0;
 	snprintf(id, sizeof(id), "%d", armed);
 	return exec_ok(fp->conn[0], "disarming a kill point",
 	    "DELETE FROM idem_run.armed WHERE id = $1::integer", 1, params, err);
+}
+
+const char *
+idem_failpoint_armed_key(const struct idem_failpoint *fp, int armed)
+{
+	size_t i = point_of(fp, armed);
+
+	return i != IDEM_MAP_NONE && fp->points[i].uses > 0 ? fp->points[i].business_key : NULL;
+}
+
+size_t
+idem_failpoint_armed(const struct idem_failpoint *fp)
+{
+	return fp->npoints;
 }
 
 int

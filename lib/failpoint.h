@@ -76,12 +76,18 @@ struct idem_failpoint *idem_failpoint_install(const char *conninfo, const struct
 /* Whether the effect table exists and has its ledger triggers. */
 int idem_failpoint_has_ledger(const struct idem_failpoint *fp);
 
-/* Arms step for business_key: returns the point's id (the same for the
- * same step and key), or -1 with err set. */
+/* Arms step for business_key, for one more kill point or race: returns
+ * the point's id (the same for the same step and key), or -1 with err set. */
 int idem_failpoint_arm(struct idem_failpoint *fp, int step, const char *business_key,
 		       struct idem_error *err);
-/* Disarms a point: writers of its key no longer stop there. */
+/* One kill point or race fewer needs the point; with none left, it is
+ * disarmed: writers of its key no longer stop there. */
 int idem_failpoint_disarm(struct idem_failpoint *fp, int armed, struct idem_error *err);
+/* The business key of a point armed for a kill point or race still;
+ * NULL when none needs it. */
+const char *idem_failpoint_armed_key(const struct idem_failpoint *fp, int armed);
+/* How many points were armed in the run. */
+size_t idem_failpoint_armed(const struct idem_failpoint *fp);
 
 /* The client sessions of the database now, but the controller's own, into
  * *out (caller frees), *n of them. */

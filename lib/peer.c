@@ -245,3 +245,56 @@ idem_peer_process(pid_t backend_pid, int client_port, const pid_t *groups, size_
 	closedir(d);
 	return found;
 }
+
+struct idem_peer_session *
+idem_peer_session(struct idem_peer_sessions *ss, int backend_pid, int client_port,
+		  long long start_us, const struct idem_worker *workers, int n)
+{
+	pid_t *groups = idem_ereallocarray(NULL, (size_t)n + 1, sizeof(*groups)), pid = 0;
+	struct idem_error err;
+	size_t at, ngroups = 0;
+	char key[48];
+	int i;
+
+	snprintf(key, sizeof(key), "%d %lld", backend_pid, start_us);
+	if ((at = idem_map_get(&ss->index, key)) != IDEM_MAP_NONE) {
+		free(groups);
+		return &ss->s[at];
+	}
+	for (i = 0; i < n; i++)
+		if (workers[i].pid > 0)
+			groups[ngroups++] = workers[i].pid;
+	if (!ss->failed &&
+	    (pid = idem_peer_process(backend_pid, client_port, groups, ngroups, &err)) < 0) {
+		idem_warn("%s; a kill at a database step terminates the session only", err.text);
+		ss->failed = 1;
+		pid = 0;
+	}
+	free(groups);
+	ss->s = idem_ereallocarray(ss->s, ss->n + 1, sizeof(*ss->s));
+	ss->s[ss->n] = (struct idem_peer_session){ backend_pid,
+	    pid > 0 ? idem_worker_of(workers, n, pid) : -1, start_us, pid };
+	idem_map_put(&ss->index, key, ss->n);
+	return &ss->s[ss->n++];
+}
+
+int *
+idem_peer_backends(const struct idem_peer_sessions *ss, int worker, size_t *n)
+{
+	int *pids = idem_ereallocarray(NULL, ss->n + 1, sizeof(*pids));
+	size_t i;
+
+	*n = 0;
+	for (i = 0; worker >= 0 && i < ss->n; i++)
+		if (ss->s[i].worker == worker)
+			pids[(*n)++] = ss->s[i].backend_pid;
+	return pids;
+}
+
+void
+idem_peer_sessions_free(struct idem_peer_sessions *ss)
+{
+	free(ss->s);
+	idem_map_free(&ss->index);
+	memset(ss, 0, sizeof(*ss));
+}

@@ -1,0 +1,372 @@
+/* plan.c: kill-at's plan, read from its stream and options (plan.h). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "failpoint.h"
+#include "plan.h"
+#include "seed.h"
+#include "tsv.h"
+
+static const char *
+field_or(const char *s, const char *dflt)
+{
+	return s ? s : dflt;
+}
+
+static long
+find_scenario(const struct idem_plan *p, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < p->nscenarios; i++)
+		if (strcmp(p->scenario_names[i], name) == 0)
+			return (long)i;
+	return -1;
+}
+
+const struct idem_plan_job *
+idem_plan_job(const struct idem_plan *p, const char *id)
+{
+	size_t i = idem_map_get(&p->job_index, id);
+
+	return i == IDEM_MAP_NONE ? NULL : &p->jobs[i];
+}
+
+/* Whether -k names the job. */
+static int
+named_by_option(const char *job_id, char *const *kill_options, size_t nkill_options)
+{
+	size_t i, len = strlen(job_id);
+
+	for (i = 0; i < nkill_options; i++) {
+		const char *first = strchr(kill_options[i], ':'), *last = strrchr(kill_options[i], ':');
+
+		if (first != NULL && last == first + 1 + len && strncmp(first + 1, job_id, len) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+static void
+seed_row(struct idem_plan *p, struct idem_baseline *base, const struct idem_tsv_reader *r)
+{
+	p->queue = idem_estrdup(r->fields[SEED_QUEUE]);
+	p->queue_kind = idem_estrdup(field_or(r->fields[SEED_QUEUE_KIND], "idem"));
+	p->owner = idem_estrdup(field_or(r->fields[SEED_RECONCILIATION_OWNER], ""));
+	p->effect_table = idem_estrdup(r->fields[SEED_EFFECT_TABLE]);
+	p->key_columns = idem_estrdup(r->fields[SEED_KEY_COLUMNS]);
+	if (r->fields[SEED_WORKER_COMMAND])
+		p->worker_command = idem_estrdup(r->fields[SEED_WORKER_COMMAND]);
+	p->visibility_timeout_ms = idem_tsv_number(r, SEED_VISIBILITY_TIMEOUT_MS, 0);
+	p->max_attempts = idem_tsv_number(r, SEED_MAX_ATTEMPTS, 0);
+	base->job_scope = strcmp(r->fields[SEED_KEY_SCOPE], "job") == 0;
+	if (r->fields[SEED_SANDBOX_ACCOUNT] && *r->fields[SEED_SANDBOX_ACCOUNT])
+		p->account = idem_estrdup(r->fields[SEED_SANDBOX_ACCOUNT]);
+}
+
+static void
+scenario_row(struct idem_plan *p, const struct idem_tsv_reader *r)
+{
+	size_t n = p->nscenarios;
+
+	p->scenario_names = idem_ereallocarray(p->scenario_names, n + 1, sizeof(char *));
+	p->scenario_faults = idem_ereallocarray(p->scenario_faults, n + 1, sizeof(char *));
+	p->scenario_steps = idem_ereallocarray(p->scenario_steps, n + 1, sizeof(char *));
+	p->scenario_attempts = idem_ereallocarray(p->scenario_attempts, n + 1, sizeof(long long));
+	p->scenario_names[n] = idem_estrdup(r->fields[SCENARIO_NAME]);
+	p->scenario_faults[n] = idem_estrdup(r->fields[SCENARIO_FAULT]);
+	p->scenario_steps[n] = r->fields[SCENARIO_STEP] ? idem_estrdup(r->fields[SCENARIO_STEP]) : NULL;
+	p->scenario_attempts[n] = idem_tsv_number(r, SCENARIO_ATTEMPT, 0);
+	p->nscenarios++;
+}
+
+static void
+job_row(struct idem_plan *p, const struct idem_tsv_reader *r)
+{
+	struct idem_plan_job *job;
+
+	p->jobs = idem_ereallocarray(p->jobs, p->njobs + 1, sizeof(*p->jobs));
+	job = &p->jobs[p->njobs];
+	job->id = idem_estrdup(r->fields[JOB_ID]);
+	job->business_key = idem_estrdup(r->fields[JOB_BUSINESS_KEY]);
+	job->scenario = r->fields[JOB_SCENARIO] ? find_scenario(p, r->fields[JOB_SCENARIO]) : -1;
+	job->copies = 0;
+	idem_map_put(&p->job_index, job->id, p->njobs);
+	p->njobs++;
+}
+
+int
+idem_plan_read(struct idem_plan *p, FILE *in, const char *name, FILE *hold,
+	       char *const *kill_options, size_t nkill_options, int all_jobs,
+	       struct idem_baseline *base, struct idem_error *err)
+{
+	struct idem_tsv_reader r;
+	size_t i;
+	int rc;
+
+	idem_tsv_reader_init(&r, in, name);
+	while ((rc = idem_tsv_next(&r, err)) > IDEM_TSV_EOF) {
+		if (idem_tsv_pass(hold, &r) < 0) {
+			rc = idem_error_set(err, IDEM_EXIT_ENV, "holding the stream: %s", strerror(errno));
+			break;
+		}
+		if (rc != IDEM_TSV_ROW)
+			continue;
+		switch (r.kind) {
+		case IDEM_KIND_SEED:
+			seed_row(p, base, &r);
+			break;
+		case IDEM_KIND_EXTERNAL:
+			p->external_name = idem_estrdup(r.fields[EXTERNAL_NAME]);
+			p->external_key_fields = idem_estrdup(r.fields[EXTERNAL_KEY_FIELDS]);
+			p->honours_idempotency_key =
+			    strcmp(r.fields[EXTERNAL_HONOURS_IDEMPOTENCY_KEY], "true") == 0;
+			break;
+		case IDEM_KIND_SCENARIO:
+			scenario_row(p, &r);
+			break;
+		case IDEM_KIND_JOB:
+			idem_baseline_job(base, r.fields[JOB_ID], r.fields[JOB_BUSINESS_KEY],
+			    r.fields[JOB_SCENARIO] != NULL);
+			if (all_jobs || r.fields[JOB_SCENARIO] != NULL ||
+			    named_by_option(r.fields[JOB_ID], kill_options, nkill_options))
+				job_row(p, &r);
+			break;
+		case IDEM_KIND_PUBLISH:
+			idem_text_array_add(&p->msgs, r.fields[PUBLISH_MSG_ID]);
+			idem_baseline_message(base, r.fields[PUBLISH_JOB_ID], r.fields[PUBLISH_MSG_ID]);
+			if ((i = idem_map_get(&p->job_index, r.fields[PUBLISH_JOB_ID])) != IDEM_MAP_NONE)
+				p->jobs[i].copies++;
+			break;
+		default:
+			break;
+		}
+	}
+	idem_tsv_reader_free(&r);
+	if (rc < 0)
+		return -1;
+	if (p->msgs.n == 0)
+		return idem_error_set(err, IDEM_EXIT_USAGE,
+		    "%s: no publish rows: put dup-publish before kill-at", name);
+	return 0;
+}
+
+static void
+add_kill(struct idem_plan *p, const char *scenario, const char *step, const char *job_id,
+	 long long attempt)
+{
+	struct idem_plan_kill *kp;
+	size_t n;
+
+	p->kills = idem_ereallocarray(p->kills, p->nkills + 1, sizeof(*p->kills));
+	kp = &p->kills[p->nkills++];
+	kp->scenario = idem_estrdup(scenario);
+	kp->step = idem_estrdup(step);
+	kp->job_id = idem_estrdup(job_id);
+	kp->attempt = attempt;
+	kp->next = IDEM_MAP_NONE;
+	/* the kill points of a job, in the order planned */
+	if ((n = idem_map_get(&p->kill_index, job_id)) == IDEM_MAP_NONE) {
+		idem_map_put(&p->kill_index, job_id, p->nkills - 1);
+		return;
+	}
+	while (p->kills[n].next != IDEM_MAP_NONE)
+		n = p->kills[n].next;
+	p->kills[n].next = p->nkills - 1;
+}
+
+/* One race a business key at most. */
+static void
+add_race(struct idem_plan *p, const char *scenario, const char *business_key, const char *step)
+{
+	size_t i;
+
+	for (i = 0; i < p->nraces; i++)
+		if (strcmp(p->races[i].business_key, business_key) == 0)
+			return;
+	p->races = idem_ereallocarray(p->races, p->nraces + 1, sizeof(*p->races));
+	p->races[p->nraces].scenario = idem_estrdup(scenario);
+	p->races[p->nraces].business_key = idem_estrdup(business_key);
+	p->races[p->nraces].step = idem_estrdup(step);
+	p->nraces++;
+}
+
+static void
+add_fault(struct idem_plan *p, const char *business_key, const char *fault)
+{
+	p->faults = idem_ereallocarray(p->faults, p->nfaults + 1, sizeof(*p->faults));
+	p->faults[p->nfaults].business_key = idem_estrdup(business_key);
+	p->faults[p->nfaults++].fault = strcmp(fault, "vendor-error") == 0 ?
+	    IDEM_VENDOR_ERROR : IDEM_VENDOR_TIMEOUT;
+}
+
+static int
+key_published_twice(const struct idem_plan *p, const char *business_key)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < p->njobs; i++)
+		if (strcmp(p->jobs[i].business_key, business_key) == 0)
+			n += (size_t)p->jobs[i].copies;
+	return n > 1;
+}
+
+/* A -k option, step:job:attempt, whose job may itself hold colons. */
+static int
+kill_option(struct idem_plan *p, const char *option, struct idem_error *err)
+{
+	char *spec = idem_estrdup(option), *first = strchr(spec, ':'), *last = strrchr(spec, ':'),
+	    *end;
+	long long attempt;
+	int rc = -1;
+
+	if (first == NULL || first == last || first == spec || last[1] == '\0') {
+		idem_error_set(err, IDEM_EXIT_USAGE, "-k %s: expected step:job:attempt", option);
+		goto out;
+	}
+	*first = *last = '\0';
+	attempt = strtoll(last + 1, &end, 10);
+	if (*end || attempt < 1)
+		idem_error_set(err, IDEM_EXIT_USAGE, "-k %s: the attempt is a number from 1", option);
+	else if (idem_plan_job(p, first + 1) == NULL)
+		idem_error_set(err, IDEM_EXIT_USAGE, "-k %s: no job %s in the stream", option,
+		    first + 1);
+	else
+		rc = 0;
+	if (rc == 0)
+		add_kill(p, "-k", spec, first + 1, attempt);
+out:
+	free(spec);
+	return rc;
+}
+
+int
+idem_plan_make(struct idem_plan *p, char *const *kill_options, size_t nkill_options,
+	       const char *race_step, struct idem_error *err)
+{
+	size_t i;
+
+	for (i = 0; i < p->njobs; i++) {
+		long s = p->jobs[i].scenario;
+
+		if (s < 0)
+			continue;
+		if (strncmp(p->scenario_faults[s], "vendor-", 7) == 0)
+			add_fault(p, p->jobs[i].business_key, p->scenario_faults[s]);
+		else if (p->scenario_steps[s] == NULL)
+			continue;
+		else if (strcmp(p->scenario_faults[s], "kill") == 0)
+			add_kill(p, p->scenario_names[s], p->scenario_steps[s], p->jobs[i].id,
+			    p->scenario_attempts[s] ? p->scenario_attempts[s] : 1);
+		else if (strcmp(p->scenario_faults[s], "race") == 0)
+			add_race(p, p->scenario_names[s], p->jobs[i].business_key,
+			    race_step ? race_step : p->scenario_steps[s]);
+	}
+	/* -r with no race scenario: race every key that has two deliveries */
+	for (i = 0; race_step != NULL && p->nraces == 0 && i < p->njobs; i++)
+		if (p->jobs[i].copies > 1 || key_published_twice(p, p->jobs[i].business_key))
+			add_race(p, "-r", p->jobs[i].business_key, race_step);
+	for (i = 0; i < nkill_options; i++)
+		if (kill_option(p, kill_options[i], err) < 0)
+			return -1;
+	return 0;
+}
+
+unsigned
+idem_plan_database_steps(const struct idem_plan *p)
+{
+	unsigned steps = 0;
+	size_t i;
+
+	for (i = 0; i < p->nkills; i++)
+		steps |= 1u << idem_failpoint_step(p->kills[i].step);
+	for (i = 0; i < p->nraces; i++)
+		steps |= 1u << idem_failpoint_step(p->races[i].step);
+	return steps;
+}
+
+void
+idem_plan_tell_baseline(const struct idem_plan *p, struct idem_baseline *base)
+{
+	size_t i;
+
+	for (i = 0; i < p->nkills; i++)
+		idem_baseline_fault_job(base, p->kills[i].job_id);
+	for (i = 0; i < p->nraces; i++)
+		idem_baseline_fault_key(base, p->races[i].business_key);
+	for (i = 0; i < p->nfaults; i++)
+		idem_baseline_fault_key(base, p->faults[i].business_key);
+}
+
+void
+idem_plan_steps(const struct idem_plan *p, const char ***names, const char ***job_ids,
+		size_t *n)
+{
+	size_t most = p->nkills + 2 * p->njobs + 1, i, r;
+	struct idem_map race_of;	/* business key: its race */
+
+	*names = idem_ereallocarray(NULL, most, sizeof(**names));
+	*job_ids = idem_ereallocarray(NULL, most, sizeof(**job_ids));
+	*n = 0;
+	for (i = 0; i < p->nkills; i++) {
+		(*names)[*n] = p->kills[i].step;
+		(*job_ids)[(*n)++] = p->kills[i].job_id;
+	}
+	idem_map_init(&race_of);
+	for (i = 0; i < p->nraces; i++)
+		idem_map_put(&race_of, p->races[i].business_key, i);
+	for (i = 0; p->nraces > 0 && i < p->njobs; i++) {
+		if ((r = idem_map_get(&race_of, p->jobs[i].business_key)) == IDEM_MAP_NONE)
+			continue;
+		(*names)[*n] = p->races[r].step;
+		(*job_ids)[(*n)++] = p->jobs[i].id;
+		(*names)[*n] = "acked";
+		(*job_ids)[(*n)++] = p->jobs[i].id;
+	}
+	idem_map_free(&race_of);
+}
+
+void
+idem_plan_free(struct idem_plan *p)
+{
+	size_t i;
+
+	free(p->queue);
+	free(p->queue_kind);
+	free(p->owner);
+	free(p->effect_table);
+	free(p->key_columns);
+	free(p->worker_command);
+	free(p->account);
+	free(p->external_name);
+	free(p->external_key_fields);
+	idem_free_list(p->scenario_names, p->nscenarios);
+	idem_free_list(p->scenario_faults, p->nscenarios);
+	idem_free_list(p->scenario_steps, p->nscenarios);
+	free(p->scenario_attempts);
+	for (i = 0; i < p->njobs; i++) {
+		free(p->jobs[i].id);
+		free(p->jobs[i].business_key);
+	}
+	free(p->jobs);
+	idem_map_free(&p->job_index);
+	free(p->msgs.text);
+	for (i = 0; i < p->nkills; i++) {
+		free(p->kills[i].scenario);
+		free(p->kills[i].step);
+		free(p->kills[i].job_id);
+	}
+	free(p->kills);
+	idem_map_free(&p->kill_index);
+	for (i = 0; i < p->nraces; i++) {
+		free(p->races[i].scenario);
+		free(p->races[i].business_key);
+		free(p->races[i].step);
+	}
+	free(p->races);
+	for (i = 0; i < p->nfaults; i++)
+		free(p->faults[i].business_key);
+	free(p->faults);
+	memset(p, 0, sizeof(*p));
+}
