@@ -472,15 +472,15 @@ write_steps_kills_logs(const struct idem_evidence *ev, FILE *out)
 	return rc == 0 ? copy_spool(ev->spool[SPOOL_LINES], out) : rc;
 }
 
-/* Runs commands, one or more. */
+/* Whether a result has the status wanted; err set if not. The result is
+ * cleared either way. */
 static int
-exec_ok(PGconn *conn, const char *sql, struct idem_error *err)
+result_is(PGconn *conn, PGresult *res, ExecStatusType want, struct idem_error *err)
 {
-	PGresult *res = PQexec(conn, sql);
 	char msg[768];
 	int rc = 0;
 
-	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+	if (PQresultStatus(res) != want) {
 		idem_error_set(err, IDEM_EXIT_ENV, "joining the evidence: %s",
 		    idem_pg_message(conn, res, msg, sizeof(msg)));
 		rc = -1;
@@ -489,22 +489,24 @@ exec_ok(PGconn *conn, const char *sql, struct idem_error *err)
 	return rc;
 }
 
+/* Runs commands, one or more. */
+static int
+exec_ok(PGconn *conn, const char *sql, struct idem_error *err)
+{
+	return result_is(conn, PQexec(conn, sql), PGRES_COMMAND_OK, err);
+}
+
 /* Loads a spool of COPY text into a table by copy (a COPY ... FROM STDIN). */
 static int
 copy_in(PGconn *conn, const char *copy, FILE *spool, struct idem_error *err)
 {
 	char buf[65536], msg[768];
-	PGresult *res = PQexec(conn, copy);
+	PGresult *res;
 	size_t n;
 	int rc = 0;
 
-	if (PQresultStatus(res) != PGRES_COPY_IN) {
-		idem_error_set(err, IDEM_EXIT_ENV, "joining the evidence: %s",
-		    idem_pg_message(conn, res, msg, sizeof(msg)));
-		PQclear(res);
+	if (result_is(conn, PQexec(conn, copy), PGRES_COPY_IN, err) < 0)
 		return -1;
-	}
-	PQclear(res);
 	if (fflush(spool) != 0 || fseek(spool, 0, SEEK_SET) != 0)
 		rc = -1;
 	while (rc == 0 && (n = fread(buf, 1, sizeof(buf), spool)) > 0)
@@ -666,7 +668,7 @@ from_queries(const struct idem_evidence *ev, PGconn *conn, struct idem_error *er
 {
 	const Oid types[1] = { IDEM_OID_TEXT_ARRAY };
 	const char *params[1] = { ev->msg_ids };
-	char *more = NULL, *sql, msg[768];
+	char *more = NULL, *sql;
 	PGresult *res;
 	int rc;
 
@@ -685,13 +687,8 @@ from_queries(const struct idem_evidence *ev, PGconn *conn, struct idem_error *er
 	more = NULL;
 	res = PQexecParams(conn, sql, ev->deliveries_sql ? 1 : 0, types, params, NULL, NULL, 0);
 	free(sql);
-	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-		idem_error_set(err, IDEM_EXIT_ENV, "joining the evidence: %s",
-		    idem_pg_message(conn, res, msg, sizeof(msg)));
-		PQclear(res);
+	if (result_is(conn, res, PGRES_COMMAND_OK, err) < 0)
 		return -1;
-	}
-	PQclear(res);
 	if (ev->ledger_sql != NULL &&
 	    asprintf(&more, " UNION ALL SELECT l.xid::text, l.backend_pid::integer, l.upd::boolean,"
 	    " l.business_key::text, l.written_at::bigint, l.committed_at::bigint FROM (%s) l (xid,"

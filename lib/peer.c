@@ -250,17 +250,16 @@ struct idem_peer_session *
 idem_peer_session(struct idem_peer_sessions *ss, int backend_pid, int client_port,
 		  long long start_us, const struct idem_worker *workers, int n)
 {
-	pid_t *groups = idem_ereallocarray(NULL, (size_t)n + 1, sizeof(*groups)), pid = 0;
+	pid_t *groups, pid = 0;
 	struct idem_error err;
 	size_t at, ngroups = 0;
 	char key[48];
 	int i;
 
 	snprintf(key, sizeof(key), "%d %lld", backend_pid, start_us);
-	if ((at = idem_map_get(&ss->index, key)) != IDEM_MAP_NONE) {
-		free(groups);
+	if ((at = idem_map_get(&ss->index, key)) != IDEM_MAP_NONE)
 		return &ss->s[at];
-	}
+	groups = idem_ereallocarray(NULL, (size_t)n + 1, sizeof(*groups));
 	for (i = 0; i < n; i++)
 		if (workers[i].pid > 0)
 			groups[ngroups++] = workers[i].pid;
