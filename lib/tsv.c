@@ -997,7 +997,8 @@ check_row(struct idem_tsv_reader *r, struct idem_error *err)
 /* Whether every byte is ASCII, neither NUL nor a carriage return: such a
  * line passes the checks for NUL, UTF-8 and CR at once, eight bytes at a
  * step. The others take those checks one by one, for their message. Sets
- * *backslash to whether a plain line has a backslash. */
+ * *backslash to whether a plain line has a backslash, and leaves it alone
+ * for a line that is not plain. */
 static int
 plain_ascii(const char *s, size_t len, int *backslash)
 {
@@ -1005,6 +1006,7 @@ plain_ascii(const char *s, size_t len, int *backslash)
 	    crs = ones * '\r', backslashes = ones * '\\';
 	uint64_t w, x, y, bad = 0, escaped = 0;
 	size_t i = 0;
+	int seen;
 
 	for (; i + 8 <= len; i += 8) {
 		memcpy(&w, s + i, sizeof(w));
@@ -1016,13 +1018,14 @@ plain_ascii(const char *s, size_t len, int *backslash)
 	}
 	if (bad & highs)
 		return 0;
-	*backslash = (escaped & highs) != 0;
+	seen = (escaped & highs) != 0;
 	for (; i < len; i++) {
 		if (s[i] == '\0' || s[i] == '\r' || (unsigned char)s[i] >= 0x80)
 			return 0;
 		if (s[i] == '\\')
-			*backslash = 1;
+			seen = 1;
 	}
+	*backslash = seen;
 	return 1;
 }
 

@@ -321,7 +321,7 @@ every_byte(void)
 		{ "\xff", "t:3: invalid UTF-8" }, { "\x80", "t:3: invalid UTF-8" },
 	};
 	const char row[] = "job\tgen-1\t[\"k-1\",1]\t{\"a\":1}\t" HASH "\t\\N\n";
-	char text[512], name[96], pad[40];
+	char text[1024], name[96], pad[40];
 	struct idem_error err;
 	size_t head = strlen(HEAD), i, b, wrong;
 
@@ -344,7 +344,8 @@ every_byte(void)
 		memset(pad, 'k', i);
 		pad[i] = '\0';
 		snprintf(text, sizeof(text), HEAD "job\tgen-1\t%s\\t\t{}\t" HASH "\t\\N\n"
-		    "job\tgen-2\t%s\t{}\t" HASH "\t\\N\n", pad, pad);
+		    "job\tgen-2\t%s\t{}\t" HASH "\t\\N\n"
+		    "log\t2026-11-29T13:48:32.247642Z\t0\t1\t%s\xc3\xa9\\t\n", pad, pad, pad);
 		f = fmemopen(text, strlen(text), "r");
 		idem_tsv_reader_init(&r, f, "t");
 		while (idem_tsv_next(&r, &err) > 0 && r.kind != IDEM_KIND_JOB)
@@ -354,6 +355,12 @@ every_byte(void)
 			wrong++;
 		if (idem_tsv_next(&r, &err) != IDEM_TSV_ROW || r.kind != IDEM_KIND_JOB ||
 		    strcmp(r.fields[JOB_BUSINESS_KEY], pad) != 0 || r.fields[JOB_SCENARIO] != NULL)
+			wrong++;
+		/* a non-ASCII byte among a line's last bytes: the line is not
+		 * plain, and an escape after it is decoded all the same */
+		if (idem_tsv_next(&r, &err) != IDEM_TSV_ROW || r.kind != IDEM_KIND_LOG ||
+		    strncmp(r.fields[LOG_LINE], pad, i) != 0 ||
+		    strcmp(r.fields[LOG_LINE] + i, "\xc3\xa9\t") != 0)
 			wrong++;
 		idem_tsv_reader_free(&r);
 		fclose(f);
