@@ -276,6 +276,7 @@ initialize(void)
 	    "port = " SOCKET_PORT "\n"
 	    "track_commit_timestamp = on\n"
 	    "synchronous_commit = off\n"
+	    "autovacuum_naptime = 1s\n"
 	    "log_line_prefix = '%%m [%%p] %%q%%u@%%d '\n", run_dir);
 	if (fclose(f) != 0)
 		idem_die(IDEM_EXIT_ENV, "%s:", conf);

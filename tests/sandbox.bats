@@ -29,6 +29,12 @@ postmaster_pid() {
 	assert_equal "$(stat -c %a "$PGHOST")" 700
 }
 
+@test "the queue's table is vacuumed every 2,000 acks, by an autovacuum that looks every second" {
+	assert_equal "$(sql 'SHOW autovacuum_naptime')" 1s
+	assert_equal "$(sql "SELECT array_to_string(reloptions, ' ') FROM pg_class WHERE oid = 'idem.message'::regclass")" \
+		"autovacuum_vacuum_threshold=2000 autovacuum_vacuum_scale_factor=0"
+}
+
 @test "as root, the server runs as an unprivileged user" {
 	[ "$(id -u)" -eq 0 ] || skip "not root"
 	assert_equal "$(ps -o user= -p "$(postmaster_pid)")" postgres
