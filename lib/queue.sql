@@ -30,8 +30,9 @@ CREATE TABLE idem.message (
 	CONSTRAINT message_publication UNIQUE (queue, job_id, copy)
 ) WITH (
 	-- an ack leaves a dead entry in message_waiting, which every read
-	-- passes until a vacuum removes it: vacuumed every 2,000 acks, a
-	-- read stays as cheap at the millionth message as at the first
+	-- passes until a vacuum removes it: vacuumed after every 2,000
+	-- updates (reads and acks), a read does not slow with the number of
+	-- messages acked before it
 	autovacuum_vacuum_threshold = 2000, autovacuum_vacuum_scale_factor = 0
 );
 CREATE INDEX message_waiting ON idem.message (queue, msg_id) WHERE acked_at IS NULL;

@@ -29,7 +29,7 @@ postmaster_pid() {
 	assert_equal "$(stat -c %a "$PGHOST")" 700
 }
 
-@test "the queue's table is vacuumed every 2,000 acks, by an autovacuum that looks every second" {
+@test "the queue's table is vacuumed after every 2,000 reads and acks, by an autovacuum that looks every second" {
 	assert_equal "$(sql 'SHOW autovacuum_naptime')" 1s
 	assert_equal "$(sql "SELECT array_to_string(reloptions, ' ') FROM pg_class WHERE oid = 'idem.message'::regclass")" \
 		"autovacuum_vacuum_threshold=2000 autovacuum_vacuum_scale_factor=0"
