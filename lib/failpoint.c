@@ -412,33 +412,31 @@ int
 idem_failpoint_arm(struct idem_failpoint *fp, int step, const char *business_key,
 		   struct idem_error *err)
 {
-	char step_text[16], *key;
-	const char *params[2] = { step_text, business_key };
+	char id_text[16], step_text[16], *key;
+	const char *params[3] = { id_text, step_text, business_key };
 	size_t i;
-	int id;
 
 	if (asprintf(&key, "%d\t%s", step, business_key) < 0)
 		return idem_error_set(err, IDEM_EXIT_ENV, "arming a kill point: out of memory");
+	/* a point keeps its id for the run, disarmed or not: an id is never
+	 * another point's */
 	if ((i = idem_map_get(&fp->point_index, key)) == IDEM_MAP_NONE) {
-		snprintf(step_text, sizeof(step_text), "%d", step);
-		id = (int)exec_number(fp->conn[0], "arming a kill point",
-		    "WITH old AS (SELECT id FROM idem_run.armed WHERE step = $1::integer"
-		    "  AND business_key = $2),"
-		    " new AS (INSERT INTO idem_run.armed (id, step, business_key)"
-		    "  SELECT coalesce((SELECT max(id) FROM idem_run.armed), 0) + 1, $1::integer, $2"
-		    "  WHERE NOT EXISTS (SELECT FROM old) RETURNING id)"
-		    " SELECT id FROM old UNION ALL SELECT id FROM new", 2, params, err);
-		if (id < 0) {
-			free(key);
-			return -1;
-		}
 		fp->points = idem_ereallocarray(fp->points, fp->npoints + 1, sizeof(*fp->points));
-		fp->points[i = fp->npoints++].id = id;
+		i = fp->npoints++;
+		fp->points[i].id = (int)fp->npoints;
 		fp->points[i].uses = 0;
 		fp->points[i].business_key = idem_estrdup(business_key);
 		idem_map_put(&fp->point_index, key, i);
 	}
 	free(key);
+	if (fp->points[i].uses == 0) {
+		snprintf(id_text, sizeof(id_text), "%d", fp->points[i].id);
+		snprintf(step_text, sizeof(step_text), "%d", step);
+		if (exec_ok(fp->conn[0], "arming a kill point", "INSERT INTO idem_run.armed "
+		    "(id, step, business_key) VALUES ($1::integer, $2::integer, $3)", 3, params,
+		    err) < 0)
+			return -1;
+	}
 	fp->points[i].uses++;
 	return fp->points[i].id;
 }
