@@ -9,8 +9,6 @@
 #include "map.h"
 #include "pg.h"
 
-#define ACK_ROWS 64
-
 static const char *const step_names[] = {
 	NULL, "before-write", "before-commit", "after-commit", "after-commit"
 };
@@ -23,6 +21,10 @@ struct idem_failpoint {
 	const struct idem_queue *q;
 	char *msg_ids;			/* the messages watched */
 	long long acks_then, unacked;	/* acks counted, and messages left, at the last look */
+	/* the acks of transactions that had ended at the last count, and
+	 * the horizon (an xid8) below which every transaction had */
+	long long acks_ended;
+	char acks_horizon[24];
 	/* the points armed in the run, and how many kill points and races
 	 * each is armed for still */
 	struct { int id, uses; char *business_key; } *points;
@@ -115,7 +117,6 @@ install_sql(PGconn *conn, const struct idem_queue *q, const char *table, const c
 	    " backend_pid integer NOT NULL DEFAULT pg_backend_pid(),"
 	    " operation text NOT NULL, business_key text,"
 	    " written_at timestamptz NOT NULL DEFAULT clock_timestamp());\n"
-	    "CREATE TABLE idem_run.acks (slot integer PRIMARY KEY, acks bigint NOT NULL);\n"
 	    /* what the queue's tables may not keep: each delivery and ack */
 	    "CREATE TABLE idem_run.delivery (msg_id text NOT NULL, attempt integer NOT NULL,"
 	    " delivered_at timestamptz NOT NULL DEFAULT clock_timestamp(),"
@@ -123,12 +124,11 @@ install_sql(PGconn *conn, const struct idem_queue *q, const char *table, const c
 	    "CREATE INDEX ON idem_run.delivery (msg_id);\n"
 	    "CREATE TABLE idem_run.ack (msg_id text NOT NULL,"
 	    " acked_at timestamptz NOT NULL DEFAULT clock_timestamp(),"
-	    " backend_pid integer NOT NULL DEFAULT pg_backend_pid());\n"
-	    "CREATE INDEX ON idem_run.ack (msg_id);\n", t.f);
-	/* committed acks, counted in rows of their own so that workers acking
-	 * at once seldom wait for each other */
-	fprintf(t.f, "INSERT INTO idem_run.acks SELECT s, 0 FROM generate_series(0, %d) s;\n",
-	    ACK_ROWS - 1);
+	    " backend_pid integer NOT NULL DEFAULT pg_backend_pid(),"
+	    " xid xid8 NOT NULL DEFAULT pg_current_xact_id());\n"
+	    "CREATE INDEX ON idem_run.ack (msg_id);\n"
+	    /* the acks are counted from the last count's horizon on */
+	    "CREATE INDEX ON idem_run.ack (xid);\n", t.f);
 
 	text_open(&body);
 	fprintf(body.f, "DECLARE\n"
@@ -165,9 +165,7 @@ install_sql(PGconn *conn, const struct idem_queue *q, const char *table, const c
 		    " THEN %d ELSE %d END);\n"
 		    "\tEND IF;\n", IDEM_FAILPOINT_AFTER_COMMIT, IDEM_FAILPOINT_ACK_IN_EFFECT,
 		    IDEM_FAILPOINT_AFTER_COMMIT);
-	fprintf(body.f, "\tINSERT INTO idem_run.ack (msg_id) VALUES ($1);\n"
-	    "\tUPDATE idem_run.acks SET acks = acks + 1 WHERE slot = pg_backend_pid() %% %d;\n"
-	    "END", ACK_ROWS);
+	fputs("\tINSERT INTO idem_run.ack (msg_id) VALUES ($1);\nEND", body.f);
 	function_sql(t.f, conn, "acking(text, text)", "void", text_close(&body));
 	free(body.s);
 	/* for the queues whose messages idem.published names: the kind ($1)
@@ -319,6 +317,7 @@ idem_failpoint_install(const char *conninfo, const struct idem_queue *q, const c
 
 	memset(fp, 0, sizeof(*fp));
 	fp->q = q;
+	strcpy(fp->acks_horizon, "0");
 	for (i = 0; i < 2; i++) {
 		if ((fp->conn[i] = idem_pg_connect(conninfo, err)) == NULL)
 			goto fail;
@@ -720,11 +719,36 @@ idem_failpoint_rescue(struct idem_failpoint *fp, long long visibility_timeout_ms
 	return n;
 }
 
+/*
+ * The committed acks of the run's queue, in time O(acks since the last
+ * count): the rows of transactions below the snapshot's xmin are final
+ * (those transactions have ended, and an ack row is never removed), so
+ * they are added up once; the rows at or above it are counted again each
+ * time until the horizon passes them. A long transaction holds the horizon
+ * back and only makes the count slower.
+ */
 static long long
 acks(struct idem_failpoint *fp, struct idem_error *err)
 {
-	return exec_number(fp->conn[0], "counting acks", "SELECT sum(acks) FROM idem_run.acks", 0,
-	    NULL, err);
+	const char *params[1] = { fp->acks_horizon };
+	PGresult *res = idem_pg_exec(fp->conn[0], "counting acks", err,
+	    "SELECT s.xmin::text, count(a.xid) FILTER (WHERE a.xid < s.xmin),"
+	    " count(a.xid) FILTER (WHERE a.xid >= s.xmin)"
+	    " FROM (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin) s"
+	    " LEFT JOIN idem_run.ack a ON a.xid >= $1::xid8 GROUP BY s.xmin", 1, params);
+	long long recent;
+
+	if (res == NULL)
+		return -1;
+	if (PQntuples(res) != 1 || PQgetlength(res, 0, 0) >= (int)sizeof(fp->acks_horizon)) {
+		PQclear(res);
+		return idem_error_set(err, IDEM_EXIT_ENV, "counting acks: no value");
+	}
+	fp->acks_ended += strtoll(PQgetvalue(res, 0, 1), NULL, 10);
+	recent = strtoll(PQgetvalue(res, 0, 2), NULL, 10);
+	memcpy(fp->acks_horizon, PQgetvalue(res, 0, 0), (size_t)PQgetlength(res, 0, 0) + 1);
+	PQclear(res);
+	return fp->acks_ended + recent;
 }
 
 int
