@@ -85,6 +85,13 @@ time.sleep(60)' >"$BATS_TEST_TMPDIR/tcp" &
 	assert_equal "$(sql "SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'idem_run%'")" 0
 }
 
+@test "a point armed, disarmed and armed again holds the next writer" {
+	run kill_at before-write -a
+	[ "$status" -eq 0 ]
+	[[ "$output" == "killed "* ]]
+	assert_equal "$(sql 'SELECT count(*) FROM demo.invoice_lines')" 0
+}
+
 @test "letting the held session go before terminating it lets a dead client commit" {
 	run kill_at before-commit -r
 	[ "$status" -eq 0 ]

@@ -4,7 +4,9 @@
  * there, finds the process that owns the session, kills its group and
  * terminates the session, as kill-at does; with -r, it lets the session go
  * on first, and waits until it has ended by itself before it would
- * terminate it: the order that lets a dead client commit.
+ * terminate it: the order that lets a dead client commit. With -a, the
+ * point is armed, disarmed and armed again first, as a run arms a key's
+ * point again for a later kill.
  * Prints "killed PID". Not installed. */
 #include <sys/wait.h>
 
@@ -18,7 +20,7 @@
 #include "util.h"
 
 static const char synopsis[] =
-	"usage: failpoint-kill [-r] -t table -c key-columns -q queue -s step -k business-key\n"
+	"usage: failpoint-kill [-ar] -t table -c key-columns -q queue -s step -k business-key\n"
 	"                      command [argument ...]\n";
 
 /* Waits until the session's server process has ended on its own, as it
@@ -51,14 +53,15 @@ main(int argc, char *argv[])
 	struct idem_failpoint_waiter *w = NULL;
 	struct idem_failpoint *fp;
 	struct idem_error err;
-	int c, step, release_first = 0, status;
+	int c, step, release_first = 0, rearm = 0, armed, status;
 	size_t n = 0, tries;
 	pid_t child, owner;
 	struct idem_queue q;
 
 	argv0 = "failpoint-kill";
-	while ((c = getopt(argc, argv, "+rt:c:q:s:k:")) != -1) {
+	while ((c = getopt(argc, argv, "+art:c:q:s:k:")) != -1) {
 		switch (c) {
+		case 'a': rearm = 1; break;
 		case 'r': release_first = 1; break;
 		case 't': table = optarg; break;
 		case 'c': columns = optarg; break;
@@ -73,7 +76,10 @@ main(int argc, char *argv[])
 		idem_usage(synopsis, IDEM_EXIT_USAGE);
 	if (idem_queue_open(&q, "idem", queue, &err) < 0 ||
 	    (fp = idem_failpoint_install(NULL, &q, table, columns, 1u << step, &err)) == NULL ||
-	    idem_failpoint_arm(fp, step, key, &err) < 0)
+	    (armed = idem_failpoint_arm(fp, step, key, &err)) < 0)
+		idem_die_error(&err);
+	if (rearm && (idem_failpoint_disarm(fp, armed, &err) < 0 ||
+	    idem_failpoint_arm(fp, step, key, &err) < 0))
 		idem_die_error(&err);
 	if ((child = fork()) < 0)
 		idem_die(IDEM_EXIT_ENV, "fork:");
