@@ -1372,6 +1372,7 @@ approve(const char *record, const char *key_path, int do_commit)
 		}
 	}
 	idem_key_wipe(&key);
+	idem_git_close();
 	printf("%s\n", sig_path);
 	free(message);
 	free(earlier);
@@ -1599,6 +1600,7 @@ main(int argc, char *argv[])
 	free(next_review);
 	free(waits);
 	free(message);
+	idem_git_close();
 	idem_close_stdout();
 	return 0;
 }

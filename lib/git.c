@@ -46,6 +46,11 @@ init(void)
 		initialising = 1;
 		git_libgit2_init();
 		initialising = 0;
+		/* the objects a commit of idem's names are the blobs it has
+		 * just written and the trees and commit HEAD has: checking
+		 * that each exists would read the header of every file of the
+		 * tree, so every record ever committed, at each commit */
+		git_libgit2_opts(GIT_OPT_ENABLE_STRICT_OBJECT_CREATION, 0);
 		done = 1;
 	}
 }
@@ -59,17 +64,69 @@ git_fail(struct idem_error *err, const char *what)
 	    "libgit2 error");
 }
 
+/* The repository at or above path; errors name dir, what the caller was
+ * asked for. */
 static int
-open_repo(git_repository **repo, const char *dir, struct idem_error *err)
+open_repo(git_repository **repo, const char *path, const char *dir, struct idem_error *err)
 {
 	init();
-	if (git_repository_open_ext(repo, dir, 0, NULL) != 0)
+	if (git_repository_open_ext(repo, path, 0, NULL) != 0)
 		return idem_error_set(err, IDEM_EXIT_ENV, "%s: not in a git repository", dir);
 	if (git_repository_is_bare(*repo)) {
 		git_repository_free(*repo);
 		return idem_error_set(err, IDEM_EXIT_ENV, "%s: a bare repository", dir);
 	}
 	return 0;
+}
+
+/* One repository kept open for the program: mkrecord reads the seed's
+ * revision and commits the record in the same one, and an audit reads a
+ * seed at every record's revision; opening it reads its configuration,
+ * HEAD and more each time. */
+static git_repository *kept_repo;
+static char *kept_gitdir, *kept_dir;	/* its git directory; the last dir asked for */
+
+void
+idem_git_close(void)
+{
+	git_repository_free(kept_repo);
+	free(kept_gitdir);
+	free(kept_dir);
+	kept_repo = NULL;
+	kept_gitdir = NULL;
+	kept_dir = NULL;
+}
+
+/* The repository that holds dir, the kept one when it is the same. The
+ * caller does not free it. */
+static int
+kept(git_repository **repo, const char *dir, struct idem_error *err)
+{
+	git_buf gitdir = GIT_BUF_INIT;
+	int rc = 0;
+
+	*repo = kept_repo;
+	if (kept_repo != NULL && strcmp(kept_dir, dir) == 0)
+		return 0;
+	init();
+	if (git_repository_discover(&gitdir, dir, 0, NULL) != 0)
+		return idem_error_set(err, IDEM_EXIT_ENV, "%s: not in a git repository", dir);
+	if (kept_repo == NULL || strcmp(kept_gitdir, gitdir.ptr) != 0) {
+		git_repository *opened;
+
+		idem_git_close();
+		if ((rc = open_repo(&opened, gitdir.ptr, dir, err)) == 0) {
+			kept_repo = opened;
+			kept_gitdir = idem_estrdup(gitdir.ptr);
+		}
+	}
+	git_buf_dispose(&gitdir);
+	if (rc == 0) {
+		free(kept_dir);
+		kept_dir = idem_estrdup(dir);
+	}
+	*repo = kept_repo;
+	return rc;
 }
 
 /* The directory part of a path, "." when it has none. */
@@ -130,7 +187,7 @@ idem_git_revision(const char *file, struct idem_git_revision *rev, struct idem_e
 
 	memset(rev, 0, sizeof(*rev));
 	dir_of(file, dir, sizeof(dir));
-	if (open_repo(&repo, dir, err) < 0)
+	if (kept(&repo, dir, err) < 0)
 		return -1;
 	if (relative(repo, file, rev->path, sizeof(rev->path), err) < 0)
 		goto out;
@@ -154,22 +211,7 @@ out:
 	git_tree_entry_free(entry);
 	git_tree_free(tree);
 	git_object_free(head);
-	git_repository_free(repo);
 	return rc;
-}
-
-/* One repository kept open for idem_git_read_at: an audit reads a seed
- * at every record's revision, all in the same repository. */
-static git_repository *kept_repo;
-static char *kept_dir;
-
-void
-idem_git_close(void)
-{
-	git_repository_free(kept_repo);
-	free(kept_dir);
-	kept_repo = NULL;
-	kept_dir = NULL;
 }
 
 char *
@@ -184,13 +226,8 @@ idem_git_read_at(const char *dir, const char *commit, const char *path, size_t *
 	git_oid id;
 	char *out = NULL;
 
-	if (kept_dir == NULL || strcmp(kept_dir, dir) != 0) {
-		idem_git_close();
-		if (open_repo(&kept_repo, dir, err) < 0)
-			return NULL;
-		kept_dir = idem_estrdup(dir);
-	}
-	repo = kept_repo;
+	if (kept(&repo, dir, err) < 0)
+		return NULL;
 	if (git_oid_fromstr(&id, commit) != 0 || git_object_lookup(&obj, repo, &id, GIT_OBJECT_COMMIT) != 0) {
 		idem_error_set(err, IDEM_EXIT_FINDING, "commit %s is not in the repository", commit);
 		goto out;
@@ -231,7 +268,7 @@ idem_git_commit(const char *const *files, size_t nfiles, const char *message,
 	int rc = -1, have_parent;
 
 	dir_of(files[0], dir, sizeof(dir));
-	if (open_repo(&repo, dir, err) < 0)
+	if (kept(&repo, dir, err) < 0)
 		return -1;
 	/* the branch HEAD names, born or not */
 	if (git_reference_lookup(&head_ref, repo, "HEAD") != 0 ||
@@ -252,7 +289,8 @@ idem_git_commit(const char *const *files, size_t nfiles, const char *message,
 			goto out;
 		}
 	}
-	if (git_repository_index(&repo_index, repo) != 0) {
+	/* the kept repository's index as the file now holds it */
+	if (git_repository_index(&repo_index, repo) != 0 || git_index_read(repo_index, 0) != 0) {
 		git_fail(err, "reading the index");
 		goto out;
 	}
@@ -349,7 +387,6 @@ out:
 	git_reference_free(head_ref);
 	git_index_free(index);
 	git_index_free(repo_index);
-	git_repository_free(repo);
 	return rc;
 }
 
@@ -507,7 +544,7 @@ idem_git_history(const char *dir, const char *since, const void *signers,
 
 	*out = NULL;
 	*n = 0;
-	if (open_repo(&repo, dir, err) < 0)
+	if (open_repo(&repo, dir, dir, err) < 0)
 		return -1;
 	if (dir_pathspec(repo, dir, pathspec, sizeof(pathspec), err) < 0)
 		goto out;
@@ -611,7 +648,7 @@ idem_git_changed(const char *dir, const char *since, char ***names, size_t *n,
 
 	*names = NULL;
 	*n = 0;
-	if (open_repo(&repo, dir, err) < 0)
+	if (open_repo(&repo, dir, dir, err) < 0)
 		return -1;
 	if (dir_pathspec(repo, dir, pathspec, sizeof(pathspec), err) < 0)
 		goto out;
@@ -674,7 +711,7 @@ idem_git_last_change(const char *file, time_t *when, int *committed, struct idem
 
 	*committed = 0;
 	dir_of(file, dir, sizeof(dir));
-	if (open_repo(&repo, dir, err) < 0)
+	if (open_repo(&repo, dir, dir, err) < 0)
 		return -1;
 	if (relative(repo, file, path, sizeof(path), err) < 0)
 		goto out;

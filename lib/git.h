@@ -18,8 +18,9 @@ struct idem_git_revision {
 };
 int idem_git_revision(const char *file, struct idem_git_revision *rev, struct idem_error *err);
 
-/* The contents of path at a commit, in the repository that holds dir; the
- * repository stays open for the next call until idem_git_close. */
+/* The contents of path at a commit, in the repository that holds dir.
+ * This, idem_git_revision and idem_git_commit keep the repository they
+ * open for the next call in the same one, until idem_git_close. */
 char *idem_git_read_at(const char *dir, const char *commit, const char *path, size_t *len,
 		       struct idem_error *err);
 void idem_git_close(void);
