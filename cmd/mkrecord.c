@@ -233,8 +233,10 @@ account_row(enum idem_kind kind, char **f)
 	    "type", f[GRANT_TYPE], "object", f[GRANT_OBJECT], "privilege", f[GRANT_PRIVILEGE],
 	    "listed", strcmp(f[GRANT_LISTED], "yes") == 0));
 	if (strcmp(f[GRANT_LISTED], "no") == 0)
-		json_array_append_new(json_object_get(a, "findings"), json_sprintf("held %s on %s %s, "
-		    "beyond its list", f[GRANT_PRIVILEGE], f[GRANT_TYPE], f[GRANT_OBJECT]));
+		json_array_append_new(json_object_get(a, "findings"), *f[GRANT_OBJECT] ?
+		    json_sprintf("held %s on %s %s, beyond its list", f[GRANT_PRIVILEGE], f[GRANT_TYPE],
+		    f[GRANT_OBJECT]) : json_sprintf("held %s %s, beyond its list", f[GRANT_TYPE],
+		    f[GRANT_PRIVILEGE]));
 }
 
 /* The baseline row of kill-at: the jobs in no fault, run first; when it

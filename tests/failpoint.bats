@@ -33,7 +33,9 @@ kill_at() {
 }
 
 @test "peer-of finds the process that holds a session's Unix socket, and no other" {
-	setsid psql -X -q -c 'SELECT pg_sleep(60) -- marker-peer' >/dev/null &
+	# the backend notices its client gone within 100 ms, not at the sleep's end
+	PGOPTIONS='-c client_connection_check_interval=100ms' \
+		setsid psql -X -q -c 'SELECT pg_sleep(60) -- marker-peer' >/dev/null &
 	client=$!
 	until backend=$(sql "SELECT pid FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(60) -- marker-peer%'") && [ -n "$backend" ]; do
 		sleep 0.05

@@ -90,4 +90,6 @@ teardown() {
 		assert 'object: "idem.message"\n    privilege: "TRUNCATE"\n    held: false' in denied, denied
 		assert re.search(r'^  findings: \[\]$', text, re.M), "findings"
 	PY
+	grep -qx 'The worker ran as the role `rehearsal-bot`, which held its list and no more.' "${r%.yaml}.md"
+	grep -qx -- '- TRUNCATE on `idem.message`: denied' "${r%.yaml}.md"
 }

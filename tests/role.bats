@@ -78,6 +78,24 @@ publish() {
 	grep -q '^grant	rehearsal-bot	run	table	idem.message	TRUNCATE	no$' "$out"
 	grep -q '^denied	rehearsal-bot	idem.message	TRUNCATE	yes$' "$out"
 	grep -q '^denied	rehearsal-bot		CREATEROLE	yes$' "$out"
+	# the record keeps each finding, and its handoff shows them to the reviewer
+	count-effects <"$out" >"$BATS_TEST_TMPDIR/run.tsv"
+	new_repo "$BATS_TEST_TMPDIR/repo"
+	cp "$BATS_TEST_TMPDIR/seed.yaml" seed.yaml
+	git add seed.yaml && git commit -q -m seed
+	sed -i "s#$BATS_TEST_TMPDIR/seed.yaml#seed.yaml#" "$BATS_TEST_TMPDIR/run.tsv"
+	r=$(mkrecord <"$BATS_TEST_TMPDIR/run.tsv")
+	sed -n '/^  findings:$/,/^[^ ]/p' "$r" >"$BATS_TEST_TMPDIR/findings"
+	assert_equal "$(grep -c '^  - ' "$BATS_TEST_TMPDIR/findings")" 4
+	grep -qx '  - "held attribute CREATEROLE, beyond its list"' "$BATS_TEST_TMPDIR/findings"
+	grep -qx '  - "held TRUNCATE on table idem.message, beyond its list"' "$BATS_TEST_TMPDIR/findings"
+	grep -qx '  - "could TRUNCATE idem.message, which it may not"' "$BATS_TEST_TMPDIR/findings"
+	grep -qx '  - "could CREATEROLE, which it may not"' "$BATS_TEST_TMPDIR/findings"
+	h="${r%.yaml}.md"
+	grep -qx '\*\*Findings: it held more than its list.\*\*' "$h"
+	grep -qx -- '- \*\*held attribute CREATEROLE, beyond its list\*\*' "$h"
+	grep -qx '| TRUNCATE | table `idem.message` | \*\*no\*\* |' "$h"
+	grep -qx -- '- TRUNCATE on `idem.message`: \*\*it could\*\*' "$h"
 }
 
 @test "a sandbox account that is the user kill-at connects as is refused" {
