@@ -193,3 +193,29 @@ records/unsigned.yaml	FAIL	no signature: records/unsigned.yaml.sig: No such file
 	[[ "$output" == *"huge_key: larger than 65536 bytes"* ]]
 	[ ! -e out ]
 }
+
+# A hostile file of 1 KB is refused within 50 MB of
+# resident memory, GNU time's peak (ASan's shadow memory counts there too,
+# so a sanitized build skips it; the time is make bench's, BENCH=hostile).
+@test "each hostile seed and record is refused within 50 MB, signed or not" {
+	case "${BIN:-}${BUILD:-}" in
+	*sanitize*) skip "an ASan build's shadow memory is resident memory too" ;;
+	esac
+	for seed in tests/fixtures/hostile/*.yaml; do
+		/usr/bin/time -f %M -o "$BATS_TEST_TMPDIR/rss" seed-gen "$seed" >/dev/null 2>&1 || true
+		[ "$(tail -n 1 "$BATS_TEST_TMPDIR/rss")" -lt 51200 ] ||
+			{ echo "seed-gen $seed: $(tail -n 1 "$BATS_TEST_TMPDIR/rss") KiB" >&2; return 1; }
+	done
+	for name in laughs deep nul twice; do
+		signed_record "$name"
+	done
+	cd "$BATS_TEST_TMPDIR"
+	for record in laughs.yaml deep.yaml nul.yaml twice.yaml; do
+		for signed in yes no; do
+			[ "$signed" = yes ] || rm -f "$record.sig"
+			run /usr/bin/time -f %M -o rss verify-record -f allowed_signers "$record"
+			[ "$status" -eq 1 ]
+			[ "$(tail -n 1 rss)" -lt 51200 ] || { echo "verify-record $record, signed $signed: $(tail -n 1 rss) KiB" >&2; return 1; }
+		done
+	done
+}
