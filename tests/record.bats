@@ -980,6 +980,27 @@ with_seed() {
 	[[ "$output" == *"worker image is other"*"; the seed's worker command is"*"; the seed's key columns are"* ]]
 }
 
+@test "the newest record is stale by the seed's worker version, retry policy or key scope alone, each named" {
+	record >/dev/null
+	cp seed.yaml "$BATS_TEST_TMPDIR/seed.yaml"
+	for change in 's|^  version: "1.4.2"$|  version: "1.5.0"|' \
+		's|^retry: { visibility_timeout: \([0-9a-z]*\), max_attempts: 5 }$|retry: { visibility_timeout: \1, max_attempts: 7 }|' \
+		's|^  key_scope: business$|  key_scope: job|'; do
+		cp "$BATS_TEST_TMPDIR/seed.yaml" seed.yaml
+		sed -i "$change" seed.yaml
+		! cmp -s seed.yaml "$BATS_TEST_TMPDIR/seed.yaml"
+		run -1 verify-record --history
+		stale=$(grep -o 'stale  .*' <<<"$output")
+		case $change in
+		*version*) assert_equal "$stale" "stale  the seed's worker version is 1.5.0, the record rehearsed 1.4.2" ;;
+		*retry*) [[ "$stale" == "stale  the seed's retry policy ("*" ms, 7 attempts) is not the one rehearsed" ]] ;;
+		*key_scope*) assert_equal "$stale" "stale  the seed's key scope is job, the record rehearsed business" ;;
+		esac
+	done
+	cp "$BATS_TEST_TMPDIR/seed.yaml" seed.yaml
+	run -0 verify-record --history
+}
+
 # The run's stream with its worker row replaced by one of the words given.
 with_worker() {
 	local argv

@@ -192,6 +192,42 @@ ended_by() {
 	done
 }
 
+# mkrecord has made a file of the record, and not yet named it.
+mkrecord_writing() {
+	compgen -G 'records/.mkrecord-*' >/dev/null
+}
+
+@test "interrupted while mkrecord writes and commits: the record is whole, committed, and verifies" {
+	# strace holds each fsync of mkrecord for a second: mkrecord is then
+	# in its write, its files made and not yet named. rehearse runs the
+	# programs beside it: a copy of it, beside the others and that mkrecord
+	local bin="$BATS_TEST_TMPDIR/bin" real
+	real=$(dirname "$(command -v rehearse)")
+	mkdir "$bin"
+	for program in "$real"/*; do
+		ln -s "$program" "$bin/"
+	done
+	rm "$bin/rehearse" "$bin/mkrecord"
+	cp "$real/rehearse" "$bin/rehearse"
+	printf '#!/bin/sh\nexec strace -f -qq -o /dev/null -e trace=fsync -e inject=fsync:delay_enter=1000000 %s "$@"\n' \
+		"$real/mkrecord" >"$bin/mkrecord"
+	chmod +x "$bin/mkrecord"
+	for sig in INT TERM; do
+		PATH="$bin:$PATH" launch group -k "$key" -f records/allowed_signers -c seeds/one.yaml
+		wait_for mkrecord_writing
+		interrupt "$sig" group
+		ended_by "$sig"
+		# all of it, or none of it: here all, as the write had begun
+		r=$(git show --name-only --format= HEAD -- '*.yaml')
+		[ -f "$r" ] && [ -f "$r.sig" ] && [ -f "${r%.yaml}.md" ] && [ -f "${r%.yaml}.svg" ]
+		assert_equal "$(git status --porcelain)" ""
+		verify-record -f records/allowed_signers "$r"
+		git -c gpg.ssh.allowedSignersFile=records/allowed_signers verify-commit HEAD 2>/dev/null
+		assert_equal "$(ls -A records | grep -c '^\.')" 0
+		git reset -q --hard "$head"
+	done
+}
+
 @test "interrupted while verify-record runs: the record is whole and verifies" {
 	mkfifo "$BATS_TEST_TMPDIR/held_signers"
 	for sig in INT TERM; do
