@@ -95,6 +95,7 @@ publish() {
 	grep -qx '\*\*Findings: it held more than its list.\*\*' "$h"
 	grep -qx -- '- \*\*held attribute CREATEROLE, beyond its list\*\*' "$h"
 	grep -qx '| TRUNCATE | table `idem.message` | \*\*no\*\* |' "$h"
+	grep -qx '| CREATEROLE | attribute | \*\*no\*\* |' "$h"
 	grep -qx -- '- TRUNCATE on `idem.message`: \*\*it could\*\*' "$h"
 }
 
