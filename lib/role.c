@@ -9,10 +9,13 @@
 /* every program and setup that writes looks for the sandbox's marker */
 #define SANDBOX_GRANT "GRANT USAGE ON SCHEMA idem TO %I; GRANT SELECT ON idem.sandbox TO %I"
 
-/* What a role holds: type, schema, object and privilege, one row each. */
+/* What a role holds: type, schema, object and privilege, one row each.
+ * The columns are text from the first branch on: of type name, which the
+ * next branches would give them, an object longer than 63 bytes (a
+ * function's signature) would be cut. */
 static const char HELD_SQL[] =
 	"WITH r AS (SELECT * FROM pg_roles WHERE rolname = $1) "
-	"SELECT 'attribute', '', '', a.p FROM r, LATERAL (VALUES ('SUPERUSER', r.rolsuper), "
+	"SELECT 'attribute'::text, ''::text, ''::text, a.p::text FROM r, LATERAL (VALUES ('SUPERUSER', r.rolsuper), "
 	" ('CREATEROLE', r.rolcreaterole), ('CREATEDB', r.rolcreatedb), "
 	" ('REPLICATION', r.rolreplication), ('BYPASSRLS', r.rolbypassrls), "
 	" ('LOGIN', r.rolcanlogin)) a(p, held) WHERE a.held "
