@@ -1336,6 +1336,14 @@ guards(void)
 		c.ncolumns };
 	struct guarded declared = { c.declared_table, c.declared_columns, c.declared_table, NULL,
 		NULL, 0 };
+	/* whether the table is there, and the first column of the declared key
+	 * that it does not have, quoted as in SQL */
+	static const char declared_sql[] =
+	    "SELECT to_regclass($1) IS NOT NULL,"
+	    " (SELECT quote_ident(k) FROM json_array_elements_text($2::json) WITH ORDINALITY AS t(k, o)"
+	    "  WHERE NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = to_regclass($1)"
+	    "   AND a.attname = k AND a.attnum > 0 AND NOT a.attisdropped) ORDER BY o LIMIT 1)";
+	const char *params[2];
 	char msg[768];
 	PGresult *res;
 	size_t i;
@@ -1345,20 +1353,33 @@ guards(void)
 		return;
 	declared.table_sql = quote_table(c.declared_table);
 	declared.column_sql = quote_columns(c.declared_columns, &declared.ncolumns);
-	res = PQexecParams(c.conn, "SELECT to_regclass($1) IS NOT NULL", 1, NULL,
-	    (const char *const *)&declared.table_sql, NULL, NULL, 0);
+	params[0] = declared.table_sql;
+	params[1] = c.declared_columns;
+	res = PQexecParams(c.conn, declared_sql, 2, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		idem_die(IDEM_EXIT_ENV, "looking for %s: %s", c.declared_table,
 		    idem_pg_message(c.conn, res, msg, sizeof(msg)));
-	if (PQgetvalue(res, 0, 0)[0] == 't') {
+	if (PQgetvalue(res, 0, 0)[0] == 't' && PQgetisnull(res, 0, 1)) {
 		guards_of(&declared);
 	} else {
-		const char *guard_row[5] = { "none", NULL, "none: not found where the seed declares "
-			"the guard: no such table", NULL, c.declared_table };
+		char *why = NULL, *definition;
+		const char *guard_row[5] = { "none", NULL, NULL, NULL, c.declared_table };
 		const char *probe_row[5] = { "skipped", NULL, "no table to probe", "", c.declared_table };
 
+		if (PQgetvalue(res, 0, 0)[0] != 't')
+			why = idem_estrdup("no such table");
+		else if (asprintf(&why, "no column %s in the table", PQgetvalue(res, 0, 1)) < 0)
+			idem_die(IDEM_EXIT_ENV, "asprintf:");
+		else
+			probe_row[2] = "no column of the declared key to probe";
+		if (asprintf(&definition, "none: not found where the seed declares the guard: %s",
+		    why) < 0)
+			idem_die(IDEM_EXIT_ENV, "asprintf:");
+		guard_row[2] = definition;
 		write_row("guard", guard_row, 5);
 		write_row("probe", probe_row, 5);
+		free(definition);
+		free(why);
 	}
 	PQclear(res);
 	for (i = 0; i < declared.ncolumns; i++)

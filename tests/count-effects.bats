@@ -449,6 +449,11 @@ declare_guard() {
 	count-effects "$BATS_TEST_TMPDIR/stream" >"$out" 2>"$err" || true
 	grep -q "^guard	none	\\\\N	none: not found where the seed declares the guard: no such table	\\\\N	fx.nowhere$" "$out"
 	grep -q "^probe	skipped	\\\\N	no table to probe		fx.nowhere$" "$out"
+	# a key column the table does not have, named as SQL quotes it
+	declare_guard fx.claims order_id 'Line No'
+	count-effects "$BATS_TEST_TMPDIR/stream" >"$out" 2>"$err" || true
+	grep -q "^guard	none	\\\\N	none: not found where the seed declares the guard: no column \"Line No\" in the table	\\\\N	fx.claims$" "$out"
+	grep -q "^probe	skipped	\\\\N	no column of the declared key to probe		fx.claims$" "$out"
 }
 
 @test "without a declared guard, the stream has no row of another table" {

@@ -1098,6 +1098,46 @@ kill_points:'
 	grep -qF -- '- probe of the declared guard on `demo.outbox` (key `key` declared in the seed): **enforced** (SQLSTATE 23505)' "$md"
 }
 
+@test "a guard the seed declares where there is none: the record and the handoff say it is missing there" {
+	sed 's/idem-worker --guard unique/idem-worker --guard outbox/' seed.yaml >outbox.yaml
+	# the outbox's key is its column key; job_id is not unique there
+	echo 'guard: { table: demo.outbox, key: [job_id] }' >>outbox.yaml
+	git add outbox.yaml
+	git commit -q -m "the outbox seed, its guard declared on the wrong key"
+	queue_reset
+	idem-worker --setup -g outbox
+	seed-gen outbox.yaml | count-effects --before | dup-publish | kill-at | count-effects >"$BATS_TEST_TMPDIR/outbox.tsv"
+	r=$(mkrecord -k "$key" -r "seed-gen outbox.yaml | ..." <"$BATS_TEST_TMPDIR/outbox.tsv")
+	run -0 verify-record "$r"
+	assert_equal "$(sed -n '/^guards:$/,/^probe:$/p' "$r")" 'guards:
+- kind: "none"
+  name: null
+  definition: "none: best effort"
+  flags: null
+  table: null
+- kind: "none"
+  name: null
+  definition: "none: not found where the seed declares the guard: no unique constraint or index over its key"
+  flags: null
+  table: "demo.outbox"
+probe:'
+	# its probe meets the outbox's primary key, which is not over the declared key
+	grep -A8 '^declared_guard:$' "$r" | grep -qx '    result: "inconclusive"'
+	md="${r%.yaml}.md"
+	grep -qxF -- '- on `demo.outbox`: none: not found where the seed declares the guard: no unique constraint or index over its key' "$md"
+	grep -qF -- '- probe of the declared guard on `demo.outbox` (key `job_id` declared in the seed): **inconclusive** (SQLSTATE 23505)' "$md"
+	# declared on a column the table does not have
+	sed -i 's/key: \[job_id\]/key: [job]/' outbox.yaml
+	git commit -q -a -m "the guard declared on a column that is not there"
+	queue_reset
+	idem-worker --setup -g outbox
+	seed-gen outbox.yaml | count-effects --before | dup-publish | kill-at | count-effects >"$BATS_TEST_TMPDIR/outbox.tsv"
+	r=$(mkrecord -k "$key" -o other -r "seed-gen outbox.yaml | ..." <"$BATS_TEST_TMPDIR/outbox.tsv")
+	grep -qxF -- '- on `demo.outbox`: none: not found where the seed declares the guard: no column job in the table' "${r%.yaml}.md"
+	grep -qF -- '- probe of the declared guard on `demo.outbox` (key `job` declared in the seed): **skipped**: no column' "${r%.yaml}.md"
+	grep -A8 '^declared_guard:$' "$r" | grep -qx '    message: "no column of the declared key to probe"'
+}
+
 @test "the newest record is stale when the worker's script has changed since the run, or the guard declaration" {
 	printf '#!/bin/sh\nexec idem-worker "$@"\n' >worker.sh
 	git add worker.sh && git commit -q -m "the worker's script"
