@@ -146,8 +146,8 @@ test: all $(addprefix $(BUILD)/tests/,$(addsuffix _test,$(UNIT))) \
 
 # The README's main command.
 demo: deps
-	@$(MAKE) --no-print-directory all
-	@BIN="$(CURDIR)/$(BIN)" tests/demo
+	@$(MAKE) --no-print-directory all $(BUILD)/tests/mermaid-check
+	@BIN="$(CURDIR)/$(BIN)" BUILD="$(CURDIR)/$(BUILD)" tests/demo
 
 bench: deps
 	@$(MAKE) --no-print-directory EXTRA_DEBS="$(BENCH_DEBS)" deps all

@@ -283,6 +283,12 @@ idem_handoff_context(json_t *ctx, const struct idem_handoff_files *files)
 		memcpy(when + 23, "Z", 2);
 		json_object_set_new(ctx, "run_start", json_string(when));
 	}
+	/* and seconds for when the record was made */
+	if (str(ctx, "created_at") && strlen(str(ctx, "created_at")) > 19) {
+		memcpy(when, str(ctx, "created_at"), 19);
+		memcpy(when + 19, "Z", 2);
+		json_object_set_new(ctx, "created", json_string(when));
+	}
 	json_array_foreach(json_object_get(ctx, "evidence"), i, row) {
 		const char *outcome = str(row, "outcome"), *branch = str(row, "branch");
 

@@ -82,3 +82,24 @@ free_port() {
 	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
+# What every handoff must hold to: lines of at most 120 characters
+# outside tables, no millisecond count above 10,000 and no microsecond
+# timestamp, a Mermaid timeline the gantt grammar and Mermaid's parser
+# accept, an SVG timeline that is well-formed XML.
+readable() {
+	local md=$1 svg=$2
+	run awk 'length > 120 && !/^\|/ { print FILENAME ":" FNR ": " length " characters" }' "$md"
+	[ -z "$output" ] || { echo "$output"; return 1; }
+	run grep -nE '(^|[^0-9.])(1000[1-9]|100[1-9][0-9]|10[1-9][0-9]{2}|1[1-9][0-9]{3}|[2-9][0-9]{4}|[0-9]{6,}) ?ms' "$md"
+	[ -z "$output" ] || { echo "raw milliseconds: $output"; return 1; }
+	run grep -nE 'T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z' "$md"
+	[ -z "$output" ] || { echo "microsecond timestamps: $output"; return 1; }
+	"$BUILD/tests/mermaid-check" "$md"
+	# and Mermaid's own parser, from tests/node
+	node "$BATS_TEST_DIRNAME/node/mermaid-parse.mjs" "$md"
+	if command -v xmllint >/dev/null; then
+		xmllint --noout "$svg"
+	else
+		python3 -c 'import sys, xml.etree.ElementTree as t; t.parse(sys.argv[1])' "$svg"
+	fi
+}
