@@ -114,6 +114,36 @@ postmaster_pid() {
 	assert_equal "$(pgrep -f -- "-D $dir/data" || true)" ""
 }
 
+@test "new sandboxes are copies of one cluster initdb made, kept in the cache, one for the server's binaries" {
+	cache="$IDEM_TEST_ROOT/cache"
+	mkdir "$cache"
+	[ "$(id -u)" -ne 0 ] || chown postgres "$cache"
+	# two sandboxes started together into an empty cache: each whole
+	for n in 1 2; do
+		IDEM_SANDBOX_CACHE="$cache" idem-sandbox -D "$IDEM_TEST_ROOT/c$n" start >"$BATS_TEST_TMPDIR/env$n" &
+	done
+	wait
+	assert_equal "$(ls "$cache" | grep -c '^cluster-1-')" 1
+	assert_equal "$(ls "$cache" | grep -vc '^cluster-1-[0-9a-f-]*$' || true)" 0
+	for n in 1 2; do
+		( eval "$(cat "$BATS_TEST_TMPDIR/env$n")" &&
+			assert_equal "$(sql 'SHOW unix_socket_directories')" "$IDEM_TEST_ROOT/c$n/run" &&
+			assert_equal "$(sql 'SELECT count(*) FROM idem.sandbox')" 1 )
+	done
+	for n in 1 2; do
+		idem-sandbox -D "$IDEM_TEST_ROOT/c$n" --purge stop
+	done
+	# the next one is a copy: initdb does not run
+	IDEM_SANDBOX_CACHE="$cache" idem-sandbox -D "$IDEM_TEST_ROOT/c5" start >/dev/null
+	! grep -q 'creating subdirectories' "$IDEM_TEST_ROOT/c5/server.log"
+	idem-sandbox -D "$IDEM_TEST_ROOT/c5" --purge stop
+	# without a cache, initdb makes the cluster itself, and nothing is kept
+	IDEM_SANDBOX_CACHE= idem-sandbox -D "$IDEM_TEST_ROOT/c4" start >/dev/null
+	grep -q 'creating subdirectories' "$IDEM_TEST_ROOT/c4/server.log"
+	idem-sandbox -D "$IDEM_TEST_ROOT/c4" --purge stop
+	assert_equal "$(ls "$cache" | grep -c '^cluster-1-')" 1
+}
+
 @test "a sandbox directory that is a symbolic link, or another user's, is refused" {
 	mkdir "$BATS_TEST_TMPDIR/real"
 	ln -s "$BATS_TEST_TMPDIR/real" "$BATS_TEST_TMPDIR/link"
