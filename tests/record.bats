@@ -1058,14 +1058,21 @@ retry:"
 	! grep -q 'note:' "$r"
 }
 
-@test "the record and the handoff show the guard of each table: none on the effect table, the declared one enforced" {
+# outbox_run KEY MESSAGE: the seed with the outbox worker and its guard
+# declared on demo.outbox over KEY, committed with MESSAGE, run through the
+# pipeline into $BATS_TEST_TMPDIR/outbox.tsv.
+outbox_run() {
 	sed 's/idem-worker --guard unique/idem-worker --guard outbox/' seed.yaml >outbox.yaml
-	echo 'guard: { table: demo.outbox, key: [key] }' >>outbox.yaml
+	echo "guard: { table: demo.outbox, key: [$1] }" >>outbox.yaml
 	git add outbox.yaml
-	git commit -q -m "the outbox seed"
+	git commit -q -m "$2"
 	queue_reset
 	idem-worker --setup -g outbox
 	seed-gen outbox.yaml | count-effects --before | dup-publish | kill-at | count-effects >"$BATS_TEST_TMPDIR/outbox.tsv"
+}
+
+@test "the record and the handoff show the guard of each table: none on the effect table, the declared one enforced" {
+	outbox_run key "the outbox seed"
 	r=$(mkrecord -k "$key" -c -r "seed-gen outbox.yaml | ..." <"$BATS_TEST_TMPDIR/outbox.tsv")
 	run -0 verify-record "$r"
 	grep -q '^verdict: "pass"$' "$r"
@@ -1099,14 +1106,8 @@ kill_points:'
 }
 
 @test "a guard the seed declares where there is none: the record and the handoff say it is missing there" {
-	sed 's/idem-worker --guard unique/idem-worker --guard outbox/' seed.yaml >outbox.yaml
 	# the outbox's key is its column key; job_id is not unique there
-	echo 'guard: { table: demo.outbox, key: [job_id] }' >>outbox.yaml
-	git add outbox.yaml
-	git commit -q -m "the outbox seed, its guard declared on the wrong key"
-	queue_reset
-	idem-worker --setup -g outbox
-	seed-gen outbox.yaml | count-effects --before | dup-publish | kill-at | count-effects >"$BATS_TEST_TMPDIR/outbox.tsv"
+	outbox_run job_id "the outbox seed, its guard declared on the wrong key"
 	r=$(mkrecord -k "$key" -r "seed-gen outbox.yaml | ..." <"$BATS_TEST_TMPDIR/outbox.tsv")
 	run -0 verify-record "$r"
 	assert_equal "$(sed -n '/^guards:$/,/^probe:$/p' "$r")" 'guards:
@@ -1127,11 +1128,7 @@ probe:'
 	grep -qxF -- '- on `demo.outbox`: none: not found where the seed declares the guard: no unique constraint or index over its key' "$md"
 	grep -qF -- '- probe of the declared guard on `demo.outbox` (key `job_id` declared in the seed): **inconclusive** (SQLSTATE 23505)' "$md"
 	# declared on a column the table does not have
-	sed -i 's/key: \[job_id\]/key: [job]/' outbox.yaml
-	git commit -q -a -m "the guard declared on a column that is not there"
-	queue_reset
-	idem-worker --setup -g outbox
-	seed-gen outbox.yaml | count-effects --before | dup-publish | kill-at | count-effects >"$BATS_TEST_TMPDIR/outbox.tsv"
+	outbox_run job "the guard declared on a column that is not there"
 	r=$(mkrecord -k "$key" -o other -r "seed-gen outbox.yaml | ..." <"$BATS_TEST_TMPDIR/outbox.tsv")
 	grep -qxF -- '- on `demo.outbox`: none: not found where the seed declares the guard: no column job in the table' "${r%.yaml}.md"
 	grep -qF -- '- probe of the declared guard on `demo.outbox` (key `job` declared in the seed): **skipped**: no column' "${r%.yaml}.md"
