@@ -318,8 +318,11 @@ cached_cluster(char *out)
 		return -1;
 	}
 	if (rename(tmp, out) < 0) {
+		int taken = errno == EEXIST || errno == ENOTEMPTY;
+
 		nftw(tmp, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-		if (errno != EEXIST && errno != ENOTEMPTY)
+		/* another sandbox's start made it first */
+		if (!taken)
 			return -1;
 	}
 	return 0;
