@@ -630,7 +630,9 @@ static const char join_sql[] =
     "  row_number() OVER (PARTITION BY job_id, attempt ORDER BY n) AS nth\n"
     " FROM idem_ev_consumed) c USING (job_id, attempt, nth);\n"
     /* its branches, the lines naming its message and attempt, then those
-     * naming its job and attempt and no message */
+     * naming its job and attempt and no message, in the order of the
+     * sorted subquery: one sort of them all, where string_agg(... ORDER
+     * BY n) sorts each delivery's on its own, 100 ms at 100,000 */
     "DECLARE idem_ev NO SCROLL CURSOR FOR\n"
     "SELECT d.job_id, d.msg_id, d.attempt, coalesce(c.pid, d.os_pid, 0), d.delivered_at,\n"
     " coalesce(r.last_commit, 0), d.acked_at, coalesce(r.inserts, 0),\n"
@@ -640,11 +642,11 @@ static const char join_sql[] =
     "FROM idem_ev_d d\n"
     "LEFT JOIN idem_ev_pid c ON c.n = d.n\n"
     "LEFT JOIN idem_ev_rows r ON r.dn = d.n\n"
-    "LEFT JOIN (SELECT id, attempt, string_agg(name, ' ' ORDER BY n) AS names\n"
-    " FROM idem_ev_branch WHERE by_msg GROUP BY id, attempt) bm\n"
+    "LEFT JOIN (SELECT id, attempt, string_agg(name, ' ') AS names\n"
+    " FROM (SELECT * FROM idem_ev_branch WHERE by_msg ORDER BY id, attempt, n) b GROUP BY id, attempt) bm\n"
     " ON bm.id = d.msg_id AND bm.attempt = d.attempt::text\n"
-    "LEFT JOIN (SELECT id, attempt, string_agg(name, ' ' ORDER BY n) AS names\n"
-    " FROM idem_ev_branch WHERE NOT by_msg GROUP BY id, attempt) bj\n"
+    "LEFT JOIN (SELECT id, attempt, string_agg(name, ' ') AS names\n"
+    " FROM (SELECT * FROM idem_ev_branch WHERE NOT by_msg ORDER BY id, attempt, n) b GROUP BY id, attempt) bj\n"
     " ON bj.id = d.job_id AND bj.attempt = d.attempt::text\n"
     "ORDER BY d.n";
 
@@ -840,7 +842,7 @@ idem_evidence_write(struct idem_evidence *ev, PGconn *conn, FILE *out, struct id
 		goto fail;
 	do {
 		PQclear(res);
-		if ((res = idem_pg_exec(conn, "joining the evidence", err, "FETCH 1000 FROM idem_ev",
+		if ((res = idem_pg_exec(conn, "joining the evidence", err, "FETCH 10000 FROM idem_ev",
 		    0, NULL)) == NULL)
 			goto fail;
 		if (write_attempts(ev, res, out, &rec, &nrec) < 0) {
