@@ -92,6 +92,10 @@ CREATE FUNCTION idem.send_batch(queue text, job_ids text[], business_keys text[]
 				payloads jsonb[], copies integer[])
 RETURNS TABLE (ord bigint, msg_id bigint, enqueued_at timestamptz, published boolean)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+-- planned for each call's arrays: a plan kept for arrays of unknown length
+-- takes a batch of thousands for ten rows, and joins them with every
+-- message of the queue in a nested loop, for minutes
+SET plan_cache_mode = force_custom_plan
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -133,7 +137,8 @@ BEGIN
 		    send_batch.copies) WITH ORDINALITY AS i(job_id, business_key, payload, copy, ord)
 	JOIN idem.message o ON o.queue = send_batch.queue AND o.job_id = i.job_id
 			   AND o.copy = i.copy
-	WHERE NOT i.ord = ANY (inserted)
+	-- a hashed set of the inserted, not a search of the array per row
+	WHERE i.ord NOT IN (SELECT unnest(inserted))
 	  AND (o.payload <> i.payload OR o.business_key <> i.business_key)
 	LIMIT 1;
 	IF FOUND THEN
@@ -146,7 +151,7 @@ BEGIN
 	FROM unnest(send_batch.job_ids, send_batch.copies) WITH ORDINALITY AS i(job_id, copy, ord)
 	JOIN idem.message o ON o.queue = send_batch.queue AND o.job_id = i.job_id
 			   AND o.copy = i.copy
-	WHERE NOT i.ord = ANY (inserted);
+	WHERE i.ord NOT IN (SELECT unnest(inserted));
 END
 $$;
 
