@@ -1046,6 +1046,12 @@ write_missed(void)
 			idem_die(IDEM_EXIT_ENV, "holding the rows:");
 }
 
+static int
+grouped_ledger(void *fp, const char **sql, struct idem_error *err)
+{
+	return idem_failpoint_grouped_ledger(fp, sql, err);
+}
+
 /*
  * The step, kill and log rows, then the attempt rows, one per delivery,
  * with the rows each wrote from the effect ledger, and the recover rows,
@@ -1056,13 +1062,16 @@ write_evidence(void)
 {
 	struct idem_evidence *ev = k.ev;
 	char *deliveries = idem_queue_sql(&k.q, k.conn, "deliveries");
-	const char *ledger = idem_failpoint_ledger_query(k.fp);
 	struct idem_error err;
 	size_t i;
 
 	if (deliveries == NULL)
 		idem_die(IDEM_EXIT_ENV, "reading the delivery log: the %s adapter has no deliveries "
 		    "section", k.q.kind);
+	/* the ledger grouped by another server process while this one reads
+	 * the deliveries */
+	if (idem_failpoint_group_ledger(k.fp, &err) < 0)
+		idem_die_error(&err);
 	/* the deliveries and the ledger are the database's: joined there */
 	idem_evidence_deliveries_from(ev, deliveries, msg_ids());
 	/* the sessions first: a write is a delivery's by the worker that holds
@@ -1071,11 +1080,11 @@ write_evidence(void)
 		if (k.sessions.s[i].worker >= 0)
 			idem_evidence_backend(ev, k.sessions.s[i].backend_pid, k.sessions.s[i].start,
 			    k.sessions.s[i].worker, k.sessions.s[i].pid);
-	if (ledger == NULL)
+	if (!idem_failpoint_has_ledger(k.fp))
 		idem_warn("no rows written: the effect table %s did not exist when the run began",
 		    k.plan.effect_table);
 	else
-		idem_evidence_ledger_from(ev, ledger);
+		idem_evidence_grouped_ledger(ev, grouped_ledger, k.fp);
 	for (i = 0; i < k.plan.nkills; i++) {
 		const struct kill_point *kp = &k.kills[i];
 		const struct idem_plan_kill *p = kp->plan;

@@ -53,7 +53,9 @@ struct idem_evidence {
 	int ledger;
 	/* the queries of the database's own rows, run where they are joined */
 	char *deliveries_sql, *msg_ids;
-	const char *ledger_sql;
+	int (*ledger_ready)(void *ctx, const char **sql, struct idem_error *err);
+	void *ledger_ctx;
+	int grouped_view;		/* idem_ev_g is a view of the grouped ledger */
 	struct kill *k;
 	size_t nk;
 	struct lists kills;		/* job and attempt: kills */
@@ -223,10 +225,13 @@ idem_evidence_deliveries_from(struct idem_evidence *ev, char *sql, const char *m
 }
 
 void
-idem_evidence_ledger_from(struct idem_evidence *ev, const char *sql)
+idem_evidence_grouped_ledger(struct idem_evidence *ev,
+			     int (*ready)(void *ctx, const char **sql, struct idem_error *err),
+			     void *ctx)
 {
 	ev->ledger = 1;
-	ev->ledger_sql = sql;
+	ev->ledger_ready = ready;
+	ev->ledger_ctx = ctx;
 }
 
 void
@@ -434,15 +439,10 @@ idem_evidence_kill(struct idem_evidence *ev, const char *scenario, const char *j
 static int
 copy_spool(FILE *spool, FILE *out)
 {
-	char buf[65536];
-	size_t n;
-
-	if (fflush(spool) != 0 || fseek(spool, 0, SEEK_SET) != 0)
+	if (fflush(spool) != 0 || fseek(spool, 0, SEEK_SET) != 0 ||
+	    idem_copy_stream(spool, out) < 0)
 		return -1;
-	while ((n = fread(buf, 1, sizeof(buf), spool)) > 0)
-		if (fwrite(buf, 1, n, out) != n)
-			return -1;
-	return ferror(spool) || fseek(spool, 0, SEEK_END) != 0 ? -1 : 0;
+	return fseek(spool, 0, SEEK_END) != 0 ? -1 : 0;
 }
 
 /* The step, kill and log rows, as they came. */
@@ -589,15 +589,14 @@ static const char deliveries_sql[] =
     " AND s.start <= d.delivered_at AND (s.until IS NULL OR d.delivered_at < s.until)";
 
 /* The writes of each transaction to each key, one session's: its first
- * write, its commit, its inserts and updates; %s: the ledger's writes. */
+ * write, its commit, its inserts and updates; the ledger's writes come
+ * grouped so already. */
 static const char writes_sql[] =
     "CREATE TEMP TABLE idem_ev_g ON COMMIT DROP AS\n"
     "SELECT xid, business_key, min(backend_pid) AS backend_pid,\n"
     " min(written_at) AS first_write, max(committed_at) AS last_commit,\n"
     " count(*) FILTER (WHERE NOT upd) AS inserts, count(*) FILTER (WHERE upd) AS updates\n"
-    "FROM (SELECT xid, backend_pid, upd, business_key, written_at, committed_at\n"
-    " FROM idem_ev_write%s) w\n"
-    "GROUP BY xid, business_key";
+    "FROM idem_ev_write GROUP BY xid, business_key";
 
 static const char join_sql[] =
     "SET LOCAL cursor_tuple_fraction = 1;\n"
@@ -666,10 +665,10 @@ static const char last_sql[] =
  * they come.
  */
 static int
-from_queries(const struct idem_evidence *ev, PGconn *conn, struct idem_error *err)
+from_queries(struct idem_evidence *ev, PGconn *conn, struct idem_error *err)
 {
 	const Oid types[1] = { IDEM_OID_TEXT_ARRAY };
-	const char *params[1] = { ev->msg_ids };
+	const char *params[1] = { ev->msg_ids }, *grouped = NULL;
 	char *more = NULL, *sql;
 	PGresult *res;
 	int rc;
@@ -686,19 +685,21 @@ from_queries(const struct idem_evidence *ev, PGconn *conn, struct idem_error *er
 	if (asprintf(&sql, deliveries_sql, more ? more : "") < 0)
 		idem_die(IDEM_EXIT_ENV, "asprintf:");
 	free(more);
-	more = NULL;
 	res = PQexecParams(conn, sql, ev->deliveries_sql ? 1 : 0, types, params, NULL, NULL, 0);
 	free(sql);
 	if (result_is(conn, res, PGRES_COMMAND_OK, err) < 0)
 		return -1;
-	if (ev->ledger_sql != NULL &&
-	    asprintf(&more, " UNION ALL SELECT l.xid::text, l.backend_pid::integer, l.upd::boolean,"
-	    " l.business_key::text, l.written_at::bigint, l.committed_at::bigint FROM (%s) l (xid,"
-	    " backend_pid, upd, business_key, written_at, committed_at)", ev->ledger_sql) < 0)
+	if (ev->ledger_ready != NULL && ev->ledger_ready(ev->ledger_ctx, &grouped, err) < 0)
+		return -1;
+	if (grouped == NULL)
+		return exec_ok(conn, writes_sql, err);
+	if (ev->rows[SPOOL_WRITES] > 0)
+		return idem_error_set(err, IDEM_EXIT_ENV, "joining the evidence: writes given "
+		    "both as rows and as the ledger's groups");
+	/* the ledger's groups as they are */
+	ev->grouped_view = 1;
+	if (asprintf(&sql, "CREATE TEMP VIEW idem_ev_g AS %s", grouped) < 0)
 		idem_die(IDEM_EXIT_ENV, "asprintf:");
-	if (asprintf(&sql, writes_sql, more ? more : "") < 0)
-		idem_die(IDEM_EXIT_ENV, "asprintf:");
-	free(more);
 	rc = exec_ok(conn, sql, err);
 	free(sql);
 	return rc;
@@ -852,6 +853,10 @@ idem_evidence_write(struct idem_evidence *ev, PGconn *conn, FILE *out, struct id
 	} while (PQntuples(res) > 0);
 	PQclear(res);
 	if (recover_acks(conn, rec, nrec, err) < 0)
+		goto fail;
+	/* a temporary view outlives the transaction; the table it reads
+	 * does not outlive the run */
+	if (ev->grouped_view && exec_ok(conn, "DROP VIEW idem_ev_g", err) < 0)
 		goto fail;
 	open = 0;
 	if (exec_ok(conn, "COMMIT", err) < 0)

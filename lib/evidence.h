@@ -35,9 +35,14 @@ void idem_evidence_deliveries_from(struct idem_evidence *ev, char *sql, const ch
  * rows written are unknown (\N). */
 void idem_evidence_ledger(struct idem_evidence *ev, const struct idem_failpoint_write *writes,
 			  size_t n);
-/* The same, as the query sql gives them (idem_failpoint_ledger_query),
- * run by idem_evidence_write where the rows are joined. sql is static. */
-void idem_evidence_ledger_from(struct idem_evidence *ev, const char *sql);
+/* Instead, the same grouped by transaction and business key already, as
+ * the query that ready(ctx, &sql, err) gives once they are (the columns
+ * of idem_failpoint_grouped_ledger): called by idem_evidence_write when it
+ * has read the deliveries, so that the two are made at once, and run
+ * where the rows are joined. */
+void idem_evidence_grouped_ledger(struct idem_evidence *ev,
+				  int (*ready)(void *ctx, const char **sql, struct idem_error *err),
+				  void *ctx);
 /* A session the controller saw, and the worker process that owns it. */
 void idem_evidence_backend(struct idem_evidence *ev, int backend_pid, long long backend_start_us,
 			   int worker, pid_t pid);

@@ -18,6 +18,7 @@ struct idem_failpoint {
 	int conn_pid[2];
 	unsigned char owner[IDEM_FAILPOINT_SLOTS + 1];	/* which conn holds each gate */
 	int ledger;			/* the effect table has its triggers */
+	int grouping;			/* conn[0] groups the ledger, its result not read */
 	const struct idem_queue *q;
 	char *msg_ids;			/* the messages watched */
 	long long acks_then, unacked;	/* acks counted, and messages left, at the last look */
@@ -776,16 +777,66 @@ idem_failpoint_all_acked(struct idem_failpoint *fp, struct idem_error *err)
 	return fp->unacked == 0;
 }
 
-const char *
-idem_failpoint_ledger_query(const struct idem_failpoint *fp)
+/* The ledger's committed writes by transaction and business key, in the
+ * columns of idem_failpoint_grouped_ledger's query. */
+static const char group_sql[] =
+    "CREATE UNLOGGED TABLE idem_run.written AS\n"
+    "SELECT xid::text AS xid, business_key, min(backend_pid) AS backend_pid,\n"
+    " min((extract(epoch FROM written_at) * 1000000)::bigint) AS first_write,\n"
+    " max(coalesce((extract(epoch FROM pg_xact_commit_timestamp(xmin)) * 1000000)::bigint, 0))"
+    " AS last_commit,\n"
+    " count(*) FILTER (WHERE operation <> 'UPDATE') AS inserts,\n"
+    " count(*) FILTER (WHERE operation = 'UPDATE') AS updates\n"
+    "FROM idem_run.ledger WHERE business_key IS NOT NULL GROUP BY xid, business_key";
+
+int
+idem_failpoint_group_ledger(struct idem_failpoint *fp, struct idem_error *err)
 {
-	/* xmin is the writing (sub)transaction: its commit time is the
-	 * effect's */
-	return !fp->ledger ? NULL :
-	    "SELECT xid::text, backend_pid, operation = 'UPDATE', business_key,"
-	    " (extract(epoch FROM written_at) * 1000000)::bigint,"
-	    " coalesce((extract(epoch FROM pg_xact_commit_timestamp(xmin)) * 1000000)::bigint, 0)"
-	    " FROM idem_run.ledger WHERE business_key IS NOT NULL";
+	if (!fp->ledger || fp->grouping)
+		return 0;
+	/* 100,000 groups are sorted or hashed in memory, not on disk */
+	if (exec_ok(fp->conn[0], "grouping the ledger", "SET work_mem = '64MB'", 0, NULL, err) < 0)
+		return -1;
+	if (!PQsendQuery(fp->conn[0], group_sql))
+		return idem_error_set(err, IDEM_EXIT_ENV, "grouping the ledger: %s",
+		    PQerrorMessage(fp->conn[0]));
+	fp->grouping = 1;
+	return 0;
+}
+
+/* Reads what grouping the ledger returned, if it was started and not read. */
+static int
+grouped(struct idem_failpoint *fp, struct idem_error *err)
+{
+	PGresult *res;
+	int rc = 0;
+
+	if (!fp->grouping)
+		return 0;
+	fp->grouping = 0;
+	while ((res = PQgetResult(fp->conn[0])) != NULL) {
+		if (rc == 0 && PQresultStatus(res) != PGRES_COMMAND_OK) {
+			char msg[768];
+
+			rc = idem_error_set(err, IDEM_EXIT_ENV, "grouping the ledger: %s",
+			    idem_pg_message(fp->conn[0], res, msg, sizeof(msg)));
+		}
+		PQclear(res);
+	}
+	return rc;
+}
+
+int
+idem_failpoint_grouped_ledger(struct idem_failpoint *fp, const char **sql, struct idem_error *err)
+{
+	*sql = NULL;
+	if (!fp->ledger)
+		return 0;
+	if ((!fp->grouping && idem_failpoint_group_ledger(fp, err) < 0) || grouped(fp, err) < 0)
+		return -1;
+	*sql = "SELECT xid, business_key, backend_pid, first_write, last_commit, inserts, updates"
+	    " FROM idem_run.written";
+	return 0;
 }
 
 int
@@ -794,7 +845,9 @@ idem_failpoint_remove(struct idem_failpoint *fp, struct idem_error *err)
 	int rc;
 
 	/* a held session whose client is gone would commit once let go */
-	rc = idem_failpoint_terminate_all(fp, err);
+	rc = grouped(fp, err);
+	if (rc == 0)
+		rc = idem_failpoint_terminate_all(fp, err);
 	if (rc == 0)
 		rc = exec_ok(fp->conn[0], "removing the kill points", "SET lock_timeout = '10s'", 0,
 		    NULL, err);

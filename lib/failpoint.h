@@ -134,11 +134,21 @@ int idem_failpoint_all_acked(struct idem_failpoint *fp, struct idem_error *err);
 int idem_failpoint_rescue(struct idem_failpoint *fp, long long visibility_timeout_ms,
 			  struct idem_error *err);
 
-/* The query of the committed writes in the ledger, six columns (the
- * fields of struct idem_failpoint_write, committed_at_us 0 when unknown),
- * in no order; NULL when the effect table has no ledger. It reads the ledger
- * on any connection to the sandbox while fp is installed. */
-const char *idem_failpoint_ledger_query(const struct idem_failpoint *fp);
+/* Starts grouping the committed writes of the ledger by transaction and
+ * business key, on fp's own connection and its own server process, while
+ * the caller reads the deliveries on another: once the workers are gone,
+ * for the ledger is read as it is then. 0 when started, or when there is
+ * no ledger; -1 with err set. */
+int idem_failpoint_group_ledger(struct idem_failpoint *fp, struct idem_error *err);
+
+/* Waits for the grouping (started here if it was not), then sets *sql to
+ * the query of its rows, seven columns: xid (text), business_key,
+ * backend_pid, first_write and last_commit (microseconds since the epoch,
+ * last_commit 0 when unknown), inserts and updates; *sql NULL when the
+ * effect table has no ledger. The query reads a table of fp's schema, on
+ * any connection to the sandbox, until fp is removed. -1 with err set. */
+int idem_failpoint_grouped_ledger(struct idem_failpoint *fp, const char **sql,
+				  struct idem_error *err);
 
 /* Terminates the held sessions, drops the schema and the triggers,
  * releases the locks, closes the connections and frees fp. Returns -1 with

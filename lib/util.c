@@ -154,28 +154,35 @@ idem_free_list(char **list, size_t n)
 /*
  * A held file is tens of megabytes at 100,000 jobs: its bytes go from file
  * to file or pipe in the kernel (sendfile(2)), after what stdio holds on
- * either side, and through a buffer only where the kernel cannot.
+ * either side, and through a buffer only where the kernel cannot (from a
+ * pipe, to or from memory, to an output opened to append).
  */
 int
 idem_copy_stream(FILE *from, FILE *to)
 {
 	char buf[65536];
+	struct stat st;
 	size_t got;
 	ssize_t sent;
 	off_t at;
 
-	if (fflush(to) != 0 || (at = ftello(from)) < 0 || fseeko(from, at, SEEK_SET) != 0)
+	/* a stream in memory has no file descriptor, and one read from a pipe
+	 * keeps what it holds when flushed; flushed, a stream read from a
+	 * file holds nothing, and the file's offset is its position */
+	if (fileno(from) < 0 || fileno(to) < 0 || fstat(fileno(from), &st) != 0 ||
+	    !S_ISREG(st.st_mode) || fflush(to) != 0 || fflush(from) != 0)
 		goto buffered;
 	while ((sent = sendfile(fileno(to), fileno(from), NULL, 1 << 30)) > 0)
 		;
-	if (sent == 0)
-		return 0;
 	/* an error of the copy is told as the writing side's */
-	if (errno != EINVAL && errno != ENOSYS)
+	if (sent < 0 && errno != EINVAL && errno != ENOSYS)
 		return -1;
-	/* an output the kernel cannot write to this way (O_APPEND) */
+	/* the stream's position is its file's again, after what was sent */
 	if ((at = lseek(fileno(from), 0, SEEK_CUR)) < 0 || fseeko(from, at, SEEK_SET) != 0)
 		return -1;
+	if (sent == 0)
+		return 0;
+	/* an output the kernel cannot write to this way (O_APPEND) */
 buffered:
 	while ((got = fread(buf, 1, sizeof(buf), from)) > 0)
 		if (fwrite(buf, 1, got, to) != got)

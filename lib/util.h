@@ -64,8 +64,8 @@ int idem_fsync_path(const char *path, struct idem_error *err);
 #define IDEM_FSYNC_MAX 8
 int idem_fsync_paths(const char *const *paths, size_t n, struct idem_error *err);
 
-/* Copies the rest of from, a file, to to. -1 with errno set on an error,
- * reading when ferror(from), else writing. */
+/* Copies the rest of from to to. -1 with errno set on an error, reading
+ * when ferror(from), else writing. */
 int idem_copy_stream(FILE *from, FILE *to);
 
 /* Write data to path through a temporary file in the same directory and a
