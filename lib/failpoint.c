@@ -18,7 +18,8 @@ struct idem_failpoint {
 	int conn_pid[2];
 	unsigned char owner[IDEM_FAILPOINT_SLOTS + 1];	/* which conn holds each gate */
 	int ledger;			/* the effect table has its triggers */
-	int grouping;			/* conn[0] groups the ledger, its result not read */
+	int grouping;			/* the ledger's grouping: 0 not begun, 1 under
+					 * way on conn[0], 2 made */
 	const struct idem_queue *q;
 	char *msg_ids;			/* the messages watched */
 	long long acks_then, unacked;	/* acks counted, and messages left, at the last look */
@@ -778,7 +779,8 @@ idem_failpoint_all_acked(struct idem_failpoint *fp, struct idem_error *err)
 }
 
 /* The ledger's committed writes by transaction and business key, in the
- * columns of idem_failpoint_grouped_ledger's query. */
+ * columns of idem_failpoint_grouped_ledger's query; a row's xmin is the
+ * writing (sub)transaction, whose commit time is the effect's. */
 static const char group_sql[] =
     "CREATE UNLOGGED TABLE idem_run.written AS\n"
     "SELECT xid::text AS xid, business_key, min(backend_pid) AS backend_pid,\n"
@@ -792,7 +794,7 @@ static const char group_sql[] =
 int
 idem_failpoint_group_ledger(struct idem_failpoint *fp, struct idem_error *err)
 {
-	if (!fp->ledger || fp->grouping)
+	if (!fp->ledger || fp->grouping != 0)
 		return 0;
 	/* 100,000 groups are sorted or hashed in memory, not on disk */
 	if (exec_ok(fp->conn[0], "grouping the ledger", "SET work_mem = '64MB'", 0, NULL, err) < 0)
@@ -804,16 +806,16 @@ idem_failpoint_group_ledger(struct idem_failpoint *fp, struct idem_error *err)
 	return 0;
 }
 
-/* Reads what grouping the ledger returned, if it was started and not read. */
+/* Reads what grouping the ledger returned, if it is under way. */
 static int
 grouped(struct idem_failpoint *fp, struct idem_error *err)
 {
 	PGresult *res;
 	int rc = 0;
 
-	if (!fp->grouping)
+	if (fp->grouping != 1)
 		return 0;
-	fp->grouping = 0;
+	fp->grouping = 2;
 	while ((res = PQgetResult(fp->conn[0])) != NULL) {
 		if (rc == 0 && PQresultStatus(res) != PGRES_COMMAND_OK) {
 			char msg[768];
@@ -832,7 +834,7 @@ idem_failpoint_grouped_ledger(struct idem_failpoint *fp, const char **sql, struc
 	*sql = NULL;
 	if (!fp->ledger)
 		return 0;
-	if ((!fp->grouping && idem_failpoint_group_ledger(fp, err) < 0) || grouped(fp, err) < 0)
+	if (idem_failpoint_group_ledger(fp, err) < 0 || grouped(fp, err) < 0)
 		return -1;
 	*sql = "SELECT xid, business_key, backend_pid, first_write, last_commit, inserts, updates"
 	    " FROM idem_run.written";

@@ -137,8 +137,8 @@ int idem_failpoint_rescue(struct idem_failpoint *fp, long long visibility_timeou
 /* Starts grouping the committed writes of the ledger by transaction and
  * business key, on fp's own connection and its own server process, while
  * the caller reads the deliveries on another: once the workers are gone,
- * for the ledger is read as it is then. 0 when started, or when there is
- * no ledger; -1 with err set. */
+ * for the ledger is read as it is then. 0 when started (once; the next
+ * calls do nothing), or when there is no ledger; -1 with err set. */
 int idem_failpoint_group_ledger(struct idem_failpoint *fp, struct idem_error *err);
 
 /* Waits for the grouping (started here if it was not), then sets *sql to
