@@ -25,15 +25,22 @@ LDFLAGS = $(SANFLAGS) -Wl,--as-needed
 LDLIBS = $(shell pkg-config --libs $(PKGS)) -lm -pthread
 
 PROGS = idem-sandbox seed-gen seed-sanitize dup-publish idem-worker kill-at count-effects mkrecord verify-record rehearse
-LIBOBJ = $(BUILD)/lib/util.o $(BUILD)/lib/tsv.o $(BUILD)/lib/seed.o \
-	$(BUILD)/lib/template.o $(BUILD)/lib/pg.o $(BUILD)/lib/embed.o $(BUILD)/lib/step.o \
-	$(BUILD)/lib/sig.o $(BUILD)/lib/yamljson.o $(BUILD)/lib/git.o $(BUILD)/lib/peer.o \
-	$(BUILD)/lib/failpoint.o $(BUILD)/lib/map.o $(BUILD)/lib/evidence.o $(BUILD)/lib/queue.o \
-	$(BUILD)/lib/vendor.o $(BUILD)/lib/path.o $(BUILD)/lib/evidence_file.o $(BUILD)/lib/timeline.o \
-	$(BUILD)/lib/handoff.o $(BUILD)/lib/baseline.o $(BUILD)/lib/role.o $(BUILD)/lib/sanitize.o \
-	$(BUILD)/lib/approval.o $(BUILD)/lib/summary.o $(BUILD)/lib/rerun.o \
-	$(BUILD)/lib/runrows.o $(BUILD)/lib/worker.o $(BUILD)/lib/staleness.o \
-	$(BUILD)/lib/plan.o
+# A program with private modules has a room of its own, cmd/PROG/, whose
+# main file is cmd/PROG/PROG.c; its other modules make an archive that the
+# tests link too. The others are one file, cmd/PROG.c. lib/ is what two or
+# more programs share.
+ROOMS = kill-at mkrecord verify-record seed-sanitize
+LIBOBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard lib/*.c))
+room_src = $(filter-out cmd/$(1)/$(1).c,$(wildcard cmd/$(1)/*.c))
+ROOMOBJ = $(foreach r,$(ROOMS),$(patsubst %.c,$(BUILD)/%.o,$(call room_src,$(r))))
+ROOMLIB = $(foreach r,$(ROOMS),$(BUILD)/cmd/$(r)/$(r).a)
+HEADERS = lib/*.h cmd/*/*.h
+# Files built into the objects (lib/embed.h).
+EMBEDDED_lib/queue = lib/queues/*.sql
+EMBEDDED_cmd/idem-sandbox = lib/queue.sql
+EMBEDDED_cmd/seed-gen = templates/seed.yaml templates/ticket.md
+EMBEDDED_cmd/mkrecord/mkrecord = templates/handoff.md
+EMBEDDED_cmd/kill-at/failpoint = cmd/kill-at/failpoint.sql
 UNIT = tsv util seed template sig yamljson pg map evidence queue timeline handoff step plan
 FUZZ = tsv seed record sshsig signers key template vendor sanitize step
 FUZZ_SECONDS = 60
@@ -61,39 +68,48 @@ all: $(addprefix $(BIN)/,$(PROGS))
 $(BUILD)/lib/libidem.a: $(LIBOBJ)
 	ar rcs $@ $(LIBOBJ)
 
-$(BUILD)/lib/%.o: lib/%.c lib/*.h
+.SECONDEXPANSION:
+$(BUILD)/%.o: %.c $(HEADERS) $$(wildcard $$(EMBEDDED_$$*))
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
-$(BUILD)/lib/embed.o: lib/embed.c templates/seed.yaml templates/ticket.md templates/handoff.md lib/queue.sql lib/queues/*.sql
+define room
+$(BUILD)/cmd/$(1)/$(1).a: $(patsubst %.c,$(BUILD)/%.o,$(call room_src,$(1)))
+	ar rcs $$@ $$^
+$(BIN)/$(1): $(BUILD)/cmd/$(1)/$(1).o $(BUILD)/cmd/$(1)/$(1).a $(BUILD)/lib/libidem.a
+	@mkdir -p $$(@D)
+	$$(CC) $$(LDFLAGS) -o $$@ $$^ $$(LDLIBS)
+endef
+$(foreach r,$(ROOMS),$(eval $(call room,$(r))))
 
-$(BIN)/%: cmd/%.c lib/*.h $(BUILD)/lib/libidem.a
+$(BIN)/%: $(BUILD)/cmd/%.o $(BUILD)/lib/libidem.a
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/lib/libidem.a $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/tests/%_test: tests/unit/%_test.c tests/unit/unit.h lib/*.h $(BUILD)/lib/libidem.a
+# Unit tests, fuzz harnesses and test tools reach a room's modules as
+# "PROG/module.h" (-Icmd), and link every room's archive.
+TESTFLAGS = -Icmd $(CPPFLAGS) $(CFLAGS) $(LDFLAGS)
+$(BUILD)/tests/%_test: tests/unit/%_test.c tests/unit/unit.h $(HEADERS) $(ROOMLIB) $(BUILD)/lib/libidem.a
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) -Itests/unit $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/lib/libidem.a $(LDLIBS)
+	$(CC) -Itests/unit $(TESTFLAGS) -o $@ $< $(ROOMLIB) $(BUILD)/lib/libidem.a $(LDLIBS)
 
 # Fuzz harnesses: the replay build runs their corpora in make check with the
 # normal compiler; make fuzz builds them with clang and libFuzzer.
 $(BUILD)/fuzz/%_replay: tests/fuzz/%.c tests/fuzz/replay.c tests/fuzz/scratch.c tests/fuzz/fuzz.h \
-		lib/*.h $(BUILD)/lib/libidem.a
+		$(HEADERS) $(ROOMLIB) $(BUILD)/lib/libidem.a
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) -Itests/fuzz $(CFLAGS) $(LDFLAGS) -o $@ tests/fuzz/$*.c tests/fuzz/replay.c \
-		tests/fuzz/scratch.c $(BUILD)/lib/libidem.a $(LDLIBS)
+	$(CC) -Itests/fuzz $(TESTFLAGS) -o $@ tests/fuzz/$*.c tests/fuzz/replay.c \
+		tests/fuzz/scratch.c $(ROOMLIB) $(BUILD)/lib/libidem.a $(LDLIBS)
 
-build/fuzz/lib/%.o: lib/%.c lib/*.h
+FUZZOBJ = $(patsubst $(BUILD)/%,build/fuzz/%,$(LIBOBJ) $(ROOMOBJ))
+build/fuzz/%.o: %.c $(HEADERS) $$(wildcard $$(EMBEDDED_$$*))
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link \
 		$(shell pkg-config --cflags $(PKGS)) -c -o $@ $<
 
-build/fuzz/lib/embed.o: lib/embed.c templates/seed.yaml templates/ticket.md templates/handoff.md lib/queue.sql lib/queues/*.sql
-
-build/fuzz/%: tests/fuzz/%.c tests/fuzz/scratch.c tests/fuzz/fuzz.h lib/*.h \
-		$(patsubst $(BUILD)/%,build/fuzz/%,$(LIBOBJ))
-	$(FUZZ_CC) $(CPPFLAGS) -Itests/fuzz $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ \
-		tests/fuzz/$*.c tests/fuzz/scratch.c $(patsubst $(BUILD)/%,build/fuzz/%,$(LIBOBJ)) $(LDLIBS)
+build/fuzz/%: tests/fuzz/%.c tests/fuzz/scratch.c tests/fuzz/fuzz.h $(HEADERS) $(FUZZOBJ)
+	$(FUZZ_CC) -Icmd $(CPPFLAGS) -Itests/fuzz $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ \
+		tests/fuzz/$*.c tests/fuzz/scratch.c $(FUZZOBJ) $(LDLIBS)
 
 # Runs every harness for FUZZ_SECONDS on its corpus; new inputs go to
 # build/fuzz/corpus, findings to build/fuzz/findings, and any finding fails.
@@ -105,9 +121,9 @@ fuzz: deps
 # Programs that only the command tests run, beside the real ones.
 TEST_TOOLS = signers-check peer-of failpoint-kill mermaid-check evidence-join
 
-$(BUILD)/tests/%: tests/tools/%.c lib/*.h $(BUILD)/lib/libidem.a
+$(BUILD)/tests/%: tests/tools/%.c $(HEADERS) $(ROOMLIB) $(BUILD)/lib/libidem.a
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/lib/libidem.a $(LDLIBS)
+	$(CC) $(TESTFLAGS) -o $@ $< $(ROOMLIB) $(BUILD)/lib/libidem.a $(LDLIBS)
 
 test: $(addprefix $(BUILD)/tests/,$(TEST_TOOLS))
 

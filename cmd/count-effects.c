@@ -22,7 +22,7 @@
 #include "queue.h"
 #include "seed.h"
 #include "tsv.h"
-#include "util.h"
+#include "error.h"
 
 /* message ids a pending query takes at a time */
 #define PENDING_CHUNK 50000

@@ -20,7 +20,9 @@
 #include "pg.h"
 #include "queue.h"
 #include "tsv.h"
-#include "util.h"
+#include "error.h"
+#include "file.h"
+#include "text.h"
 
 /* microseconds from the Unix epoch to PostgreSQL's, 2000-01-01 */
 #define PG_EPOCH_US INT64_C(946684800000000)

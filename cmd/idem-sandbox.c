@@ -25,7 +25,11 @@
 
 #include "pg.h"
 #include "template.h"
-#include "util.h"
+#include "error.h"
+#include "embed.h"
+
+EMBED(idem_sql_queue, "lib/queue.sql");
+extern const char idem_sql_queue[];
 
 #define SOCKET_PORT "5432"
 #define SUPERUSER "idem"

@@ -20,7 +20,8 @@
 #include "pg.h"
 #include "seed.h"
 #include "step.h"
-#include "util.h"
+#include "error.h"
+#include "text.h"
 
 static const char synopsis[] =
 	"usage: idem-worker [-d conninfo] [-g guard] [-k key-scope] [-x external-guard]\n"

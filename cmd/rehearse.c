@@ -30,7 +30,10 @@
 #include "role.h"
 #include "seed.h"
 #include "sig.h"
-#include "util.h"
+#include "error.h"
+#include "file.h"
+#include "text.h"
+#include "record.h"
 
 static const char synopsis[] =
 	"usage: rehearse [-d conninfo] [-w worker] [-s setup] [-k key]\n"

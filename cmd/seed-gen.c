@@ -9,7 +9,12 @@
 #include "seed.h"
 #include "template.h"
 #include "tsv.h"
-#include "util.h"
+#include "error.h"
+#include "embed.h"
+
+EMBED(idem_tpl_seed, "templates/seed.yaml");
+EMBED(idem_tpl_ticket, "templates/ticket.md");
+extern const char idem_tpl_seed[], idem_tpl_ticket[];
 
 #define TICKET_JOBS 200
 

@@ -11,6 +11,7 @@
 #include <git2.h>
 
 #include "git.h"
+#include "file.h"
 
 /*
  * libgit2 built on mbed TLS, as Debian's is, parses the whole system CA

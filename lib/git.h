@@ -6,7 +6,7 @@
 #include <time.h>
 
 #include "sig.h"
-#include "util.h"
+#include "error.h"
 
 /* Where a file stands in the repository that holds it: the blob id of its
  * path in HEAD, the HEAD commit, and whether the file differs from that

@@ -2,7 +2,7 @@
 #include <string.h>
 
 #include "map.h"
-#include "util.h"
+#include "error.h"
 
 /* FNV-1a: the keys are the run's own ids, not chosen to collide */
 static uint64_t

@@ -5,6 +5,7 @@
 #include <jansson.h>
 
 #include "pg.h"
+#include "text.h"
 
 const char *
 idem_pg_message(PGconn *conn, PGresult *res, char *buf, size_t size)

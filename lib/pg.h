@@ -4,7 +4,7 @@
 
 #include <libpq-fe.h>
 
-#include "util.h"
+#include "error.h"
 
 /* Connects with conninfo (NULL or "": IDEM_DATABASE, else the PG* environment), sets
  * application_name to the program's name. NULL with err set on failure. */

@@ -2,10 +2,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "embed.h"
 #include "pg.h"
 #include "queue.h"
 
-/* the adapters, built in by lib/embed.c */
+EMBED(idem_sql_queue_idem, "lib/queues/idem.sql");
+EMBED(idem_sql_queue_pgboss, "lib/queues/pg-boss.sql");
+EMBED(idem_sql_queue_graphile, "lib/queues/graphile-worker.sql");
 extern const char idem_sql_queue_idem[], idem_sql_queue_pgboss[], idem_sql_queue_graphile[];
 
 static const struct {

@@ -6,7 +6,7 @@
 
 #include <libpq-fe.h>
 
-#include "util.h"
+#include "error.h"
 
 /* The parameter types of the sections, in QUEUE ADAPTERS' words. */
 #define IDEM_OID_INT8 20

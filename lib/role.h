@@ -11,7 +11,7 @@
 
 #include "map.h"
 #include "queue.h"
-#include "util.h"
+#include "error.h"
 
 /* The account of one run. */
 struct idem_role {

@@ -11,6 +11,8 @@
 #include <yaml.h>
 
 #include "seed.h"
+#include "file.h"
+#include "text.h"
 
 /* Aliases are allowed, for a payload shared by jobs, as long as the nodes
  * they stand for stay within the same bound as the nodes written. */

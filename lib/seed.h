@@ -4,7 +4,7 @@
 
 #include <jansson.h>
 
-#include "util.h"
+#include "error.h"
 #include "yamljson.h"
 
 enum idem_payload_type {

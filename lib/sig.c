@@ -9,6 +9,7 @@
 #include <sodium.h>
 
 #include "sig.h"
+#include "file.h"
 
 #define KEY_TYPE "ssh-ed25519"
 #define SIG_BEGIN "-----BEGIN SSH SIGNATURE-----"

@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <time.h>
 
-#include "util.h"
+#include "error.h"
 
 #define IDEM_SIG_PUBLIC_BYTES 32
 #define IDEM_SIG_SECRET_BYTES 64

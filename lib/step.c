@@ -9,6 +9,7 @@
 
 #include "step.h"
 #include "tsv.h"
+#include "file.h"
 
 static int step_fd = -1;
 

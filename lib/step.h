@@ -5,7 +5,7 @@
 #include <sys/types.h>
 
 #include "map.h"
-#include "util.h"
+#include "error.h"
 
 /*
  * Tells the controller named by IDEM_STEP_SOCK that the worker reached a

@@ -4,6 +4,7 @@
 
 #include "seed.h"
 #include "template.h"
+#include "text.h"
 
 #define MAX_DEPTH 16
 

@@ -4,7 +4,7 @@
 
 #include <jansson.h>
 
-#include "util.h"
+#include "error.h"
 
 enum idem_template_escape {
 	IDEM_ESCAPE_NONE,
@@ -16,8 +16,5 @@ enum idem_template_escape {
  * string, or NULL with err set when the template is malformed. */
 char *idem_template_render(const char *name, const char *tpl, json_t *context,
 			   enum idem_template_escape escape, struct idem_error *err);
-
-/* Templates and SQL built into the programs (templates/, lib/queue.sql). */
-extern const char idem_tpl_seed[], idem_tpl_ticket[], idem_tpl_handoff[], idem_sql_queue[];
 
 #endif

@@ -7,6 +7,7 @@
 #include <sodium.h>
 
 #include "tsv.h"
+#include "text.h"
 
 #define MAX_FIELDS 24
 /* nesting of JSON values, as deep as jansson parses */

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#include "util.h"
+#include "error.h"
 
 #define IDEM_TSV_MAGIC "#idem-tsv\t1.5"
 /* the kinds of queue a seed may name (idem-seed(5)); \\N in a stream is idem */

@@ -8,6 +8,7 @@
 #include <yaml.h>
 
 #include "yamljson.h"
+#include "text.h"
 
 struct out {
 	char *buf;

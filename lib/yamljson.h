@@ -6,7 +6,7 @@
 #include <jansson.h>
 #include <yaml.h>
 
-#include "util.h"
+#include "error.h"
 
 /* What a YAML file may cost, checked as it is parsed, before each node is
  * built. */

@@ -13,14 +13,14 @@ page() {
 # The formats of the messages that give a reason: a record's, a stale
 # record's and the verdict policy's.
 formats() {
-	local src="$BATS_TEST_DIRNAME/../cmd/verify-record.c"
+	local src=("$BATS_TEST_DIRNAME"/../cmd/verify-record/*.c)
 
-	grep -o 'reason(c, "[^"]*"' "$src" | sed 's/^reason(c, "//; s/"$//'
-	grep -o 'stale_reason(out, size, "[^"]*"' "$src" | sed 's/^stale_reason(out, size, "//; s/"$//'
-	grep -o 'stale_text(out, size, "[^"]*"' "$src" | sed 's/^stale_text(out, size, "\(.*\)"$/the seed'"'"'s \1 is/'
-	sed -n '/^verdict_policy(/,/^}/p' "$src" | grep -o 'snprintf(out, size, "[^"]*"' |
+	grep -ho 'reason(c, "[^"]*"' "${src[@]}" | sed 's/^reason(c, "//; s/"$//'
+	grep -ho 'stale_reason(out, size, "[^"]*"' "${src[@]}" | sed 's/^stale_reason(out, size, "//; s/"$//'
+	grep -ho 'stale_text(out, size, "[^"]*"' "${src[@]}" | sed 's/^stale_text(out, size, "\(.*\)"$/the seed'"'"'s \1 is/'
+	sed -n '/^verdict_policy(/,/^}/p' "${src[@]}" | grep -o 'snprintf(out, size, "[^"]*"' |
 		sed 's/^snprintf(out, size, "//; s/"$//'
-	grep -o '"the seed[^"]*"' "$src" | sed 's/^"//; s/"$//'
+	grep -ho '"the seed[^"]*"' "${src[@]}" | sed 's/^"//; s/"$//'
 }
 
 @test "every reason verify-record gives is in verify-record(1)" {

@@ -5,7 +5,8 @@
 #include <stdlib.h>
 
 #include "fuzz.h"
-#include "util.h"
+#include "error.h"
+#include "file.h"
 
 int
 main(int argc, char *argv[])

@@ -6,7 +6,7 @@
 #include <jansson.h>
 
 #include "fuzz.h"
-#include "sanitize.h"
+#include "seed-sanitize/sanitize.h"
 
 /* Whether every string of v is a pseudonym: "p" and 20 hex digits. */
 static int

@@ -6,7 +6,8 @@
 #include <jansson.h>
 
 #include "fuzz.h"
-#include "vendor.h"
+#include "kill-at/vendor.h"
+#include "text.h"
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

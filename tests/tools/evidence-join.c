@@ -8,9 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "evidence.h"
+#include "kill-at/evidence.h"
 #include "pg.h"
 #include "../unit/unit.h"
+#include "error.h"
 
 #define S 1796000000000000LL	/* a second of the run, in microseconds */
 #define T(s) (S + (long long)((s) * 1000000))

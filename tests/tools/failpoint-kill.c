@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "failpoint.h"
-#include "peer.h"
-#include "util.h"
+#include "kill-at/failpoint.h"
+#include "kill-at/peer.h"
+#include "error.h"
 
 static const char synopsis[] =
 	"usage: failpoint-kill [-ar] -t table -c key-columns -q queue -s step -k business-key\n"

@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "peer.h"
-#include "util.h"
+#include "kill-at/peer.h"
+#include "error.h"
 
 static const char synopsis[] = "usage: peer-of backend-pid client-port group ...\n";
 

@@ -8,7 +8,8 @@
 #include <unistd.h>
 
 #include "sig.h"
-#include "util.h"
+#include "error.h"
+#include "file.h"
 
 static const char synopsis[] =
 	"usage: signers-check [-I principal] -f allowed-signers -n namespace -s signature\n"

@@ -1,6 +1,6 @@
 #include <stdlib.h>
 
-#include "handoff.h"
+#include "mkrecord/handoff.h"
 #include "unit.h"
 
 static void

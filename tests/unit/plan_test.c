@@ -2,10 +2,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "baseline.h"
-#include "failpoint.h"
-#include "plan.h"
+#include "kill-at/baseline.h"
+#include "kill-at/failpoint.h"
+#include "kill-at/plan.h"
 #include "unit.h"
+#include "file.h"
 
 #define STREAM "tests/fixtures/streams/good.tsv"
 

@@ -4,6 +4,7 @@
 
 #include "sig.h"
 #include "unit.h"
+#include "file.h"
 
 #define DIR "tests/fixtures/records/"
 

@@ -6,6 +6,7 @@
 #include "map.h"
 #include "step.h"
 #include "unit.h"
+#include "file.h"
 
 /* Parses text as a plan: 0 and m filled, or -1. */
 static int

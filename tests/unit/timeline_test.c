@@ -1,6 +1,6 @@
 #include <stdlib.h>
 
-#include "timeline.h"
+#include "mkrecord/timeline.h"
 #include "unit.h"
 
 static void

@@ -5,6 +5,7 @@
 
 #include "tsv.h"
 #include "unit.h"
+#include "text.h"
 
 /* A stream's first lines: the magic line and a good seed row. */
 #define HEAD "#idem-tsv\t1\n" SEED_ROW

@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include "unit.h"
-#include "util.h"
+#include "error.h"
+#include "file.h"
+#include "text.h"
 
 int
 main(void)

@@ -1,0 +1,104 @@
+/* plan.h: what kill-at(1) is to do, from its input stream and options:
+ * the seed's queue, effect and worker, the jobs a fault is planned for,
+ * every message, and the kill points, races and vendor faults they make.
+ * The plan does not change once made; what becomes of each kill point and
+ * race is the conductor's (cmd/kill-at.c). */
+#ifndef IDEM_PLAN_H
+#define IDEM_PLAN_H
+
+#include <stdio.h>
+
+#include "baseline.h"
+#include "map.h"
+#include "queue.h"
+#include "error.h"
+#include "vendor.h"
+
+struct idem_plan_job {
+	char *id, *business_key;
+	long scenario;			/* its index in the scenarios, or -1 */
+	long long copies;		/* messages published for it */
+};
+
+struct idem_plan_kill {
+	char *scenario, *step, *job_id;
+	long long attempt;
+	size_t next;			/* the job's next kill point, or IDEM_MAP_NONE */
+};
+
+struct idem_plan_race {
+	char *scenario, *business_key, *step;
+};
+
+struct idem_plan_fault {
+	char *business_key;
+	enum idem_vendor_fault fault;
+};
+
+struct idem_plan {
+	/* the seed row */
+	char *queue, *queue_kind, *owner, *effect_table, *key_columns;
+	char *worker_command;		/* NULL when the seed names none */
+	char *account;			/* the sandbox account, or NULL */
+	long long visibility_timeout_ms, max_attempts;
+	/* the external effect, when the seed declares one */
+	char *external_name, *external_key_fields;
+	int honours_idempotency_key;
+	/* the scenario rows */
+	char **scenario_names, **scenario_faults, **scenario_steps;
+	long long *scenario_attempts;
+	size_t nscenarios;
+	/* the jobs in a scenario or named by -k (every job when all_jobs) */
+	struct idem_plan_job *jobs;
+	size_t njobs;
+	struct idem_map job_index;	/* job id: its index */
+	struct idem_text_array msgs;	/* every msg_id */
+	/* made from them */
+	struct idem_plan_kill *kills;
+	size_t nkills;
+	struct idem_map kill_index;	/* job id: its first kill point */
+	struct idem_plan_race *races;
+	size_t nraces;
+	struct idem_plan_fault *faults;
+	size_t nfaults;
+};
+
+/*
+ * Reads the stream from in (named name in messages), copying every line
+ * to hold unchanged, and keeps what the run needs; the baseline is given
+ * every job and message. kill_options are the -k specifications
+ * (step:job:attempt), whose jobs are kept. -1 with err set on a bad
+ * stream (IDEM_EXIT_USAGE), one with no publish row, or an error writing
+ * hold (IDEM_EXIT_ENV).
+ */
+int idem_plan_read(struct idem_plan *p, FILE *in, const char *name, FILE *hold,
+		   char *const *kill_options, size_t nkill_options, int all_jobs,
+		   struct idem_baseline *base, struct idem_error *err);
+
+/* The kill points and races: the stream's scenarios, then -r (race_step,
+ * or NULL) and the -k options. -1 with err set (IDEM_EXIT_USAGE) on a bad
+ * option. */
+int idem_plan_make(struct idem_plan *p, char *const *kill_options, size_t nkill_options,
+		   const char *race_step, struct idem_error *err);
+
+/* The steps of idem-step(7) that the kill points and races use, as a
+ * mask of 1 << idem_failpoint_step(step): the database points to install. */
+unsigned idem_plan_database_steps(const struct idem_plan *p);
+
+/* Tells the baseline the jobs and business keys of every fault, which it
+ * leaves to the run after it. */
+void idem_plan_tell_baseline(const struct idem_plan *p, struct idem_baseline *base);
+
+/* The job of an id, when the plan keeps it. */
+const struct idem_plan_job *idem_plan_job(const struct idem_plan *p, const char *id);
+
+/* The steps a worker may be stopped at, for idem-step(7)'s plan: each kill
+ * point's, and for every job of a raced key the race's step and the acked
+ * step that ends its attempt. The arrays are the caller's to free; their
+ * texts are the plan's. */
+void idem_plan_steps(const struct idem_plan *p, const char ***names, const char ***job_ids,
+		     size_t *n);
+
+void idem_plan_free(struct idem_plan *p);
+
+#endif

@@ -1,0 +1,500 @@
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <microhttpd.h>
+
+#include "peer.h"
+#include "seed.h"
+#include "vendor.h"
+#include "text.h"
+
+#define MAX_BODY (1024 * 1024)
+#define MAX_WORKERS 64
+
+struct idem_vendor {
+	struct MHD_Daemon *daemon;
+	char url[64], *name;
+	char **fields;			/* the business key's fields of a body */
+	size_t nfields;
+	int honours, event_fd;
+	pthread_mutex_t lock;
+	pthread_cond_t changed;
+	int stopping;
+	/* by business key: the fault of its first POST, whether the next
+	 * POST that takes effect is held, and the ids of its effects */
+	json_t *faults, *armed, *effects;
+	json_t *replies;		/* idempotency key: the first reply */
+	struct idem_vendor_call **calls;	/* each apart: a held request keeps its own */
+	size_t ncalls;
+	long next_effect;
+	/* held requests: call id, and whether let go (1) or killed (2) */
+	struct { long id; int released; } *held;
+	size_t nheld;
+	pid_t groups[MAX_WORKERS];
+	int ngroups;
+};
+
+/* A request's state, from its first byte to its answer. */
+struct request {
+	char *body;
+	size_t len;
+	int too_large;
+};
+
+static void
+signal_event(struct idem_vendor *v)
+{
+	uint64_t one = 1;
+
+	if (write(v->event_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		return;
+}
+
+char *
+idem_vendor_body_key(const char *body, size_t len, char *const *fields, size_t nfields)
+{
+	json_t *doc = json_loadb(body, len, JSON_REJECT_DUPLICATES, NULL);
+	char *out = json_is_object(doc) ? idem_business_key(doc, fields, nfields) : NULL;
+
+	json_decref(doc);
+	return out;
+}
+
+static int
+answer(struct MHD_Connection *c, unsigned status, const char *json)
+{
+	struct MHD_Response *r = MHD_create_response_from_buffer(strlen(json), (void *)json,
+	    MHD_RESPMEM_MUST_COPY);
+	int rc;
+
+	if (r == NULL)
+		return MHD_NO;
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	rc = MHD_queue_response(c, status, r);
+	MHD_destroy_response(r);
+	return rc;
+}
+
+static char *
+dup_or_null(const char *s)
+{
+	return s ? idem_estrdup(s) : NULL;
+}
+
+/* The process that holds the client end of the connection, among the
+ * workers' groups, and its worker's index. Called with the lock held. */
+static void
+client_of(struct idem_vendor *v, struct MHD_Connection *c, struct idem_vendor_call *call)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c,
+	    MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+	struct idem_error err;
+	pid_t pid, group;
+	int port, i;
+
+	call->worker = -1;
+	call->pid = 0;
+	if (sa == NULL || sa->sa_family != AF_INET)
+		return;
+	port = ntohs(((const struct sockaddr_in *)(const void *)sa)->sin_port);
+	if ((pid = idem_peer_process(0, port, v->groups, (size_t)v->ngroups, &err)) <= 0)
+		return;
+	call->pid = pid;
+	group = getpgid(pid);
+	for (i = 0; i < v->ngroups; i++)
+		if (v->groups[i] == group)
+			call->worker = i;
+}
+
+/* Waits, with the lock held, until the held call is let go or the double
+ * stops: 1 let go, 2 killed or stopped. */
+static int
+wait_held(struct idem_vendor *v, long id)
+{
+	size_t i;
+
+	v->held = idem_ereallocarray(v->held, v->nheld + 1, sizeof(*v->held));
+	v->held[v->nheld].id = id;
+	v->held[v->nheld++].released = 0;
+	signal_event(v);
+	for (;;) {
+		for (i = 0; i < v->nheld && v->held[i].id != id; i++)
+			;
+		if (v->held[i].released || v->stopping) {
+			int how = v->held[i].released == 1 && !v->stopping ? 1 : 2;
+
+			v->held[i] = v->held[--v->nheld];
+			return how;
+		}
+		pthread_cond_wait(&v->changed, &v->lock);
+	}
+}
+
+/* A charge: recorded first, so that a held or killed reply has taken
+ * effect all the same (the vendor did charge). */
+static int
+charge(struct idem_vendor *v, struct MHD_Connection *c, struct idem_vendor_call *call)
+{
+	json_t *ids, *reply;
+	char id[32], *text;
+	int held, rc, fault = 0;
+
+	if (call->business_key && json_object_get(v->faults, call->business_key)) {
+		fault = (int)json_integer_value(json_object_get(v->faults, call->business_key));
+		json_object_del(v->faults, call->business_key);
+	}
+	if (fault == IDEM_VENDOR_ERROR) {
+		call->status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+		call->answer = "error";
+		pthread_mutex_unlock(&v->lock);
+		return answer(c, MHD_HTTP_INTERNAL_SERVER_ERROR,
+		    "{\"error\":{\"message\":\"the vendor failed (a fault of the rehearsal)\"}}");
+	}
+	if (fault == IDEM_VENDOR_TIMEOUT) {
+		call->answer = "timeout";
+		while (!v->stopping)
+			pthread_cond_wait(&v->changed, &v->lock);
+		pthread_mutex_unlock(&v->lock);
+		return MHD_NO;
+	}
+	if (v->honours && call->idempotency_key &&
+	    (reply = json_object_get(v->replies, call->idempotency_key)) != NULL) {
+		call->status = MHD_HTTP_OK;
+		call->answer = "replayed";
+		call->response_id = dup_or_null(json_string_value(json_object_get(reply, "id")));
+		json_object_set_new(reply, "replayed", json_true());
+		text = json_dumps(reply, JSON_COMPACT);
+		json_object_set_new(reply, "replayed", json_false());
+		pthread_mutex_unlock(&v->lock);
+		rc = answer(c, MHD_HTTP_OK, text);
+		free(text);
+		return rc;
+	}
+	snprintf(id, sizeof(id), "ex_%06ld", ++v->next_effect);
+	call->effect = 1;
+	call->response_id = idem_estrdup(id);
+	reply = json_pack("{s:s,s:s,s:o,s:b}", "id", id, "object", v->name,
+	    "business_key", call->business_key ? json_string(call->business_key) : json_null(),
+	    "replayed", 0);
+	if (call->business_key) {
+		if ((ids = json_object_get(v->effects, call->business_key)) == NULL)
+			json_object_set_new(v->effects, call->business_key, ids = json_array());
+		json_array_append_new(ids, json_string(id));
+	}
+	if (v->honours && call->idempotency_key)
+		json_object_set(v->replies, call->idempotency_key, reply);
+	text = json_dumps(reply, JSON_COMPACT);
+	json_decref(reply);
+	held = 0;
+	if (call->business_key && json_object_get(v->armed, call->business_key)) {
+		json_object_del(v->armed, call->business_key);
+		held = wait_held(v, call->id);
+	}
+	if (held == 2) {
+		call->answer = "killed";
+		pthread_mutex_unlock(&v->lock);
+		free(text);
+		return MHD_NO;
+	}
+	call->status = MHD_HTTP_OK;
+	call->answer = "ok";
+	pthread_mutex_unlock(&v->lock);
+	rc = answer(c, MHD_HTTP_OK, text);
+	free(text);
+	return rc;
+}
+
+/* The charges of a business key so far: what a worker's reconciliation
+ * asks; no effect. */
+static int
+look_up(struct idem_vendor *v, struct MHD_Connection *c, struct idem_vendor_call *call)
+{
+	const char *key = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "key");
+	json_t *ids = key ? json_object_get(v->effects, key) : NULL, *data = json_array(), *id, *doc;
+	char *text;
+	size_t i;
+	int rc;
+
+	free(call->business_key);
+	call->business_key = dup_or_null(key);
+	call->status = MHD_HTTP_OK;
+	call->answer = "ok";
+	json_array_foreach(ids, i, id)
+		json_array_append_new(data, json_pack("{s:O}", "id", id));
+	doc = json_pack("{s:o}", "data", data);
+	text = json_dumps(doc, JSON_COMPACT);
+	json_decref(doc);
+	pthread_mutex_unlock(&v->lock);
+	rc = answer(c, MHD_HTTP_OK, text);
+	free(text);
+	return rc;
+}
+
+static enum MHD_Result
+handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+       const char *version, const char *upload_data, size_t *upload_data_size, void **state)
+{
+	struct idem_vendor *v = cls;
+	struct request *req = *state;
+	struct idem_vendor_call *call;
+
+	(void)version;
+	if (req == NULL) {
+		*state = req = idem_emalloc(sizeof(*req));
+		memset(req, 0, sizeof(*req));
+		return MHD_YES;
+	}
+	if (*upload_data_size > 0) {
+		if (req->len + *upload_data_size > MAX_BODY) {
+			req->too_large = 1;
+		} else {
+			req->body = idem_erealloc(req->body, req->len + *upload_data_size + 1);
+			memcpy(req->body + req->len, upload_data, *upload_data_size);
+			req->len += *upload_data_size;
+		}
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
+	pthread_mutex_lock(&v->lock);
+	v->calls = idem_ereallocarray(v->calls, v->ncalls + 1, sizeof(*v->calls));
+	call = v->calls[v->ncalls++] = idem_emalloc(sizeof(*call));
+	memset(call, 0, sizeof(*call));
+	call->id = (long)v->ncalls;
+	call->at_us = idem_now_us();
+	call->method = idem_estrdup(method);
+	call->path = idem_estrdup(url);
+	call->idempotency_key = dup_or_null(MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+	    "Idempotency-Key"));
+	idem_sha256_hex(req->body ? req->body : "", req->len, call->body_sha256);
+	call->business_key = req->too_large ? NULL :
+	    idem_vendor_body_key(req->body ? req->body : "", req->len, v->fields, v->nfields);
+	call->answer = "";
+	client_of(v, c, call);
+	signal_event(v);
+	if (req->too_large) {
+		call->status = MHD_HTTP_CONTENT_TOO_LARGE;
+		call->answer = "error";
+		pthread_mutex_unlock(&v->lock);
+		return answer(c, MHD_HTTP_CONTENT_TOO_LARGE, "{\"error\":{\"message\":\"body too large\"}}");
+	}
+	if (strcmp(method, "POST") == 0)
+		return charge(v, c, call);
+	if (strcmp(method, "GET") == 0)
+		return look_up(v, c, call);
+	call->status = MHD_HTTP_METHOD_NOT_ALLOWED;
+	call->answer = "error";
+	pthread_mutex_unlock(&v->lock);
+	return answer(c, MHD_HTTP_METHOD_NOT_ALLOWED, "{\"error\":{\"message\":\"POST or GET\"}}");
+}
+
+static void
+completed(void *cls, struct MHD_Connection *c, void **state, enum MHD_RequestTerminationCode how)
+{
+	struct request *req = *state;
+
+	(void)cls;
+	(void)c;
+	(void)how;
+	if (req != NULL) {
+		free(req->body);
+		free(req);
+	}
+	*state = NULL;
+}
+
+struct idem_vendor *
+idem_vendor_start(const char *name, const char *key_fields, int honours, struct idem_error *err)
+{
+	struct idem_vendor *v = idem_emalloc(sizeof(*v));
+	struct sockaddr_in addr;
+	const union MHD_DaemonInfo *info;
+	json_t *fields, *field;
+	size_t i;
+
+	memset(v, 0, sizeof(*v));
+	v->name = idem_estrdup(name);
+	v->honours = honours;
+	fields = json_loads(key_fields, 0, NULL);
+	v->faults = json_object();
+	v->armed = json_object();
+	v->effects = json_object();
+	v->replies = json_object();
+	pthread_mutex_init(&v->lock, NULL);
+	pthread_cond_init(&v->changed, NULL);
+	json_array_foreach(fields, i, field) {
+		if (!json_is_string(field))
+			break;
+		v->fields = idem_ereallocarray(v->fields, v->nfields + 1, sizeof(*v->fields));
+		v->fields[v->nfields++] = idem_estrdup(json_string_value(field));
+	}
+	if (!json_is_array(fields) || v->nfields == 0 || v->nfields != json_array_size(fields)) {
+		json_decref(fields);
+		idem_error_set(err, IDEM_EXIT_USAGE, "the external effect's key fields %s: expected a "
+		    "JSON array of field names", key_fields);
+		goto fail;
+	}
+	json_decref(fields);
+	if ((v->event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
+		idem_error_set(err, IDEM_EXIT_ENV, "eventfd: %s", strerror(errno));
+		goto fail;
+	}
+	memset(&addr, 0, sizeof(addr));
+	addr.sin_family = AF_INET;
+	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	addr.sin_port = 0;
+	v->daemon = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD,
+	    0, NULL, NULL, handle, v, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+	    MHD_OPTION_NOTIFY_COMPLETED, completed, v, MHD_OPTION_CONNECTION_TIMEOUT, 120u,
+	    MHD_OPTION_END);
+	if (v->daemon == NULL) {
+		idem_error_set(err, IDEM_EXIT_ENV, "starting the vendor double on 127.0.0.1: %s",
+		    strerror(errno));
+		goto fail;
+	}
+	info = MHD_get_daemon_info(v->daemon, MHD_DAEMON_INFO_BIND_PORT);
+	snprintf(v->url, sizeof(v->url), "http://127.0.0.1:%u", info ? (unsigned)info->port : 0u);
+	return v;
+fail:
+	idem_vendor_free(v);
+	return NULL;
+}
+
+const char *
+idem_vendor_url(const struct idem_vendor *v)
+{
+	return v->url;
+}
+
+int
+idem_vendor_fd(const struct idem_vendor *v)
+{
+	return v->event_fd;
+}
+
+void
+idem_vendor_drain(struct idem_vendor *v)
+{
+	uint64_t n;
+
+	while (read(v->event_fd, &n, sizeof(n)) == (ssize_t)sizeof(n))
+		;
+}
+
+void
+idem_vendor_workers(struct idem_vendor *v, const pid_t *groups, int n)
+{
+	pthread_mutex_lock(&v->lock);
+	v->ngroups = n < MAX_WORKERS ? n : MAX_WORKERS;
+	memcpy(v->groups, groups, (size_t)v->ngroups * sizeof(*groups));
+	pthread_mutex_unlock(&v->lock);
+}
+
+void
+idem_vendor_fault(struct idem_vendor *v, const char *business_key, enum idem_vendor_fault fault)
+{
+	pthread_mutex_lock(&v->lock);
+	json_object_set_new(v->faults, business_key, json_integer(fault));
+	pthread_mutex_unlock(&v->lock);
+}
+
+void
+idem_vendor_arm(struct idem_vendor *v, const char *business_key)
+{
+	pthread_mutex_lock(&v->lock);
+	json_object_set_new(v->armed, business_key, json_true());
+	pthread_mutex_unlock(&v->lock);
+}
+
+size_t
+idem_vendor_held(struct idem_vendor *v, struct idem_vendor_held *out, size_t max)
+{
+	size_t i, j, n = 0;
+
+	pthread_mutex_lock(&v->lock);
+	for (i = 0; i < v->nheld && n < max; i++) {
+		if (v->held[i].released)
+			continue;
+		j = (size_t)v->held[i].id - 1;	/* ids count the calls from 1 */
+		out[n].id = v->held[i].id;
+		out[n].worker = v->calls[j]->worker;
+		out[n].pid = v->calls[j]->pid;
+		out[n++].business_key = dup_or_null(v->calls[j]->business_key);
+	}
+	pthread_mutex_unlock(&v->lock);
+	return n;
+}
+
+void
+idem_vendor_release(struct idem_vendor *v, long id, int killed)
+{
+	size_t i;
+
+	pthread_mutex_lock(&v->lock);
+	for (i = 0; i < v->nheld; i++)
+		if (v->held[i].id == id)
+			v->held[i].released = killed ? 2 : 1;
+	pthread_cond_broadcast(&v->changed);
+	pthread_mutex_unlock(&v->lock);
+}
+
+void
+idem_vendor_stop(struct idem_vendor *v, struct idem_vendor_call *const **calls, size_t *n)
+{
+	pthread_mutex_lock(&v->lock);
+	v->stopping = 1;
+	pthread_cond_broadcast(&v->changed);
+	pthread_mutex_unlock(&v->lock);
+	if (v->daemon != NULL)
+		MHD_stop_daemon(v->daemon);
+	v->daemon = NULL;
+	*calls = v->calls;
+	*n = v->ncalls;
+}
+
+void
+idem_vendor_free(struct idem_vendor *v)
+{
+	size_t i;
+
+	if (v == NULL)
+		return;
+	if (v->daemon != NULL) {
+		struct idem_vendor_call *const *calls;
+		size_t n;
+
+		idem_vendor_stop(v, &calls, &n);
+	}
+	for (i = 0; i < v->ncalls; i++) {
+		free(v->calls[i]->method);
+		free(v->calls[i]->path);
+		free(v->calls[i]->idempotency_key);
+		free(v->calls[i]->business_key);
+		free(v->calls[i]->response_id);
+		free(v->calls[i]);
+	}
+	free(v->calls);
+	free(v->held);
+	free(v->name);
+	idem_free_list(v->fields, v->nfields);
+	json_decref(v->faults);
+	json_decref(v->armed);
+	json_decref(v->effects);
+	json_decref(v->replies);
+	if (v->event_fd > 0)
+		close(v->event_fd);
+	pthread_mutex_destroy(&v->lock);
+	pthread_cond_destroy(&v->changed);
+	free(v);
+}

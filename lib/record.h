@@ -1,0 +1,24 @@
+/* record.h: what mkrecord(1), verify-record(1) and rehearse(1) share of a
+ * record apart from its YAML: the evidence file beside a volume record,
+ * the interval of a rate, and the causes of waiting it keeps */
+#ifndef IDEM_RECORD_H
+#define IDEM_RECORD_H
+
+#include <stdio.h>
+
+#include "error.h"
+
+/* The 95% Wilson score interval of k events in n trials, as proportions
+ * in [0, 1]; -1 when there is none (n < 1, k < 0 or k > n). */
+int idem_record_wilson(long long k, long long n, double *low, double *high);
+
+/* The evidence file beside a volume record (idem-record(5)): an idem-tsv
+ * stream compressed with gzip, read and written as a stdio stream. Write
+ * mode makes path (mode 0644); a write error shows at fclose. */
+FILE *idem_record_file_open(const char *path, const char *mode, struct idem_error *err);
+
+/* The causes of waiting a record keeps apart from the engineer's figures
+ * (mkrecord -w), NULL-terminated. */
+extern const char *const idem_wait_causes[];
+
+#endif
