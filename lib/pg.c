@@ -204,15 +204,28 @@ idem_pg_clock_skew(PGconn *conn, long long *skew_us, struct idem_error *err)
 }
 
 static char *
-quote_identifier(PGconn *conn, const char *name)
+quoted(PGconn *conn, const char *text, char *(*escape)(PGconn *, const char *, size_t))
 {
-	char *q = PQescapeIdentifier(conn, name, strlen(name)), *out;
+	char *q = escape(conn, text, strlen(text)), *out;
 
 	if (q == NULL)
-		idem_die(IDEM_EXIT_ENV, "quoting %s: %s", name, PQerrorMessage(conn));
+		idem_die(IDEM_EXIT_ENV, "quoting %s: %s",
+		    escape == PQescapeIdentifier ? text : "a literal", PQerrorMessage(conn));
 	out = idem_estrdup(q);
 	PQfreemem(q);
 	return out;
+}
+
+char *
+idem_pg_quote_ident(PGconn *conn, const char *name)
+{
+	return quoted(conn, name, PQescapeIdentifier);
+}
+
+char *
+idem_pg_quote_literal(PGconn *conn, const char *text)
+{
+	return quoted(conn, text, PQescapeLiteral);
 }
 
 char *
@@ -221,13 +234,13 @@ idem_pg_quote_table(PGconn *conn, const char *table)
 	char *copy = idem_estrdup(table), *dot = strchr(copy, '.'), *a, *b, *out;
 
 	if (dot == NULL) {
-		out = quote_identifier(conn, copy);
+		out = idem_pg_quote_ident(conn, copy);
 		free(copy);
 		return out;
 	}
 	*dot = '\0';
-	a = quote_identifier(conn, copy);
-	b = quote_identifier(conn, dot + 1);
+	a = idem_pg_quote_ident(conn, copy);
+	b = idem_pg_quote_ident(conn, dot + 1);
 	if (asprintf(&out, "%s.%s", a, b) < 0)
 		idem_die(IDEM_EXIT_ENV, "asprintf:");
 	free(a);
@@ -261,7 +274,7 @@ idem_pg_key_sql(PGconn *conn, const char *key_columns, const char *prefix)
 			free(out);
 			return NULL;
 		}
-		q = quote_identifier(conn, json_string_value(col));
+		q = idem_pg_quote_ident(conn, json_string_value(col));
 		if (n == 1)
 			fprintf(f, "%s%s::text", prefix, q);
 		else

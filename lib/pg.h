@@ -43,6 +43,13 @@ PGresult *idem_pg_exec(PGconn *conn, const char *what, struct idem_error *err,
  * database's time against the middle of the round trip. */
 int idem_pg_clock_skew(PGconn *conn, long long *skew_us, struct idem_error *err);
 
+/* An identifier or a literal quoted for conn, as PQescapeIdentifier and
+ * PQescapeLiteral quote them; exits as the idem_e* functions do when libpq
+ * cannot (out of memory, text not in the connection's encoding). Caller
+ * frees. */
+char *idem_pg_quote_ident(PGconn *conn, const char *name);
+char *idem_pg_quote_literal(PGconn *conn, const char *text);
+
 /* A table named NAME or SCHEMA.NAME, each part quoted for conn. Caller
  * frees. */
 char *idem_pg_quote_table(PGconn *conn, const char *table);
