@@ -32,7 +32,7 @@ static const char synopsis[] =
 
 struct key_count {
 	char *key;
-	uint64_t hash;			/* key_hash of the key, or 0 until it is needed */
+	uint64_t hash;			/* idem_map_hash of the key, or 0 until it is needed */
 	long long expected, observed;
 	int seeded;
 	unsigned char first_hash[32];	/* payload hash of the first job with this key */
@@ -55,11 +55,7 @@ static struct {
 		char text[];
 	} *key_text;			/* the seeded keys' text, packed */
 	size_t nkeys, keys_cap;
-	struct key_slot {
-		uint32_t index;		/* + 1 into keys; 0 empty */
-		uint32_t tag;		/* the high half of the key's hash */
-	} *key_slots;			/* open addressing, at most half full */
-	size_t key_slots_cap;
+	struct idem_index key_index;	/* of keys, once they need one */
 	int indexed;			/* the slots hold the keys where they are */
 	int seeded_unordered;		/* a job's key came not after the key before */
 	/* the count query's rows met with the sorted keys, while they come
@@ -137,56 +133,43 @@ by_key(const void *a, const void *b)
 	return strcmp(((const struct key_count *)a)->key, ((const struct key_count *)b)->key);
 }
 
-/* FNV-1a, then MurmurHash3's final mix: keys that differ only in their
- * last characters spread over the low bits too. */
-static uint64_t
-key_hash(const char *key)
+static int
+same_key(const void *key, size_t entry)
 {
-	uint64_t h = UINT64_C(14695981039346656037);
-
-	for (; *key; key++)
-		h = (h ^ (unsigned char)*key) * UINT64_C(1099511628211);
-	h ^= h >> 33;
-	h *= UINT64_C(0xff51afd7ed558ccd);
-	h ^= h >> 33;
-	h *= UINT64_C(0xc4ceb9fe1a85ec53);
-	return h ^ (h >> 33);
+	return strcmp(c.keys[entry].key, key) == 0;
 }
 
-/* The slot of a seeded key, whose key_hash is h: its own, or the empty
- * one where it goes. */
-static struct key_slot *
+static uint64_t
+hash_of_key(const void *ctx, size_t entry)
+{
+	struct key_count *k = &c.keys[entry];
+
+	(void)ctx;
+	if (k->hash == 0)
+		k->hash = idem_map_hash(k->key);
+	return k->hash;
+}
+
+/* The slot of a seeded key, whose idem_map_hash is h: its own, or the
+ * empty one where it goes. */
+static struct idem_index_slot *
 key_slot(const char *key, uint64_t h)
 {
-	uint32_t tag = (uint32_t)(h >> 32);
-	size_t mask = c.key_slots_cap - 1, i = (size_t)h & mask;
-
-	while (c.key_slots[i].index != 0 && (c.key_slots[i].tag != tag ||
-	    strcmp(c.keys[c.key_slots[i].index - 1].key, key) != 0))
-		i = (i + 1) & mask;
-	c.key_slots[i].tag = tag;
-	return &c.key_slots[i];
+	return idem_index_slot(&c.key_index, h, same_key, key);
 }
 
-/* Places every key in slots for cap keys and more. */
+/* Places every key in the index, with room for cap keys and more. */
 static void
 index_keys(size_t cap)
 {
 	size_t i;
 
-	if (cap > UINT32_MAX / 2)
-		idem_die(IDEM_EXIT_ENV, "more than %u business keys", (unsigned)(UINT32_MAX / 2));
-	free(c.key_slots);
-	for (c.key_slots_cap = 1024; c.key_slots_cap < 2 * cap; c.key_slots_cap *= 2)
-		;
-	c.key_slots = idem_ereallocarray(NULL, c.key_slots_cap, sizeof(*c.key_slots));
-	memset(c.key_slots, 0, c.key_slots_cap * sizeof(*c.key_slots));
+	idem_index_free(&c.key_index);
+	idem_index_reserve(&c.key_index, cap, hash_of_key, NULL);
 	for (i = 0; i < c.nkeys; i++) {
-		struct key_count *k = &c.keys[i];
+		uint64_t h = hash_of_key(NULL, i);
 
-		if (k->hash == 0)
-			k->hash = key_hash(k->key);
-		key_slot(k->key, k->hash)->index = (uint32_t)(i + 1);
+		idem_index_fill(&c.key_index, key_slot(c.keys[i].key, h), h, i);
 	}
 }
 
@@ -228,7 +211,7 @@ seed_key(const char *key, const char *payload_sha256)
 	unsigned char hash[32];
 	uint64_t h = 0;
 	struct key_count *k;
-	struct key_slot *slot;
+	struct idem_index_slot *slot;
 	size_t i;
 
 	/* the reader checked 64 lowercase hex digits */
@@ -244,13 +227,13 @@ seed_key(const char *key, const char *payload_sha256)
 	}
 	slot = NULL;
 	if (c.seeded_unordered) {
-		if (2 * (c.nkeys + 1) > c.key_slots_cap)
+		if (2 * (c.nkeys + 1) > c.key_index.cap)
 			index_keys(2 * c.nkeys + 1);
-		h = key_hash(key);
+		h = idem_map_hash(key);
 		slot = key_slot(key, h);
 	}
-	if (slot != NULL && slot->index != 0) {
-		k = &c.keys[slot->index - 1];
+	if (slot != NULL && slot->entry != 0) {
+		k = &c.keys[slot->entry - 1];
 		if (strcmp(c.key_scope, "job") == 0)
 			k->expected++;
 		if (memcmp(k->first_hash, hash, sizeof(hash)) != 0)
@@ -269,21 +252,21 @@ seed_key(const char *key, const char *payload_sha256)
 	k->expected = 1;
 	k->seeded = 1;
 	if (slot != NULL)
-		slot->index = (uint32_t)c.nkeys;
+		idem_index_fill(&c.key_index, slot, h, c.nkeys - 1);
 }
 
 /* The entry of a seeded key, or NULL. */
 static struct key_count *
 find_key(const char *key)
 {
-	struct key_slot *slot;
+	struct idem_index_slot *slot;
 
 	if (!c.indexed) {
 		index_keys(c.nkeys);
 		c.indexed = 1;
 	}
-	slot = key_slot(key, key_hash(key));
-	return slot->index != 0 ? &c.keys[slot->index - 1] : NULL;
+	slot = key_slot(key, idem_map_hash(key));
+	return slot->entry != 0 ? &c.keys[slot->entry - 1] : NULL;
 }
 
 static void prepare_identifiers(void);
@@ -1635,7 +1618,7 @@ main(int argc, char *argv[])
 		free(b);
 	}
 	free(c.keys);
-	free(c.key_slots);
+	idem_index_free(&c.key_index);
 	free(c.merge_last);
 	free(c.row_buf);
 	fclose(c.msg_ids);

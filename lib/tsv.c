@@ -666,77 +666,81 @@ name_hash(const char *name, size_t len)
 	return h ? h : 1;
 }
 
-/* The slot of h: where it is, or the empty one where it would go. */
-static size_t
+struct name_lookup {
+	const struct idem_tsv_names *set;
+	unsigned long long h;
+};
+
+static int
+same_name(const void *ctx, size_t entry)
+{
+	const struct name_lookup *l = ctx;
+
+	return l->set->hashes[entry] == l->h;
+}
+
+static uint64_t
+hash_of_name(const void *ctx, size_t entry)
+{
+	return ((const struct idem_tsv_names *)ctx)->hashes[entry];
+}
+
+static struct idem_index_slot *
 names_slot(const struct idem_tsv_names *set, unsigned long long h)
 {
-	size_t i = (size_t)h & (set->cap - 1);
+	struct name_lookup l = { set, h };
 
-	while (set->slots[i] != 0 && set->slots[i] != h)
-		i = (i + 1) & (set->cap - 1);
-	return i;
+	return idem_index_slot(&set->index, h, same_name, &l);
 }
 
 static int
 names_has(const struct idem_tsv_names *set, const char *name)
 {
-	return set->cap > 0 && set->slots[names_slot(set, name_hash(name, strlen(name)))] != 0;
+	struct idem_index_slot *slot = names_slot(set, name_hash(name, strlen(name)));
+
+	return slot != NULL && slot->entry != 0;
 }
 
-/* Asks the cache for the slot where a name of hash h is looked for first:
- * the set outgrows the caches, and the row's other fields are checked
- * while the slot comes. Only a hint; the set may grow before the add. */
+/* Lists h, not indexed yet. */
 static void
-names_prefetch(const struct idem_tsv_names *set, unsigned long long h)
+names_list(struct idem_tsv_names *set, unsigned long long h)
 {
-	if (set->cap > 0)
-		__builtin_prefetch(&set->slots[(size_t)h & (set->cap - 1)]);
+	if (set->n == set->cap) {
+		set->cap = set->cap ? 2 * set->cap : 1024;
+		set->hashes = idem_ereallocarray(set->hashes, set->cap, sizeof(*set->hashes));
+	}
+	set->hashes[set->n++] = h;
 }
 
-/* Adds a name by its name_hash h; 0 when it was there already. Open
- * addressing, at most three quarters full. */
+/* Adds a name by its name_hash h; 0 when it was there already. */
 static int
 names_add(struct idem_tsv_names *set, unsigned long long h)
 {
-	size_t i;
+	struct idem_index_slot *slot;
 
-	if (set->n + 1 > set->cap / 4 * 3) {
-		struct idem_tsv_names bigger = { NULL, set->cap ? set->cap * 2 : 1024, set->n };
-
-		bigger.slots = idem_ereallocarray(NULL, bigger.cap, sizeof(*bigger.slots));
-		memset(bigger.slots, 0, bigger.cap * sizeof(*bigger.slots));
-		for (i = 0; i < set->cap; i++)
-			if (set->slots[i] != 0)
-				bigger.slots[names_slot(&bigger, set->slots[i])] = set->slots[i];
-		free(set->slots);
-		*set = bigger;
-	}
-	i = names_slot(set, h);
-	if (set->slots[i] == h)
+	idem_index_reserve(&set->index, set->n + 1, hash_of_name, set);
+	slot = names_slot(set, h);
+	if (slot->entry != 0)
 		return 0;
-	set->slots[i] = h;
-	set->n++;
+	names_list(set, h);
+	idem_index_fill(&set->index, slot, h, set->n - 1);
 	return 1;
 }
 
 /* Whether a job id, of name_hash h, is new. While the ids come in byte
  * order, as seed-gen writes them, each is: its hash is only listed, with
- * no look-up in a set that outgrows the caches. The first id that does
- * not come after the one before puts the listed hashes in the set, where
- * it and every later id are looked up. */
+ * no look-up in an index that outgrows the caches. The first id that
+ * does not come after the one before indexes the listed hashes, where it
+ * and every later id are looked up. */
 static int
 job_id_new(struct idem_tsv_reader *r, const char *id, unsigned long long h)
 {
+	struct idem_tsv_names *set = &r->job_ids;
 	size_t len = strlen(id), i;
 
 	if (!r->job_ids_unordered) {
-		if (r->job_id_list_n == 0 || strcmp(r->last_job_id, id) < 0) {
-			if (r->job_id_list_n == r->job_id_list_cap) {
-				r->job_id_list_cap = r->job_id_list_cap ? 2 * r->job_id_list_cap : 1024;
-				r->job_id_list = idem_ereallocarray(r->job_id_list, r->job_id_list_cap,
-				    sizeof(*r->job_id_list));
-			}
-			r->job_id_list[r->job_id_list_n++] = h;
+		if (set->n == 0 || strcmp(r->last_job_id, id) < 0) {
+			names_list(set, h);
 			if (len + 1 > r->last_job_id_cap) {
 				r->last_job_id_cap = 2 * (len + 1);
 				r->last_job_id = idem_erealloc(r->last_job_id, r->last_job_id_cap);
@@ -745,13 +749,18 @@ job_id_new(struct idem_tsv_reader *r, const char *id, unsigned long long h)
 			return 1;
 		}
 		r->job_ids_unordered = 1;
-		for (i = 0; i < r->job_id_list_n; i++)
-			names_add(&r->job_ids, r->job_id_list[i]);
-		free(r->job_id_list);
-		r->job_id_list = NULL;
-		r->job_id_list_n = r->job_id_list_cap = 0;
+		idem_index_reserve(&set->index, set->n + 1, hash_of_name, set);
+		for (i = 0; i < set->n; i++)
+			idem_index_fill(&set->index, names_slot(set, set->hashes[i]), set->hashes[i], i);
 	}
-	return names_add(&r->job_ids, h);
+	return names_add(set, h);
+}
+
+static void
+names_free(struct idem_tsv_names *set)
+{
+	free(set->hashes);
+	idem_index_free(&set->index);
 }
 
 void
@@ -769,10 +778,9 @@ idem_tsv_reader_free(struct idem_tsv_reader *r)
 	free(r->line);
 	free(r->decoded);
 	free(r->fields);
-	free(r->job_ids.slots);
+	names_free(&r->job_ids);
 	free(r->last_job_id);
-	free(r->job_id_list);
-	free(r->scenario_names.slots);
+	names_free(&r->scenario_names);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -872,7 +880,7 @@ decode_fields(struct idem_tsv_reader *r, int backslash, struct idem_error *err)
 			    r->name, r->line_no, kind, kinds[r->kind].fields[n - 1].name, problem);
 		if (n == JOB_ID && r->kind == IDEM_KIND_JOB) {
 			r->job_id_hash = name_hash(p, len);
-			names_prefetch(&r->job_ids, r->job_id_hash);
+			idem_index_prefetch(&r->job_ids.index, r->job_id_hash);
 		}
 		r->fields[n++] = rc == 1 ? NULL : p;
 		if (tab == end)

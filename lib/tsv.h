@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include "error.h"
+#include "map.h"
 
 #define IDEM_TSV_MAGIC "#idem-tsv\t1.5"
 /* the kinds of queue a seed may name (idem-seed(5)); \\N in a stream is idem */
@@ -113,10 +114,11 @@ size_t idem_kind_nfields(enum idem_kind kind);
 const char *idem_kind_field_name(enum idem_kind kind, size_t field);
 
 /* A set of 64-bit keyed hashes of names: a fixed cost per name, whatever
- * its length. */
+ * its length; listed, and indexed once a look-up needs it. */
 struct idem_tsv_names {
-	unsigned long long *slots;	/* 0 is an empty slot */
-	size_t cap, n;
+	unsigned long long *hashes;
+	size_t n, cap;
+	struct idem_index index;
 };
 
 struct idem_tsv_reader {
@@ -146,8 +148,6 @@ struct idem_tsv_reader {
 	int job_ids_unordered;
 	char *last_job_id;
 	size_t last_job_id_cap;
-	unsigned long long *job_id_list;
-	size_t job_id_list_n, job_id_list_cap;
 };
 
 enum { IDEM_TSV_EOF = 0, IDEM_TSV_ROW = 1, IDEM_TSV_COMMENT = 2, IDEM_TSV_HEADER = 3 };

@@ -53,12 +53,12 @@ plan(const uint8_t *data, size_t size)
 
 	idem_map_init(&m);
 	if (idem_step_plan_parse(&m, (const char *)data, size) == 0) {
-		for (i = 0; i < m.cap; i++) {
-			if (m.slots[i].key == NULL)
-				continue;
-			tab = strchr(m.slots[i].key, '\t');
-			if (tab == NULL || tab == m.slots[i].key || tab[1] == '\0' ||
-			    strchr(tab + 1, '\t') != NULL || strchr(m.slots[i].key, '\n') != NULL)
+		for (i = 0; i < m.n; i++) {
+			const char *key = m.entries[i].key;
+
+			tab = strchr(key, '\t');
+			if (tab == NULL || tab == key || tab[1] == '\0' ||
+			    strchr(tab + 1, '\t') != NULL || strchr(key, '\n') != NULL)
 				fuzz_fail("a plan line that is not two fields");
 		}
 		if (size > 0 && data[size - 1] != '\n')
