@@ -575,53 +575,6 @@ sort_seeded(void)
 	c.indexed = 0;
 }
 
-static char *
-quote_ident(const char *name)
-{
-	char *q = PQescapeIdentifier(c.conn, name, strlen(name)), *out;
-
-	if (q == NULL)
-		idem_die(IDEM_EXIT_ENV, "quoting %s: %s", name, PQerrorMessage(c.conn));
-	out = idem_estrdup(q);
-	PQfreemem(q);
-	return out;
-}
-
-static char *
-quote_literal(const char *text)
-{
-	char *q = PQescapeLiteral(c.conn, text, strlen(text)), *out;
-
-	if (q == NULL)
-		idem_die(IDEM_EXIT_ENV, "quoting: %s", PQerrorMessage(c.conn));
-	out = idem_estrdup(q);
-	PQfreemem(q);
-	return out;
-}
-
-/* A table named NAME or SCHEMA.NAME, quoted. */
-static char *
-quote_table(const char *name)
-{
-	char *copy = idem_estrdup(name), *dot = strchr(copy, '.'), *out;
-
-	if (dot) {
-		char *schema, *table;
-
-		*dot = '\0';
-		schema = quote_ident(copy);
-		table = quote_ident(dot + 1);
-		if (asprintf(&out, "%s.%s", schema, table) < 0)
-			idem_die(IDEM_EXIT_ENV, "asprintf:");
-		free(schema);
-		free(table);
-	} else {
-		out = quote_ident(copy);
-	}
-	free(copy);
-	return out;
-}
-
 /* A table whose guard is looked for and probed: the effect table, or the
  * one the seed declares the guard on. */
 struct guarded {
@@ -644,7 +597,7 @@ quote_columns(const char *key_columns, size_t *n)
 	*n = json_array_size(cols);
 	out = idem_ereallocarray(NULL, *n + 1, sizeof(char *));
 	json_array_foreach(cols, i, col)
-		out[i] = quote_ident(json_string_value(col));
+		out[i] = idem_pg_quote_ident(c.conn, json_string_value(col));
 	json_decref(cols);
 	return out;
 }
@@ -652,7 +605,7 @@ quote_columns(const char *key_columns, size_t *n)
 static void
 prepare_identifiers(void)
 {
-	c.table_sql = quote_table(c.effect_table);
+	c.table_sql = idem_pg_quote_table(c.conn, c.effect_table);
 	/* the reader checked it is an array of one or more strings */
 	c.column_sql = quote_columns(c.key_columns, &c.ncolumns);
 }
@@ -1169,7 +1122,8 @@ subset_of_key(const struct guarded *g, const char *json_columns)
 static void
 probe(const struct guarded *g, char **guard_names, size_t nguards)
 {
-	char *cols = NULL, *sql = NULL, *table_literal = quote_literal(g->table_sql), *catalog;
+	char *cols = NULL, *sql = NULL, *catalog;
+	char *table_literal = idem_pg_quote_literal(c.conn, g->table_sql);
 	size_t len = 0, i;
 	FILE *f = open_memstream(&cols, &len);
 	const char *row[5], *state, *constraint, *result;
@@ -1190,7 +1144,7 @@ probe(const struct guarded *g, char **guard_names, size_t nguards)
 	for (i = 0; i < g->ncolumns; i++)
 		fprintf(f, "%s%s", i ? ", " : "", g->column_sql[i]);
 	for (i = 0; i < (size_t)PQntuples(res); i++) {
-		char *name = quote_ident(PQgetvalue(res, (int)i, 0));
+		char *name = idem_pg_quote_ident(c.conn, PQgetvalue(res, (int)i, 0));
 		size_t k;
 		int dup = 0;
 
@@ -1266,7 +1220,7 @@ probe(const struct guarded *g, char **guard_names, size_t nguards)
 static void
 guards_of(const struct guarded *g)
 {
-	char *literal = quote_literal(g->table_sql), *sql, **names = NULL;
+	char *literal = idem_pg_quote_literal(c.conn, g->table_sql), *sql, **names = NULL;
 	size_t nnames = 0, i;
 	PGresult *res;
 
@@ -1334,7 +1288,7 @@ guards(void)
 	guards_of(&effect);
 	if (c.declared_table == NULL)
 		return;
-	declared.table_sql = quote_table(c.declared_table);
+	declared.table_sql = idem_pg_quote_table(c.conn, c.declared_table);
 	declared.column_sql = quote_columns(c.declared_columns, &declared.ncolumns);
 	params[0] = declared.table_sql;
 	params[1] = c.declared_columns;
@@ -1441,7 +1395,8 @@ measures(void)
 static void
 pending_calls(void)
 {
-	char *table = quote_table(c.pending_table), *owner = quote_ident(c.pending_owner), *sql;
+	char *table = idem_pg_quote_table(c.conn, c.pending_table);
+	char *owner = idem_pg_quote_ident(c.conn, c.pending_owner), *sql;
 	char value[32], unit[1024];
 	long long total = 0, n;
 	PGresult *res;

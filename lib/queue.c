@@ -135,8 +135,7 @@ idem_queue_sql(const struct idem_queue *q, PGconn *conn, const char *section)
 
 	if (s == NULL)
 		return NULL;
-	if ((literal = PQescapeLiteral(conn, q->name, strlen(q->name))) == NULL)
-		idem_die(IDEM_EXIT_ENV, "quoting the queue's name: %s", PQerrorMessage(conn));
+	literal = idem_pg_quote_literal(conn, q->name);
 	llen = strlen(literal);
 	end = s->sql + s->len;
 	for (p = s->sql; (at = memmem(p, (size_t)(end - p), PLACEHOLDER, sizeof(PLACEHOLDER) - 1)) != NULL;
@@ -152,7 +151,7 @@ idem_queue_sql(const struct idem_queue *q, PGconn *conn, const char *section)
 	}
 	memcpy(o, p, (size_t)(end - p));
 	o[end - p] = '\0';
-	PQfreemem(literal);
+	free(literal);
 	return out;
 }
 
