@@ -10,6 +10,7 @@
 #include <sodium.h>
 #include <yaml.h>
 
+#include "json.h"
 #include "seed.h"
 #include "file.h"
 #include "text.h"
@@ -303,16 +304,6 @@ idem_payload_type_name(enum idem_payload_type type)
 	static const char *const names[] = { "string", "integer", "boolean", "object", "array" };
 
 	return names[type];
-}
-
-char *
-idem_json_canonical(const json_t *value)
-{
-	char *s = json_dumps(value, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
-
-	if (s == NULL)
-		idem_die(IDEM_EXIT_ENV, "json_dumps failed");
-	return s;
 }
 
 /* Any YAML value as JSON, scalars resolved by the YAML core schema. */

@@ -5,6 +5,7 @@
 #include <jansson.h>
 
 #include "error.h"
+#include "json.h"
 #include "yamljson.h"
 
 enum idem_payload_type {
@@ -105,8 +106,6 @@ const char *idem_payload_type_name(enum idem_payload_type type);
  * array; NULL when a field is missing or is not a string, integer or
  * boolean. Caller frees. */
 char *idem_business_key(const json_t *object, char *const *fields, size_t nfields);
-/* Canonical JSON of a value (sorted keys, compact, UTF-8); caller frees. */
-char *idem_json_canonical(const json_t *value);
 /* A job as a JSON object: id, business_key, payload (canonical JSON),
  * payload_sha256 and scenario (a name or null); caller decrefs. */
 json_t *idem_seed_job_to_json(const struct idem_seed *seed, const struct idem_seed_job *job);

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "seed.h"
+#include "json.h"
 #include "template.h"
 #include "text.h"
 
@@ -77,10 +78,7 @@ emit_value(struct render *r, const json_t *v)
 	} else if (json_is_boolean(v)) {
 		s = json_is_true(v) ? "true" : "false";
 	} else {
-		/* as idem_json_canonical writes it, without the seed module */
-		s = text = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
-		if (s == NULL)
-			return;
+		s = text = idem_json_canonical(v);
 	}
 	for (p = s; *p; p++) {
 		if (r->escape == IDEM_ESCAPE_MARKDOWN && *p == '|')

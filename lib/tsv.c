@@ -6,12 +6,11 @@
 
 #include <sodium.h>
 
+#include "json.h"
 #include "tsv.h"
 #include "text.h"
 
 #define MAX_FIELDS 24
-/* nesting of JSON values, as deep as jansson parses */
-#define JSON_MAX_DEPTH 2048
 /* bytes of a value quoted in a message */
 #define QUOTE_MAX 40
 
@@ -332,215 +331,11 @@ one_of(const char *words, const char *word, size_t len)
 	return 0;
 }
 
-struct json_shape {
-	char top;		/* '{', '[' or 0 for a scalar */
-	int strings_only;	/* every element of a top-level array is a string */
-	size_t elements;	/* of a top-level array or object */
-	size_t at;		/* the offset of the first error */
-};
-
-static int
-hex4(const unsigned char *p, const unsigned char *end, unsigned *out)
-{
-	unsigned v = 0;
-	int i;
-
-	if (end - p < 4)
-		return -1;
-	for (i = 0; i < 4; i++) {
-		unsigned c = p[i];
-
-		if (c >= '0' && c <= '9')
-			v = v * 16 + (c - '0');
-		else if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f')
-			v = v * 16 + ((c | 0x20) - 'a' + 10);
-		else
-			return -1;
-	}
-	*out = v;
-	return 0;
-}
-
-/* Moves *pp past one JSON string (*pp at its opening quote), or to where
- * it goes wrong and returns -1. The bytes are valid UTF-8 already. As
- * PostgreSQL's jsonb, refuses \u0000 and a surrogate escape not in a pair. */
-static int
-json_string(const unsigned char **pp, const unsigned char *end)
-{
-	const unsigned char *p = *pp;
-	unsigned u, low;
-	int rc = -1;
-
-	for (p++; p < end; p++) {
-		if (*p == '"') {
-			p++;
-			rc = 0;
-			break;
-		}
-		if (*p < 0x20)
-			break;
-		if (*p != '\\')
-			continue;
-		if (p + 1 == end || (p[1] != 'u' && strchr("\"\\/bfnrt", p[1]) == NULL))
-			break;
-		if (p[1] != 'u') {
-			p++;
-			continue;
-		}
-		if (hex4(p + 2, end, &u) < 0 || u == 0 || (u >= 0xdc00 && u <= 0xdfff))
-			break;
-		if (u >= 0xd800 && u <= 0xdbff && (end - p < 12 || p[6] != '\\' || p[7] != 'u' ||
-		    hex4(p + 8, end, &low) < 0 || low < 0xdc00 || low > 0xdfff))
-			break;
-		p += u >= 0xd800 && u <= 0xdbff ? 11 : 5;
-	}
-	*pp = p;
-	return rc;
-}
-
-static int
-json_number(const unsigned char **pp, const unsigned char *end)
-{
-	const unsigned char *p = *pp, *start;
-	int rc = -1;
-
-	if (p < end && *p == '-')
-		p++;
-	if (p < end && *p == '0')
-		p++;
-	else if (p < end && *p >= '1' && *p <= '9')
-		while (p < end && *p >= '0' && *p <= '9')
-			p++;
-	else
-		goto out;
-	if (p < end && *p == '.') {
-		for (start = ++p; p < end && *p >= '0' && *p <= '9'; p++)
-			;
-		if (p == start)
-			goto out;
-	}
-	if (p < end && (*p == 'e' || *p == 'E')) {
-		p++;
-		if (p < end && (*p == '+' || *p == '-'))
-			p++;
-		for (start = p; p < end && *p >= '0' && *p <= '9'; p++)
-			;
-		if (p == start)
-			goto out;
-	}
-	rc = 0;
-out:
-	*pp = p;
-	return rc;
-}
-
-/*
- * Whether s is one well-formed JSON value (RFC 8259), and its shape. A
- * check without building the value: a reader meets a payload on every job
- * row, and a parse into a tree would cost as much as the rest of the row.
- */
-static int
-json_check(const char *s, size_t len, struct json_shape *shape)
-{
-	const unsigned char *start = (const unsigned char *)s, *p = start, *end = p + len;
-	unsigned char objects[JSON_MAX_DEPTH / 8];	/* per depth: 1 object, 0 array */
-	size_t depth = 0;
-	int in_object;
-
-	memset(shape, 0, sizeof(*shape));
-	shape->strings_only = 1;
-#define SKIP_SPACE() while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++
-#define FAIL() do { shape->at = (size_t)(p - start); return 0; } while (0)
-value:
-	SKIP_SPACE();
-	if (p == end)
-		FAIL();
-	if (depth == 1) {
-		shape->elements++;
-		if (*p != '"')
-			shape->strings_only = 0;
-	}
-	switch (*p) {
-	case '{':
-	case '[':
-		if (depth == JSON_MAX_DEPTH)
-			FAIL();
-		if (depth == 0)
-			shape->top = (char)*p;
-		if (*p == '{')
-			objects[depth / 8] |= (unsigned char)(1u << depth % 8);
-		else
-			objects[depth / 8] &= (unsigned char)~(1u << depth % 8);
-		depth++;
-		p++;
-		SKIP_SPACE();
-		if (p < end && *p == (objects[(depth - 1) / 8] >> (depth - 1) % 8 & 1 ? '}' : ']')) {
-			p++;
-			depth--;
-			goto after;
-		}
-		if (objects[(depth - 1) / 8] >> (depth - 1) % 8 & 1)
-			goto key;
-		goto value;
-	case '"':
-		if (json_string(&p, end) < 0)
-			FAIL();
-		goto after;
-	case 't':
-	case 'f':
-	case 'n': {
-		const char *word = *p == 't' ? "true" : *p == 'f' ? "false" : "null";
-		size_t n = strlen(word);
-
-		if ((size_t)(end - p) < n || memcmp(p, word, n) != 0)
-			FAIL();
-		p += n;
-		goto after;
-	}
-	default:
-		if (json_number(&p, end) < 0)
-			FAIL();
-		goto after;
-	}
-key:
-	SKIP_SPACE();
-	if (p == end || *p != '"' || json_string(&p, end) < 0)
-		FAIL();
-	SKIP_SPACE();
-	if (p == end || *p != ':')
-		FAIL();
-	p++;
-	goto value;
-after:
-	SKIP_SPACE();
-	if (depth == 0) {
-		if (p != end)
-			FAIL();
-		return 1;
-	}
-	if (p == end)
-		FAIL();
-	in_object = objects[(depth - 1) / 8] >> (depth - 1) % 8 & 1;
-	if (*p == ',') {
-		p++;
-		if (in_object)
-			goto key;
-		goto value;
-	}
-	if (*p != (in_object ? '}' : ']'))
-		FAIL();
-	p++;
-	depth--;
-	goto after;
-#undef SKIP_SPACE
-#undef FAIL
-}
-
 /* NULL when the value fits the field's type, else what is wrong, in buf. */
 static const char *
 check_value(const struct field *f, const char *value, size_t len, char *buf, size_t size)
 {
-	struct json_shape shape;
+	struct idem_json_shape shape;
 	char shown[QUOTE_MAX * 2 + 8];
 	const char *what = NULL;
 	long long n;
@@ -594,7 +389,7 @@ check_value(const struct field *f, const char *value, size_t len, char *buf, siz
 	case JSON_OBJECT:
 	case JSON_STRINGS:
 	case JSON_NAMES:
-		if (!json_check(value, len, &shape)) {
+		if (!idem_json_check(value, len, &shape)) {
 			snprintf(buf, size, "not JSON (at byte %zu): \"%s\"", shape.at + 1,
 			    quote(value, len, shown, sizeof(shown)));
 			return buf;
