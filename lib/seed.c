@@ -764,6 +764,65 @@ load_vendor_fault(struct loader *l, const yaml_node_t *n, const char *field,
 	return 0;
 }
 
+/* A scenario's fault: one of kill, race and vendor, else duplicates or
+ * conflicting payloads. */
+static int
+load_fault(struct loader *l, const yaml_node_t *n, const char *field,
+	   struct idem_seed_scenario *sc, long long attempt, int has_dups)
+{
+	if (!!lookup(l, n, "kill") + !!lookup(l, n, "race") + !!lookup(l, n, "vendor") > 1)
+		return fail_at(l, n, field, "declare one of kill, race and vendor, not two");
+	if (lookup(l, n, "kill")) {
+		if (get_text(l, n, field, "kill", 1, &sc->step) < 0)
+			return -1;
+		sc->fault = "kill";
+		sc->attempt = attempt;
+		if (strcmp(sc->step, "external-call") == 0 && l->seed->external.name == NULL)
+			return fail_at(l, lookup(l, n, "kill"), field, "kill: external-call is the "
+			    "call to an external system: declare it with external: { name: ..., "
+			    "key: [...], honours_idempotency_key: ... }");
+	} else if (lookup(l, n, "vendor")) {
+		return load_vendor_fault(l, n, field, sc);
+	} else if (lookup(l, n, "race")) {
+		if (get_text(l, n, field, "race", 1, &sc->step) < 0)
+			return -1;
+		if (has_dups && sc->duplicates != 1)
+			return fail_at(l, lookup(l, n, "duplicates"), field,
+			    "a race is two deliveries at once: duplicates must be 1");
+		sc->fault = "race";
+		sc->duplicates = 1;
+	} else if (sc->duplicates > 0) {
+		sc->fault = "duplicate-publish";
+	} else if (sc->conflicting_payloads) {
+		sc->fault = "same-key";
+	} else {
+		return fail_at(l, n, field, "declares no fault (duplicates, kill, race, vendor or "
+		    "conflicting_payloads)");
+	}
+	return 0;
+}
+
+/* The jobs a scenario names, or none when every: selects them. */
+static int
+load_scenario_jobs(struct loader *l, const yaml_node_t *n, const char *field, int has_every)
+{
+	yaml_node_t *jobs = lookup(l, n, "jobs");
+	yaml_node_item_t *ji;
+
+	if ((jobs == NULL) == !has_every)
+		return fail_at(l, n, field,
+		    "name the jobs with jobs: [...] or select them with every: K");
+	if (jobs == NULL)
+		return 0;
+	if (jobs->type != YAML_SEQUENCE_NODE ||
+	    jobs->data.sequence.items.top == jobs->data.sequence.items.start)
+		return fail_at(l, jobs, field, "jobs: expected a list of job ids");
+	for (ji = jobs->data.sequence.items.start; ji < jobs->data.sequence.items.top; ji++)
+		if (name_job(l, node(l, *ji), field) < 0)
+			return -1;
+	return 0;
+}
+
 static int
 load_scenarios(struct loader *l, const yaml_node_t *root)
 {
@@ -771,7 +830,7 @@ load_scenarios(struct loader *l, const yaml_node_t *root)
 		"kill", "attempt", "race", "conflicting_payloads", "vendor", NULL };
 	struct idem_seed *s = l->seed;
 	yaml_node_t *list = lookup(l, root, "scenarios");
-	yaml_node_item_t *item, *ji;
+	yaml_node_item_t *item;
 	json_t *names = json_object();
 	size_t i;
 	int rc = -1;
@@ -787,7 +846,7 @@ load_scenarios(struct loader *l, const yaml_node_t *root)
 	i = (size_t)(list->data.sequence.items.top - list->data.sequence.items.start);
 	s->scenarios = idem_ereallocarray(NULL, i + 1, sizeof(*s->scenarios));
 	for (item = list->data.sequence.items.start; item < list->data.sequence.items.top; item++) {
-		yaml_node_t *n = node(l, *item), *jobs;
+		yaml_node_t *n = node(l, *item);
 		struct idem_seed_scenario *sc = &s->scenarios[s->nscenarios];
 		long long attempt;
 		char field[64];
@@ -813,43 +872,8 @@ load_scenarios(struct loader *l, const yaml_node_t *root)
 			goto out;
 		}
 		json_object_set_new_nocheck(names, sc->name, json_true());
-		if (!!lookup(l, n, "kill") + !!lookup(l, n, "race") + !!lookup(l, n, "vendor") > 1) {
-			fail_at(l, n, field, "declare one of kill, race and vendor, not two");
+		if (load_fault(l, n, field, sc, attempt, has_dups) < 0)
 			goto out;
-		}
-		if (lookup(l, n, "kill")) {
-			if (get_text(l, n, field, "kill", 1, &sc->step) < 0)
-				goto out;
-			sc->fault = "kill";
-			sc->attempt = attempt;
-			if (strcmp(sc->step, "external-call") == 0 && s->external.name == NULL) {
-				fail_at(l, lookup(l, n, "kill"), field, "kill: external-call is the call "
-				    "to an external system: declare it with external: { name: ..., "
-				    "key: [...], honours_idempotency_key: ... }");
-				goto out;
-			}
-		} else if (lookup(l, n, "vendor")) {
-			if (load_vendor_fault(l, n, field, sc) < 0)
-				goto out;
-		} else if (lookup(l, n, "race")) {
-			if (get_text(l, n, field, "race", 1, &sc->step) < 0)
-				goto out;
-			if (has_dups && sc->duplicates != 1) {
-				fail_at(l, lookup(l, n, "duplicates"), field,
-				    "a race is two deliveries at once: duplicates must be 1");
-				goto out;
-			}
-			sc->fault = "race";
-			sc->duplicates = 1;
-		} else if (sc->duplicates > 0) {
-			sc->fault = "duplicate-publish";
-		} else if (sc->conflicting_payloads) {
-			sc->fault = "same-key";
-		} else {
-			fail_at(l, n, field, "declares no fault (duplicates, kill, race, vendor or "
-			    "conflicting_payloads)");
-			goto out;
-		}
 		if (has_attempt && strcmp(sc->fault, "kill") != 0) {
 			fail_at(l, lookup(l, n, "attempt"), field, "attempt applies to kill only");
 			goto out;
@@ -859,20 +883,8 @@ load_scenarios(struct loader *l, const yaml_node_t *root)
 			    "step name \"%s\" must be lowercase letters, digits and -_.", sc->step);
 			goto out;
 		}
-		jobs = lookup(l, n, "jobs");
-		if ((jobs == NULL) == !has_every) {
-			fail_at(l, n, field, "name the jobs with jobs: [...] or select them with every: K");
+		if (load_scenario_jobs(l, n, field, has_every) < 0)
 			goto out;
-		}
-		if (jobs == NULL)
-			continue;
-		if (jobs->type != YAML_SEQUENCE_NODE || jobs->data.sequence.items.top == jobs->data.sequence.items.start) {
-			fail_at(l, jobs, field, "jobs: expected a list of job ids");
-			goto out;
-		}
-		for (ji = jobs->data.sequence.items.start; ji < jobs->data.sequence.items.top; ji++)
-			if (name_job(l, node(l, *ji), field) < 0)
-				goto out;
 	}
 	/* generated jobs are selected as they are made */
 	for (i = 0; i < s->ndeclared; i++)
@@ -1256,38 +1268,16 @@ check_database(struct loader *l, const yaml_node_t *root)
 }
 
 static int
-load_root(struct loader *l, const yaml_node_t *root)
+load_rehearsal(struct loader *l, const yaml_node_t *root)
 {
-	static const char *const top[] = { "rehearsal", "job_type", "queue", "database",
-		"worker", "retry", "sandbox_account", "effect", "reconciliation_owner",
-		"payload_schema", "jobs", "generate", "scenarios", "expect",
-		"cannot_reproduce", "external", "guard", NULL };
-	static const char *const worker_keys[] = { "image", "version", "command", NULL };
-	static const char *const retry_keys[] = { "visibility_timeout", "max_attempts", NULL };
-	static const char *const effect_keys[] = { "name", "table", "key", "key_scope",
-		"duplicate_acceptor", NULL };
-	static const char *const expect_keys[] = { "effects", "duplicates", "missing",
-		"pending", "external", "verdict", NULL };
-	static const char *const generate_keys[] = { "count", NULL };
 	struct idem_seed *s = l->seed;
-	yaml_node_t *n;
-	long long count;
-	size_t i;
-	int rc = -1, has_external;
 
-	if (root->type != YAML_MAPPING_NODE)
-		return fail_at(l, root, "(top level)", "expected a mapping of keys, got a %s",
-		    node_kind_name(root));
-	if (check_mapping(l, root, "", top) < 0)
-		return -1;
 	if (get_text(l, root, "", "rehearsal", 1, &s->rehearsal) < 0)
-		goto out;
-	if (!idem_file_name_valid(s->rehearsal, strlen(s->rehearsal))) {
-		fail_at(l, lookup(l, root, "rehearsal"), "rehearsal", "must be letters, digits, '.', "
-		    "'_' and '-', beginning with a letter or a digit, at most %d bytes: it names the "
-		    "record's file", IDEM_FILE_NAME_MAX);
-		goto out;
-	}
+		return -1;
+	if (!idem_file_name_valid(s->rehearsal, strlen(s->rehearsal)))
+		return fail_at(l, lookup(l, root, "rehearsal"), "rehearsal", "must be letters, "
+		    "digits, '.', '_' and '-', beginning with a letter or a digit, at most %d bytes: "
+		    "it names the record's file", IDEM_FILE_NAME_MAX);
 	if (get_text(l, root, "", "job_type", 1, &s->job_type) < 0 ||
 	    load_queue(l, root) < 0 ||
 	    get_text(l, root, "", "database", 0, &s->database) < 0 ||
@@ -1296,13 +1286,24 @@ load_root(struct loader *l, const yaml_node_t *root)
 	    get_text_list(l, root, "", "cannot_reproduce", &s->cannot_reproduce,
 		&s->ncannot_reproduce) < 0 ||
 	    check_database(l, root) < 0)
-		goto out;
+		return -1;
+	return 0;
+}
+
+static int
+load_worker_and_retry(struct loader *l, const yaml_node_t *root)
+{
+	static const char *const worker_keys[] = { "image", "version", "command", NULL };
+	static const char *const retry_keys[] = { "visibility_timeout", "max_attempts", NULL };
+	struct idem_seed *s = l->seed;
+	yaml_node_t *n;
+
 	if ((n = lookup(l, root, "worker")) != NULL &&
 	    (check_mapping(l, n, "worker", worker_keys) < 0 ||
 	     get_text(l, n, "worker", "image", 0, &s->worker_image) < 0 ||
 	     get_text(l, n, "worker", "version", 0, &s->worker_version) < 0 ||
 	     get_text(l, n, "worker", "command", 0, &s->worker_command) < 0))
-		goto out;
+		return -1;
 	s->visibility_timeout_ms = 30000;
 	s->max_attempts = 5;
 	if ((n = lookup(l, root, "retry")) != NULL &&
@@ -1311,95 +1312,128 @@ load_root(struct loader *l, const yaml_node_t *root)
 	     (s->visibility_timeout_ms < 1 && fail_at(l, lookup(l, n, "visibility_timeout"),
 		"retry.visibility_timeout", "must be at least 1ms") < 0) ||
 	     get_int(l, n, "retry", "max_attempts", 1, 5, &s->max_attempts, NULL) < 0))
-		goto out;
-	if ((n = lookup(l, root, "effect")) == NULL) {
-		fail_at(l, root, "effect", "required key missing");
-		goto out;
-	}
+		return -1;
+	return 0;
+}
+
+/* The effect, and the payload schema its key's fields are checked in. */
+static int
+load_effect(struct loader *l, const yaml_node_t *root)
+{
+	static const char *const effect_keys[] = { "name", "table", "key", "key_scope",
+		"duplicate_acceptor", NULL };
+	struct idem_seed *s = l->seed;
+	yaml_node_t *n;
+	size_t i;
+
+	if ((n = lookup(l, root, "effect")) == NULL)
+		return fail_at(l, root, "effect", "required key missing");
 	if (check_mapping(l, n, "effect", effect_keys) < 0 ||
 	    get_text(l, n, "effect", "name", 0, &s->effect_name) < 0 ||
 	    get_text(l, n, "effect", "table", 1, &s->effect_table) < 0 ||
 	    get_text(l, n, "effect", "key_scope", 0, &s->key_scope) < 0 ||
 	    get_text(l, n, "effect", "duplicate_acceptor", 0, &s->duplicate_acceptor) < 0 ||
 	    get_text_list(l, n, "effect", "key", &s->key, &s->nkey) < 0)
-		goto out;
-	if (s->nkey == 0) {
-		fail_at(l, lookup(l, n, "key") ? lookup(l, n, "key") : n, "effect.key",
+		return -1;
+	if (s->nkey == 0)
+		return fail_at(l, lookup(l, n, "key") ? lookup(l, n, "key") : n, "effect.key",
 		    "required: a list of the payload fields that form the business key");
-		goto out;
-	}
 	if (s->key_scope == NULL)
 		s->key_scope = idem_estrdup("business");
-	if (strcmp(s->key_scope, "business") != 0 && strcmp(s->key_scope, "job") != 0) {
-		fail_at(l, lookup(l, n, "key_scope"), "effect.key_scope",
+	if (strcmp(s->key_scope, "business") != 0 && strcmp(s->key_scope, "job") != 0)
+		return fail_at(l, lookup(l, n, "key_scope"), "effect.key_scope",
 		    "expected business or job, got \"%s\"", s->key_scope);
-		goto out;
-	}
 	if (load_schema(l, root) < 0)
-		goto out;
+		return -1;
 	for (i = 0; i < s->nkey; i++) {
 		if (check_key_field(l, lookup(l, n, "key"), "effect.key", s->key[i]) < 0)
-			goto out;
+			return -1;
 		schema_field(s, s->key[i])->in_key = 1;
 	}
-	if (load_external(l, root) < 0 || load_guard(l, root) < 0)
-		goto out;
-	if ((n = lookup(l, root, "expect")) == NULL) {
-		fail_at(l, root, "expect", "required: write the expected counts before the run "
-		    "(expect: { effects: N, duplicates: 0, missing: 0, pending: 0 })");
-		goto out;
-	}
+	return 0;
+}
+
+static int
+load_expect(struct loader *l, const yaml_node_t *root)
+{
+	static const char *const expect_keys[] = { "effects", "duplicates", "missing",
+		"pending", "external", "verdict", NULL };
+	struct idem_seed *s = l->seed;
+	yaml_node_t *n;
+	int has_external;
+
+	if ((n = lookup(l, root, "expect")) == NULL)
+		return fail_at(l, root, "expect", "required: write the expected counts before the "
+		    "run (expect: { effects: N, duplicates: 0, missing: 0, pending: 0 })");
 	if (check_mapping(l, n, "expect", expect_keys) < 0)
-		goto out;
-	if (lookup(l, n, "effects") == NULL) {
-		fail_at(l, n, "expect.effects", "required key missing");
-		goto out;
-	}
+		return -1;
+	if (lookup(l, n, "effects") == NULL)
+		return fail_at(l, n, "expect.effects", "required key missing");
 	if (get_int(l, n, "expect", "effects", 0, 0, &s->expect_effects, NULL) < 0 ||
 	    get_int(l, n, "expect", "duplicates", 0, 0, &s->expect_duplicates, NULL) < 0 ||
 	    get_int(l, n, "expect", "missing", 0, 0, &s->expect_missing, NULL) < 0 ||
 	    get_int(l, n, "expect", "pending", 0, 0, &s->expect_pending, NULL) < 0 ||
 	    get_int(l, n, "expect", "external", 0, -1, &s->expect_external, &has_external) < 0 ||
 	    get_text(l, n, "expect", "verdict", 0, &s->expect_verdict) < 0)
-		goto out;
+		return -1;
 	if (s->expect_verdict != NULL && strcmp(s->expect_verdict, "pass") != 0 &&
-	    strcmp(s->expect_verdict, "fail") != 0) {
-		fail_at(l, lookup(l, n, "verdict"), "expect.verdict", "expected pass or fail, got \"%s\"",
-		    s->expect_verdict);
-		goto out;
-	}
-	if (s->external.name != NULL && !has_external) {
-		fail_at(l, n, "expect.external", "required when external is declared: the number "
-		    "of calls to %s expected to take effect", s->external.name);
-		goto out;
-	}
-	if (s->external.name == NULL && has_external) {
-		fail_at(l, lookup(l, n, "external"), "expect.external",
+	    strcmp(s->expect_verdict, "fail") != 0)
+		return fail_at(l, lookup(l, n, "verdict"), "expect.verdict",
+		    "expected pass or fail, got \"%s\"", s->expect_verdict);
+	if (s->external.name != NULL && !has_external)
+		return fail_at(l, n, "expect.external", "required when external is declared: the "
+		    "number of calls to %s expected to take effect", s->external.name);
+	if (s->external.name == NULL && has_external)
+		return fail_at(l, lookup(l, n, "external"), "expect.external",
 		    "no external effect is declared: declare it with external: { name: ..., "
 		    "key: [...], honours_idempotency_key: ... }, or leave this out");
-		goto out;
-	}
+	return 0;
+}
+
+static int
+load_generate(struct loader *l, const yaml_node_t *root)
+{
+	static const char *const generate_keys[] = { "count", NULL };
+	struct idem_seed *s = l->seed;
+	yaml_node_t *n;
+	long long count;
+
 	if ((n = lookup(l, root, "generate")) != NULL &&
 	    (check_mapping(l, n, "generate", generate_keys) < 0 ||
 	     get_int(l, n, "generate", "count", 0, 0, &s->generate_count, NULL) < 0))
-		goto out;
-	if (s->generate_count > 100000000) {
-		fail_at(l, lookup(l, n, "count"), "generate.count", "at most 100000000");
-		goto out;
-	}
+		return -1;
+	if (s->generate_count > 100000000)
+		return fail_at(l, lookup(l, n, "count"), "generate.count", "at most 100000000");
 	for (count = s->generate_count; count >= 1000000; count /= 10)
 		s->index->width++;
-	if (load_jobs(l, root) < 0)
-		goto out;
-	if (s->ndeclared == 0 && s->generate_count == 0) {
-		fail_at(l, root, "jobs", "no jobs: list some under jobs: or set generate: { count: N }");
-		goto out;
-	}
-	if (load_scenarios(l, root) < 0 || check_jobs(l) < 0)
-		goto out;
-	rc = 0;
-out:
-	return rc;
+	return 0;
+}
+
+static int
+load_root(struct loader *l, const yaml_node_t *root)
+{
+	static const char *const top[] = { "rehearsal", "job_type", "queue", "database",
+		"worker", "retry", "sandbox_account", "effect", "reconciliation_owner",
+		"payload_schema", "jobs", "generate", "scenarios", "expect",
+		"cannot_reproduce", "external", "guard", NULL };
+
+	if (root->type != YAML_MAPPING_NODE)
+		return fail_at(l, root, "(top level)", "expected a mapping of keys, got a %s",
+		    node_kind_name(root));
+	if (check_mapping(l, root, "", top) < 0 ||
+	    load_rehearsal(l, root) < 0 ||
+	    load_worker_and_retry(l, root) < 0 ||
+	    load_effect(l, root) < 0 ||
+	    load_external(l, root) < 0 ||
+	    load_guard(l, root) < 0 ||
+	    load_expect(l, root) < 0 ||
+	    load_generate(l, root) < 0 ||
+	    load_jobs(l, root) < 0)
+		return -1;
+	if (l->seed->ndeclared == 0 && l->seed->generate_count == 0)
+		return fail_at(l, root, "jobs", "no jobs: list some under jobs: or set generate: "
+		    "{ count: N }");
+	return load_scenarios(l, root) < 0 || check_jobs(l) < 0 ? -1 : 0;
 }
 
 int
