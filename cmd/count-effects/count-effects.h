@@ -1,0 +1,127 @@
+/* count-effects.h: what the modules of count-effects(1) share: the counts
+ * of every business key, and the state of one run */
+#ifndef COUNT_EFFECTS_H
+#define COUNT_EFFECTS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include <libpq-fe.h>
+#include <openssl/evp.h>
+
+#include "map.h"
+#include "queue.h"
+
+struct key_count {
+	char *key;
+	uint64_t hash;			/* idem_map_hash of the key, or 0 until it is needed */
+	long long expected, observed;
+	int seeded;
+	unsigned char first_hash[32];	/* payload hash of the first job with this key */
+	int conflict;
+};
+
+struct counting {
+	struct idem_queue q;		/* the queue's adapter */
+	const char *phase;
+	PGconn *conn;
+	/* the stream */
+	char *effect_table, *key_columns, *key_scope;
+	char *declared_table, *declared_columns;	/* the declared_guard row, or NULL */
+	long long expect[4];		/* effects, duplicates, missing, pending */
+	int have_expect;
+	struct key_count *keys;		/* seeded, then found */
+	struct key_block {
+		struct key_block *next;
+		size_t used;
+		char text[];
+	} *key_text;			/* the seeded keys' text, packed */
+	size_t nkeys, keys_cap;
+	struct idem_index key_index;	/* of keys, once they need one */
+	int indexed;			/* the slots hold the keys where they are */
+	int seeded_unordered;		/* a job's key came not after the key before */
+	/* the count query's rows met with the sorted keys, while they come
+	 * in byte order */
+	size_t merge_next;
+	char *merge_last;		/* the key of the row before, or NULL */
+	size_t merge_last_cap;
+	int merge_lost;			/* a row out of byte order came */
+	/* while they come in byte order, the key rows of the keys met so far,
+	 * written as the count query's rows come; dropped if a row comes out
+	 * of that order, and written after it ends */
+	FILE *spill;
+	size_t settled;			/* keys[0 .. settled) are in the spill */
+	EVP_MD_CTX *digest_before;	/* the digest before the spill */
+	long long digest_rows_before;
+	size_t njobs;
+	FILE *msg_ids;			/* the published messages' ids, one a line */
+	size_t nmsgs;
+	char *first_publish, *last_ack;
+	size_t nkills;
+	char **killed_keys;		/* business key of each killed attempt's job */
+	long long *recovery_ms;		/* -1 when the retry never acked */
+	size_t nrecover;
+	char **recover_keys;
+	/* the sql */
+	const char *conninfo;
+	char *table_sql, *count_sql;
+	char **column_sql;
+	size_t ncolumns;
+	/* totals */
+	long long effects, duplicates, missing, unexpected, conflicts, pending;
+	/* the external call, when the stream has an external row: the calls
+	 * that took effect per business key of the call, and those whose
+	 * body held no key */
+	int have_external, calls_seen;
+	char **external_fields, *pending_table, *pending_owner;
+	size_t nexternal_fields;
+	long long expect_external;	/* -1: \N */
+	struct key_count *calls;
+	size_t ncalls;
+	struct idem_map call_index;
+	long long external, external_unknown, external_duplicates;
+	/* evidence for the digest, hashed as it is written: by OpenSSL's
+	 * SHA-256, which uses the CPU's SHA instructions where it has them,
+	 * a buffer of rows at a time */
+	EVP_MD_CTX *digest_ctx;
+	unsigned char digest_buf[65536];
+	size_t digest_len;
+	long long digest_rows;
+	char *row_buf;			/* one count row, formatted */
+	size_t row_cap;
+};
+
+extern struct counting c;
+
+/* count-effects.c */
+void write_row(const char *kind, const char *const *fields, size_t n);
+void copy_out(FILE *from, off_t start, off_t end, const char *what);
+
+/* keys.c */
+int by_key(const void *a, const void *b);
+void seed_key(const char *key, const char *payload_sha256);
+struct key_count *find_key(const char *key);
+struct key_count *call_key(const char *key);
+void sort_seeded(void);
+
+/* count.c */
+void connect_and_count(void);
+char **quote_columns(const char *key_columns, size_t *n);
+void query_row(const char *name, const char *sql);
+PGresult *printed_query(const char *name, const char *sql, const char *doing, const char *table);
+void count(void);
+void count_external(void);
+long long expected_external(void);
+void count_pending(void);
+void totals(void);
+void digest(void);
+
+/* guard.c */
+void guards(void);
+
+/* verdict.c */
+void measures(void);
+void pending_calls(void);
+int verdict(void);
+
+#endif

@@ -1,0 +1,171 @@
+/* verdict.c: the measures of count-effects(1), the pending calls, and
+ * the verdict against the seed's expect */
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <libpq-fe.h>
+
+#include "count-effects.h"
+#include "pg.h"
+
+static void
+measure_row(const char *name, const char *value, long long numerator, long long denominator,
+	    const char *unit, int have_numerator)
+{
+	char n[32], d[32];
+	const char *row[7];
+
+	snprintf(n, sizeof(n), "%lld", numerator);
+	snprintf(d, sizeof(d), "%lld", denominator);
+	row[0] = name;
+	row[1] = value;
+	row[2] = have_numerator ? n : NULL;
+	row[3] = d;
+	row[4] = unit;
+	row[5] = c.first_publish;
+	row[6] = c.last_ack;
+	write_row("measure", row, 7);
+}
+
+static int
+by_number(const void *a, const void *b)
+{
+	long long x = *(const long long *)a, y = *(const long long *)b;
+
+	return (x > y) - (x < y);
+}
+
+void
+measures(void)
+{
+	char value[64];
+	long long reconciled = 0, *ms, n = 0;
+	size_t i;
+
+	if (c.njobs > 0) {
+		snprintf(value, sizeof(value), "%.3f", (double)c.duplicates * 1000.0 / (double)c.njobs);
+		measure_row("duplicate_effects_per_1000_jobs", value, c.duplicates, (long long)c.njobs,
+		    "per 1000 accepted jobs", 1);
+	}
+	for (i = 0; i < c.nrecover; i++) {
+		struct key_count *k = find_key(c.recover_keys[i]);
+
+		if (c.recovery_ms[i] >= 0 && k != NULL && k->observed == k->expected)
+			reconciled++;
+	}
+	if (c.nkills > 0)
+		snprintf(value, sizeof(value), "%.3f", (double)reconciled * 100.0 / (double)c.nkills);
+	measure_row("reconciled_jobs_per_100_failures", c.nkills > 0 ? value : NULL, reconciled,
+	    (long long)c.nkills, "per 100 failures (kills)", 1);
+	ms = idem_ereallocarray(NULL, c.nrecover + 1, sizeof(*ms));
+	for (i = 0; i < c.nrecover; i++)
+		if (c.recovery_ms[i] >= 0)
+			ms[n++] = c.recovery_ms[i];
+	qsort(ms, (size_t)n, sizeof(*ms), by_number);
+	if (n > 0)
+		snprintf(value, sizeof(value), "%lld", n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2);
+	measure_row("recovery_ms_median", n > 0 ? value : NULL, 0, n, "ms from kill to clean retry ack", 0);
+	if (n > 0)
+		snprintf(value, sizeof(value), "%lld", ms[n - 1]);
+	measure_row("recovery_ms_max", n > 0 ? value : NULL, 0, n, "ms from kill to clean retry ack", 0);
+	free(ms);
+}
+
+/* The rows of the worker's table of pending calls, per owner: the table
+ * and its owner column as the external row names them, quoted. The rows
+ * are counted whatever state the worker keeps in them: the stream names
+ * no column for it. */
+void
+pending_calls(void)
+{
+	char *table = idem_pg_quote_table(c.conn, c.pending_table);
+	char *owner = idem_pg_quote_ident(c.conn, c.pending_owner), *sql;
+	char value[32], unit[1024];
+	long long total = 0, n;
+	PGresult *res;
+	int i;
+
+	if (asprintf(&sql, "SELECT %s::text AS owner, count(*) AS calls FROM %s GROUP BY 1 ORDER BY 1",
+	    owner, table) < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	res = printed_query("pending_external", sql, "counting the pending calls in", c.pending_table);
+	for (i = 0; i < PQntuples(res); i++)
+		total += strtoll(PQgetvalue(res, i, 1), NULL, 10);
+	for (i = 0; i < PQntuples(res); i++) {
+		n = strtoll(PQgetvalue(res, i, 1), NULL, 10);
+		snprintf(value, sizeof(value), "%lld", n);
+		if (PQgetisnull(res, i, 0))
+			snprintf(unit, sizeof(unit), "rows of %s without %s", c.pending_table,
+			    c.pending_owner);
+		else
+			snprintf(unit, sizeof(unit), "rows of %s whose %s is %s", c.pending_table,
+			    c.pending_owner, PQgetvalue(res, i, 0));
+		measure_row("pending_external_calls", value, n, total, unit, 1);
+	}
+	if (PQntuples(res) == 0) {
+		snprintf(unit, sizeof(unit), "rows of %s", c.pending_table);
+		measure_row("pending_external_calls", "0", 0, 0, unit, 1);
+	}
+	PQclear(res);
+	free(sql);
+	free(owner);
+	free(table);
+}
+
+/* Exit 1 naming every total that differs from the seed's expect, and the
+ * keys with more rows than expected. */
+int
+verdict(void)
+{
+	static const char *const names[] = { "effects", "duplicates", "missing", "pending" };
+	long long observed[4] = { c.effects, c.duplicates, c.missing, c.pending };
+	size_t i, shown = 0;
+	int rc = 0;
+
+	if (!c.have_expect)
+		return 0;
+	for (i = 0; i < 4; i++) {
+		if (observed[i] == c.expect[i])
+			continue;
+		idem_warn("%s: expected %lld, observed %lld", names[i], c.expect[i], observed[i]);
+		rc = IDEM_EXIT_FINDING;
+	}
+	for (i = 0; i < c.nkeys && shown < 10; i++)
+		if (c.keys[i].observed > c.keys[i].expected) {
+			idem_warn("duplicate: business key %s has %lld effect rows, expected %lld",
+			    c.keys[i].key, c.keys[i].observed, c.keys[i].expected);
+			shown++;
+		}
+	if (!c.have_external)
+		return rc;
+	if (c.external != expected_external()) {
+		idem_warn("external: expected %lld, observed %lld", expected_external(), c.external);
+		rc = IDEM_EXIT_FINDING;
+	}
+	/* a call whose body did not say its key cannot stand for a job's */
+	if (c.external_unknown > 0) {
+		idem_warn("external: %lld calls took effect with no business key in their body",
+		    c.external_unknown);
+		rc = IDEM_EXIT_FINDING;
+	}
+	for (i = 0, shown = 0; i < c.ncalls; i++) {
+		const struct key_count *k = &c.calls[i];
+
+		if (k->observed == k->expected)
+			continue;
+		rc = IDEM_EXIT_FINDING;
+		if (shown++ >= 10)
+			continue;
+		if (k->observed < k->expected)
+			idem_warn("external: missing effect for business key %s: %lld calls took "
+			    "effect, expected %lld", k->key, k->observed, k->expected);
+		else if (k->seeded)
+			idem_warn("external: duplicate effect for business key %s: %lld calls took "
+			    "effect, expected %lld", k->key, k->observed, k->expected);
+		else
+			idem_warn("external: unexpected effect for business key %s: %lld calls took "
+			    "effect, and no job has that key", k->key, k->observed);
+	}
+	return rc;
+}
