@@ -58,29 +58,34 @@ idem_die_error(const struct idem_error *err)
 	exit(err->status ? err->status : IDEM_EXIT_ENV);
 }
 
+static void
+vwarn(const char *fmt, va_list ap)
+{
+	char buf[2048];
+
+	vformat(buf, sizeof(buf), fmt, ap);
+	fprintf(stderr, "%s: %s\n", argv0, buf);
+}
+
 void
 idem_die(int status, const char *fmt, ...)
 {
-	char buf[2048];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vformat(buf, sizeof(buf), fmt, ap);
+	vwarn(fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "%s: %s\n", argv0, buf);
 	exit(status);
 }
 
 void
 idem_warn(const char *fmt, ...)
 {
-	char buf[2048];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vformat(buf, sizeof(buf), fmt, ap);
+	vwarn(fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "%s: %s\n", argv0, buf);
 }
 
 void *

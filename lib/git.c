@@ -251,6 +251,91 @@ out:
 	return out;
 }
 
+/* Adds a file as it is now to index, the commit's, and to repo_index,
+ * the work tree's. */
+static int
+add_file(git_repository *repo, git_index *index, git_index *repo_index, const char *file,
+	 struct idem_error *err)
+{
+	git_index_entry entry;
+	struct stat st;
+	char rel[1024], *data;
+	size_t len;
+
+	if (relative(repo, file, rel, sizeof(rel), err) < 0)
+		return -1;
+	if ((data = idem_read_file(file, &len, err)) == NULL)
+		return -1;
+	if (stat(file, &st) < 0) {
+		free(data);
+		return idem_error_set(err, IDEM_EXIT_ENV, "%s:", file);
+	}
+	memset(&entry, 0, sizeof(entry));
+	entry.mode = GIT_FILEMODE_BLOB;
+	entry.path = rel;
+	if (git_blob_create_from_buffer(&entry.id, repo, data, len) != 0 ||
+	    git_index_add(index, &entry) != 0) {
+		free(data);
+		return git_fail(err, rel);
+	}
+	free(data);
+	/* the work tree's entry: the blob and mode just committed with the
+	 * file's stat data, as git add would make it, without hashing and
+	 * writing the blob a second time */
+	entry.ctime.seconds = (int32_t)st.st_ctim.tv_sec;
+	entry.ctime.nanoseconds = (uint32_t)st.st_ctim.tv_nsec;
+	entry.mtime.seconds = (int32_t)st.st_mtim.tv_sec;
+	entry.mtime.nanoseconds = (uint32_t)st.st_mtim.tv_nsec;
+	entry.dev = (uint32_t)st.st_dev;
+	entry.ino = (uint32_t)st.st_ino;
+	entry.uid = (uint32_t)st.st_uid;
+	entry.gid = (uint32_t)st.st_gid;
+	entry.file_size = (uint32_t)st.st_size;
+	if (git_index_add(repo_index, &entry) != 0)
+		return git_fail(err, rel);
+	return 0;
+}
+
+/* The commit of tree on parent (NULL for none), signed by key in its
+ * gpgsig header; not yet on any branch. */
+static int
+signed_commit(git_repository *repo, const char *message, git_tree *tree, git_commit *parent,
+	      const struct idem_key *key, git_oid *commit_id, struct idem_error *err)
+{
+	git_signature *who = NULL;
+	git_buf buffer = GIT_BUF_INIT;
+	char *armor = NULL;
+	int rc = -1;
+
+	if (git_signature_default(&who, repo) != 0 &&
+	    git_signature_now(&who, "idem", "idem@localhost") != 0) {
+		git_fail(err, "author");
+		goto out;
+	}
+	if (git_commit_create_buffer(&buffer, repo, who, who, NULL, message, tree,
+	    parent ? 1 : 0, parent ? (const git_commit **)&parent : NULL) != 0) {
+		git_fail(err, "making the commit");
+		goto out;
+	}
+	if ((armor = idem_sig_sign(key, "git", buffer.ptr, buffer.size)) == NULL) {
+		idem_error_set(err, IDEM_EXIT_USAGE, "the signature of the commit does not verify "
+		    "under the key's public key: the key is damaged");
+		goto out;
+	}
+	/* libgit2 adds its own final newline to the header */
+	armor[strlen(armor) - 1] = '\0';
+	if (git_commit_create_with_signature(commit_id, repo, buffer.ptr, armor, NULL) != 0) {
+		git_fail(err, "signing the commit");
+		goto out;
+	}
+	rc = 0;
+out:
+	free(armor);
+	git_buf_dispose(&buffer);
+	git_signature_free(who);
+	return rc;
+}
+
 int
 idem_git_commit(const char *const *files, size_t nfiles, const char *message,
 		const struct idem_key *key, char commit_out[41], struct idem_error *err)
@@ -260,11 +345,9 @@ idem_git_commit(const char *const *files, size_t nfiles, const char *message,
 	git_reference *head_ref = NULL, *moved = NULL;
 	git_commit *parent = NULL;
 	git_tree *tree = NULL, *parent_tree = NULL;
-	git_signature *who = NULL;
-	git_buf buffer = GIT_BUF_INIT;
 	git_oid tree_id, commit_id, parent_id;
 	const char *branch;
-	char dir[PATH_MAX], rel[1024], *armor = NULL;
+	char dir[PATH_MAX];
 	size_t i;
 	int rc = -1, have_parent;
 
@@ -295,74 +378,17 @@ idem_git_commit(const char *const *files, size_t nfiles, const char *message,
 		git_fail(err, "reading the index");
 		goto out;
 	}
-	for (i = 0; i < nfiles; i++) {
-		git_index_entry entry;
-		struct stat st;
-		size_t len;
-		char *data;
-
-		if (relative(repo, files[i], rel, sizeof(rel), err) < 0)
+	for (i = 0; i < nfiles; i++)
+		if (add_file(repo, index, repo_index, files[i], err) < 0)
 			goto out;
-		if ((data = idem_read_file(files[i], &len, err)) == NULL)
-			goto out;
-		if (stat(files[i], &st) < 0) {
-			free(data);
-			idem_error_set(err, IDEM_EXIT_ENV, "%s:", files[i]);
-			goto out;
-		}
-		memset(&entry, 0, sizeof(entry));
-		entry.mode = GIT_FILEMODE_BLOB;
-		entry.path = rel;
-		if (git_blob_create_from_buffer(&entry.id, repo, data, len) != 0 ||
-		    git_index_add(index, &entry) != 0) {
-			free(data);
-			git_fail(err, rel);
-			goto out;
-		}
-		free(data);
-		/* the work tree's entry: the blob and mode just committed with
-		 * the file's stat data, as git add would make it, without
-		 * hashing and writing the blob a second time */
-		entry.ctime.seconds = (int32_t)st.st_ctim.tv_sec;
-		entry.ctime.nanoseconds = (uint32_t)st.st_ctim.tv_nsec;
-		entry.mtime.seconds = (int32_t)st.st_mtim.tv_sec;
-		entry.mtime.nanoseconds = (uint32_t)st.st_mtim.tv_nsec;
-		entry.dev = (uint32_t)st.st_dev;
-		entry.ino = (uint32_t)st.st_ino;
-		entry.uid = (uint32_t)st.st_uid;
-		entry.gid = (uint32_t)st.st_gid;
-		entry.file_size = (uint32_t)st.st_size;
-		if (git_index_add(repo_index, &entry) != 0) {
-			git_fail(err, rel);
-			goto out;
-		}
-	}
 	if (git_index_write_tree_to(&tree_id, index, repo) != 0 ||
 	    git_tree_lookup(&tree, repo, &tree_id) != 0) {
 		git_fail(err, "writing the tree");
 		goto out;
 	}
-	if (git_signature_default(&who, repo) != 0 &&
-	    git_signature_now(&who, "idem", "idem@localhost") != 0) {
-		git_fail(err, "author");
+	if (signed_commit(repo, message, tree, have_parent ? parent : NULL, key, &commit_id,
+	    err) < 0)
 		goto out;
-	}
-	if (git_commit_create_buffer(&buffer, repo, who, who, NULL, message, tree,
-	    have_parent ? 1 : 0, have_parent ? (const git_commit **)&parent : NULL) != 0) {
-		git_fail(err, "making the commit");
-		goto out;
-	}
-	if ((armor = idem_sig_sign(key, "git", buffer.ptr, buffer.size)) == NULL) {
-		idem_error_set(err, IDEM_EXIT_USAGE, "the signature of the commit does not verify "
-		    "under the key's public key: the key is damaged");
-		goto out;
-	}
-	/* libgit2 adds its own final newline to the header */
-	armor[strlen(armor) - 1] = '\0';
-	if (git_commit_create_with_signature(&commit_id, repo, buffer.ptr, armor, NULL) != 0) {
-		git_fail(err, "signing the commit");
-		goto out;
-	}
 	/* compare and swap: a commit made meanwhile is never lost */
 	if (have_parent ?
 	    git_reference_create_matching(&moved, repo, branch, &commit_id, 1, &parent_id, message) :
@@ -378,9 +404,6 @@ idem_git_commit(const char *const *files, size_t nfiles, const char *message,
 	git_oid_tostr(commit_out, 41, &commit_id);
 	rc = 0;
 out:
-	free(armor);
-	git_buf_dispose(&buffer);
-	git_signature_free(who);
 	git_tree_free(tree);
 	git_tree_free(parent_tree);
 	git_commit_free(parent);

@@ -1469,30 +1469,18 @@ idem_seed_load(struct idem_seed *seed, const char *path, struct idem_error *err)
 void
 idem_seed_free(struct idem_seed *s)
 {
+	char *const texts[] = { s->path, s->rehearsal, s->job_type, s->queue, s->database,
+		s->sandbox_account, s->worker_image, s->worker_version, s->worker_command,
+		s->effect_name, s->effect_table, s->key_scope, s->expect_verdict,
+		s->duplicate_acceptor, s->reconciliation_owner, s->external.name,
+		s->external.pending_table, s->external.pending_owner, s->guard_table };
 	size_t i;
 
-	free(s->path);
-	free(s->rehearsal);
-	free(s->job_type);
-	free(s->queue);
-	free(s->database);
-	free(s->sandbox_account);
-	free(s->worker_image);
-	free(s->worker_version);
-	free(s->worker_command);
-	free(s->effect_name);
-	free(s->effect_table);
-	free(s->key_scope);
-	free(s->expect_verdict);
-	free(s->duplicate_acceptor);
-	free(s->reconciliation_owner);
+	for (i = 0; i < sizeof(texts) / sizeof(texts[0]); i++)
+		free(texts[i]);
 	idem_free_list(s->key, s->nkey);
 	idem_free_list(s->cannot_reproduce, s->ncannot_reproduce);
-	free(s->external.name);
 	idem_free_list(s->external.key, s->external.nkey);
-	free(s->external.pending_table);
-	free(s->external.pending_owner);
-	free(s->guard_table);
 	idem_free_list(s->guard_key, s->nguard_key);
 	for (i = 0; i < s->nschema; i++)
 		free(s->schema[i].name);

@@ -99,8 +99,15 @@ report(struct idem_sanitizer *s, const char *name)
 	}
 }
 
-int
-main(int argc, char *argv[])
+struct options {
+	const char *key_path, *prefix, *name;
+	char **coarse;
+	size_t ncoarse;
+	FILE *in;
+};
+
+static void
+parse_options(int argc, char *argv[], struct options *o)
 {
 	static const struct option longopts[] = {
 		{ "key", required_argument, NULL, 'k' },
@@ -110,53 +117,45 @@ main(int argc, char *argv[])
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *key_path = NULL, *prefix = "job", *name = "stdin";
-	char **coarse = NULL, *line = NULL, *out = NULL, *text, where[256];
-	size_t ncoarse = 0, cap = 0, out_len = 0, i;
-	struct idem_sanitizer s;
-	struct idem_error err;
-	json_t *payload;
-	ssize_t got;
-	FILE *in = stdin, *jobs;
-	long line_no = 0;
 	int c;
 
-	argv0 = "seed-sanitize";
-	argv[0] = (char *)argv0;
 	while ((c = getopt_long(argc, argv, "k:c:p:hV", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'k': key_path = optarg; break;
+		case 'k': o->key_path = optarg; break;
 		case 'c':
-			coarse = idem_ereallocarray(coarse, ncoarse + 1, sizeof(char *));
-			coarse[ncoarse++] = optarg;
+			o->coarse = idem_ereallocarray(o->coarse, o->ncoarse + 1, sizeof(char *));
+			o->coarse[o->ncoarse++] = optarg;
 			break;
 		case 'p':
 			if (!idem_file_name_valid(optarg, strlen(optarg)))
 				idem_die(IDEM_EXIT_USAGE, "-p %s: a prefix is letters, digits, '.', '_' "
 				    "and '-', beginning with a letter or a digit", optarg);
-			prefix = optarg;
+			o->prefix = optarg;
 			break;
 		case 'h': idem_usage(synopsis, 0);
-		case 'V': puts("seed-sanitize " IDEM_VERSION); idem_close_stdout(); return 0;
+		case 'V': puts("seed-sanitize " IDEM_VERSION); idem_close_stdout(); exit(0);
 		default: idem_usage(synopsis, IDEM_EXIT_USAGE);
 		}
 	}
 	if (argc - optind > 1)
 		idem_usage(synopsis, IDEM_EXIT_USAGE);
-	if (sodium_init() < 0)
-		idem_die(IDEM_EXIT_ENV, "libsodium could not start");
-	load_key(&s, key_path);
-	for (i = 0; i < ncoarse; i++)
-		if (idem_sanitize_coarsen(&s, coarse[i], &err) < 0)
-			idem_die_error(&err);
-	free(coarse);
-	if (optind < argc && strcmp(argv[optind], "-") != 0) {
-		name = argv[optind];
-		if ((in = fopen(name, "r")) == NULL)
-			idem_die(IDEM_EXIT_USAGE, "%s:", name);
-	}
-	/* nothing is written until every line is made safe */
-	if ((jobs = open_memstream(&out, &out_len)) == NULL)
+}
+
+/* The jobs of every line made safe, in memory: nothing is written until
+ * every line is. */
+static void
+sanitize_lines(struct idem_sanitizer *s, FILE *in, const char *name, const char *prefix,
+	       char **out, size_t *out_len)
+{
+	char *line = NULL, *text, where[256];
+	struct idem_error err;
+	size_t cap = 0;
+	json_t *payload;
+	ssize_t got;
+	long line_no = 0;
+	FILE *jobs;
+
+	if ((jobs = open_memstream(out, out_len)) == NULL)
 		idem_die(IDEM_EXIT_ENV, "open_memstream:");
 	while ((got = getline(&line, &cap, in)) >= 0) {
 		line_no++;
@@ -165,7 +164,7 @@ main(int argc, char *argv[])
 			line[--got] = '\0';
 		if (got > LINE_MAX_BYTES)
 			idem_die(IDEM_EXIT_USAGE, "%s: longer than %d bytes", where, LINE_MAX_BYTES);
-		if ((payload = idem_sanitize_line(&s, line, (size_t)got, where, &err)) == NULL)
+		if ((payload = idem_sanitize_line(s, line, (size_t)got, where, &err)) == NULL)
 			idem_die_error(&err);
 		if ((text = json_dumps(payload, JSON_PRESERVE_ORDER)) == NULL)
 			idem_die(IDEM_EXIT_ENV, "json_dumps: out of memory");
@@ -175,20 +174,47 @@ main(int argc, char *argv[])
 	}
 	if (ferror(in))
 		idem_die(IDEM_EXIT_ENV, "%s: read error:", name);
-	if (in != stdin)
-		fclose(in);
 	free(line);
 	if (fclose(jobs) != 0)
 		idem_die(IDEM_EXIT_ENV, "open_memstream:");
-	if (s.lines == 0)
+	if (s->lines == 0)
 		idem_die(IDEM_EXIT_USAGE, "%s: no payloads", name);
+}
+
+int
+main(int argc, char *argv[])
+{
+	struct options o = { .prefix = "job", .name = "stdin", .in = stdin };
+	struct idem_sanitizer s;
+	struct idem_error err;
+	char *out = NULL, *text;
+	size_t out_len = 0, i;
+
+	argv0 = "seed-sanitize";
+	argv[0] = (char *)argv0;
+	parse_options(argc, argv, &o);
+	if (sodium_init() < 0)
+		idem_die(IDEM_EXIT_ENV, "libsodium could not start");
+	load_key(&s, o.key_path);
+	for (i = 0; i < o.ncoarse; i++)
+		if (idem_sanitize_coarsen(&s, o.coarse[i], &err) < 0)
+			idem_die_error(&err);
+	free(o.coarse);
+	if (optind < argc && strcmp(argv[optind], "-") != 0) {
+		o.name = argv[optind];
+		if ((o.in = fopen(o.name, "r")) == NULL)
+			idem_die(IDEM_EXIT_USAGE, "%s:", o.name);
+	}
+	sanitize_lines(&s, o.in, o.name, o.prefix, &out, &out_len);
+	if (o.in != stdin)
+		fclose(o.in);
 	text = json_dumps(s.schema, JSON_PRESERVE_ORDER);
 	printf("# %lld payloads made safe by seed-sanitize: every string a keyed pseudonym\n"
 	    "payload_schema: %s\njobs:\n", s.lines, text);
 	free(text);
 	fwrite(out, 1, out_len, stdout);
 	free(out);
-	report(&s, name);
+	report(&s, o.name);
 	idem_sanitize_free(&s);
 	idem_close_stdout();
 	return 0;

@@ -1,12 +1,10 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "kill-at/evidence.h"
-#include "unit.h"
-#include "error.h"
 #include "record.h"
+#include "unit.h"
 
-/* The attempt rows are joined by PostgreSQL: tests/tools/evidence-join,
+/* kill-at's attempt rows are joined by PostgreSQL: tests/tools/evidence-join,
  * run by tests/evidence.bats, holds their cases. */
 int
 main(void)
@@ -26,5 +24,5 @@ main(void)
 		CHECK(idem_record_wilson(0, 0, &low, &high) == -1, "wilson: no trials, no interval");
 		CHECK(idem_record_wilson(7, 6, &low, &high) == -1, "wilson: more events than trials");
 	}
-	return unit_done("evidence");
+	return unit_done("record");
 }
