@@ -1,6 +1,8 @@
 #!/usr/bin/env bats
-# The manual: every page renders without a warning, and every program's
-# --help is word for word the SYNOPSIS of its page.
+# The manual: every page renders without a warning, every program's
+# --help is word for word the SYNOPSIS of its page, every page's SEE ALSO
+# names every program, and every file of the source tree a page names is
+# there.
 
 load helper
 
@@ -30,6 +32,56 @@ help_of() {
 	for program in $(sed -n 's/^PROGS = //p' Makefile); do
 		[ -f "man/$program.1" ] || { echo "no man/$program.1" >&2; return 1; }
 		assert_equal "$(help_of "$program")" "$(synopsis_of "man/$program.1")"
+	done
+}
+
+# The pages a page's SEE ALSO names, one NAME(SECTION) a line.
+see_also_of() {
+	sed -n '/^\.Sh SEE ALSO/,/^\.Sh /p' "$1" | sed -n 's/^\.Xr \([^ ]*\) \([0-9]\).*/\1(\2)/p'
+}
+
+# The paths a page gives with Pa, one a line, as written: a pattern such as
+# "records/ Ns Ar DATE" gives its literal start, "records/".
+paths_of() {
+	awk '/^\./ { for (i = 1; i < NF; i++) if ($i == ".Pa" || $i == "Pa") print $(i + 1) }' "$1"
+}
+
+# Paths that name a team's files in the pages' examples, not idem's own:
+# a volume record's evidence (idem-record(5)) and the mailer and invoices
+# of idem(7)'s worked examples.
+not_ours="records/evidence/ records/2026-11-29-mailer.yaml seeds/invoices.yaml"
+
+@test "every page's SEE ALSO names every program but itself" {
+	missing=0
+	for page in man/*.[157]; do
+		see_also=$(see_also_of "$page")
+		for program in $(sed -n 's/^PROGS = //p' Makefile); do
+			[ "$page" = "man/$program.1" ] && continue
+			grep -qxF "$program(1)" <<<"$see_also" ||
+				{ echo "$page: SEE ALSO lacks $program(1)" >&2; missing=$((missing + 1)); }
+		done
+	done
+	assert_equal "$missing" 0
+}
+
+@test "every file of the source tree a page names with Pa is there" {
+	missing=0
+	for page in man/*.[157]; do
+		while read -r path; do
+			case "$path" in
+			lib/* | cmd/* | tests/* | templates/* | records/* | seeds/* | man/* | examples/*) ;;
+			*) continue ;;
+			esac
+			[[ " $not_ours " == *" $path "* ]] && continue
+			[ -e "$path" ] || { echo "$page: $path is not in the source tree" >&2; missing=$((missing + 1)); }
+		done < <(paths_of "$page")
+	done
+	assert_equal "$missing" 0
+	# The list of a team's files holds only what a page still names and
+	# what idem itself does not have.
+	for path in $not_ours; do
+		grep -qF "Pa $path" man/*.[157] || { echo "no page names $path" >&2; return 1; }
+		[ ! -e "$path" ] || { echo "$path is in the source tree: drop it from not_ours" >&2; return 1; }
 	done
 }
 
