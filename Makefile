@@ -167,7 +167,7 @@ demo: deps
 
 bench: deps
 	@$(MAKE) --no-print-directory EXTRA_DEBS="$(BENCH_DEBS)" deps all
-	@BIN="$(CURDIR)/$(BIN)" tests/bench
+	@BIN="$(CURDIR)/$(BIN)" tests/bench/run
 
 install: all
 	mkdir -p $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANPREFIX)/man1 $(DESTDIR)$(MANPREFIX)/man5 \
