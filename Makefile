@@ -32,7 +32,6 @@ PROGS = idem-sandbox seed-gen seed-sanitize dup-publish idem-worker kill-at coun
 ROOMS = kill-at mkrecord verify-record seed-sanitize count-effects
 LIBOBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard lib/*.c))
 room_src = $(filter-out cmd/$(1)/$(1).c,$(wildcard cmd/$(1)/*.c))
-ROOMOBJ = $(foreach r,$(ROOMS),$(patsubst %.c,$(BUILD)/%.o,$(call room_src,$(r))))
 ROOMLIB = $(foreach r,$(ROOMS),$(BUILD)/cmd/$(r)/$(r).a)
 HEADERS = lib/*.h cmd/*/*.h
 # Files built into the objects (lib/embed.h).
@@ -101,15 +100,20 @@ $(BUILD)/fuzz/%_replay: tests/fuzz/%.c tests/fuzz/replay.c tests/fuzz/scratch.c 
 	$(CC) -Itests/fuzz $(TESTFLAGS) -o $@ tests/fuzz/$*.c tests/fuzz/replay.c \
 		tests/fuzz/scratch.c $(ROOMLIB) $(BUILD)/lib/libidem.a $(LDLIBS)
 
-FUZZOBJ = $(patsubst $(BUILD)/%,build/fuzz/%,$(LIBOBJ) $(ROOMOBJ))
+# the same archives as the tests link, of objects built for libFuzzer
+FUZZLIB = $(patsubst $(BUILD)/%,build/fuzz/%,$(ROOMLIB)) build/fuzz/lib/libidem.a
+build/fuzz/lib/libidem.a: $(patsubst $(BUILD)/%,build/fuzz/%,$(LIBOBJ))
+	ar rcs $@ $^
+$(foreach r,$(ROOMS),$(eval build/fuzz/cmd/$(r)/$(r).a: \
+	$(patsubst %.c,build/fuzz/%.o,$(call room_src,$(r))); ar rcs $$@ $$^))
 build/fuzz/%.o: %.c $(HEADERS) $$(wildcard $$(EMBEDDED_$$*))
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link \
 		$(shell pkg-config --cflags $(PKGS)) -c -o $@ $<
 
-build/fuzz/%: tests/fuzz/%.c tests/fuzz/scratch.c tests/fuzz/fuzz.h $(HEADERS) $(FUZZOBJ)
+build/fuzz/%: tests/fuzz/%.c tests/fuzz/scratch.c tests/fuzz/fuzz.h $(HEADERS) $(FUZZLIB)
 	$(FUZZ_CC) -Icmd $(CPPFLAGS) -Itests/fuzz $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ \
-		tests/fuzz/$*.c tests/fuzz/scratch.c $(FUZZOBJ) $(LDLIBS)
+		tests/fuzz/$*.c tests/fuzz/scratch.c $(FUZZLIB) $(LDLIBS)
 
 # Runs every harness for FUZZ_SECONDS on its corpus; new inputs go to
 # build/fuzz/corpus, findings to build/fuzz/findings, and any finding fails.
