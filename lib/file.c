@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +12,7 @@
 #include <sodium.h>
 
 #include "file.h"
+#include "parallel.h"
 
 /*
  * A held file is tens of megabytes at 100,000 jobs: its bytes go from file
@@ -191,8 +191,6 @@ int
 idem_fsync_paths(const char *const *paths, size_t n, struct idem_error *err)
 {
 	struct fsync_job jobs[IDEM_FSYNC_MAX];
-	pthread_t threads[IDEM_FSYNC_MAX];
-	int started[IDEM_FSYNC_MAX] = { 0 };
 	size_t i;
 
 	if (n > IDEM_FSYNC_MAX)
@@ -200,16 +198,7 @@ idem_fsync_paths(const char *const *paths, size_t n, struct idem_error *err)
 		    n, IDEM_FSYNC_MAX);
 	for (i = 0; i < n; i++)
 		jobs[i].path = paths[i];
-	for (i = 1; i < n; i++)
-		started[i] = pthread_create(&threads[i], NULL, fsync_job, &jobs[i]) == 0;
-	if (n > 0)
-		fsync_job(&jobs[0]);
-	for (i = 1; i < n; i++) {
-		if (started[i])
-			pthread_join(threads[i], NULL);
-		else
-			fsync_job(&jobs[i]);
-	}
+	idem_parallel(fsync_job, jobs, sizeof(jobs[0]), n);
 	for (i = 0; i < n; i++)
 		if (jobs[i].error != 0) {
 			errno = jobs[i].error;

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include "error.h"
+#include "parallel.h"
 
 /* Read a whole file; NULL with err set on failure. */
 char *idem_read_file(const char *path, size_t *len, struct idem_error *err);
@@ -27,7 +28,7 @@ int idem_fsync_path(const char *path, struct idem_error *err);
  * sync waits on the disk, and run together the waits overlap (on ext4
  * without a journal each one is its own write and cache flush). 0 when
  * every file is on disk; otherwise the first failing path, in order. */
-#define IDEM_FSYNC_MAX 8
+#define IDEM_FSYNC_MAX IDEM_PARALLEL_MAX
 int idem_fsync_paths(const char *const *paths, size_t n, struct idem_error *err);
 
 /* Write data to path through a temporary file in the same directory and a

@@ -2,7 +2,6 @@
 
 #include <dlfcn.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +10,7 @@
 #include <git2.h>
 
 #include "git.h"
+#include "parallel.h"
 #include "file.h"
 
 /*
@@ -512,25 +512,15 @@ check_all(struct signed_commit *pending, size_t npending, struct idem_git_commit
 	  const void *signers)
 {
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
-	size_t nthreads = cores > 1 ? (size_t)(cores > 8 ? 8 : cores) : 1, t, i;
-	struct checker k[8];
-	pthread_t threads[8];
-	int started[8] = { 0 };
+	size_t nthreads = cores > 1 ? (size_t)(cores > IDEM_PARALLEL_MAX ? IDEM_PARALLEL_MAX :
+	    cores) : 1, t, i;
+	struct checker k[IDEM_PARALLEL_MAX];
 
 	if (npending < 64)
 		nthreads = 1;
-	for (t = 0; t < nthreads; t++) {
+	for (t = 0; t < nthreads; t++)
 		k[t] = (struct checker){ pending, npending, t, nthreads, out, signers };
-		if (t > 0)
-			started[t] = pthread_create(&threads[t], NULL, check_some, &k[t]) == 0;
-	}
-	check_some(&k[0]);
-	for (t = 1; t < nthreads; t++) {
-		if (started[t])
-			pthread_join(threads[t], NULL);
-		else
-			check_some(&k[t]);
-	}
+	idem_parallel(check_some, k, sizeof(k[0]), nthreads);
 	for (i = 0; i < npending; i++) {
 		free(pending[i].armor);
 		free(pending[i].data);
@@ -553,6 +543,22 @@ dir_pathspec(git_repository *repo, const char *dir, char *out, size_t size, stru
 	return 0;
 }
 
+/* The repository holding dir, and dir as a pathspec in it; no repository
+ * on failure. */
+static int
+open_dir(git_repository **repo, const char *dir, char *pathspec, size_t size,
+	 struct idem_error *err)
+{
+	if (open_repo(repo, dir, dir, err) < 0)
+		return -1;
+	if (dir_pathspec(*repo, dir, pathspec, size, err) < 0) {
+		git_repository_free(*repo);
+		*repo = NULL;
+		return -1;
+	}
+	return 0;
+}
+
 int
 idem_git_history(const char *dir, const char *since, const void *signers,
 		 struct idem_git_commit_check **out, size_t *n, struct idem_error *err)
@@ -568,10 +574,8 @@ idem_git_history(const char *dir, const char *since, const void *signers,
 
 	*out = NULL;
 	*n = 0;
-	if (open_repo(&repo, dir, dir, err) < 0)
+	if (open_dir(&repo, dir, pathspec, sizeof(pathspec), err) < 0)
 		return -1;
-	if (dir_pathspec(repo, dir, pathspec, sizeof(pathspec), err) < 0)
-		goto out;
 	if (git_revwalk_new(&walk, repo) != 0 || git_revwalk_push_head(walk) != 0) {
 		git_fail(err, "walking the history");
 		goto out;
@@ -672,10 +676,8 @@ idem_git_changed(const char *dir, const char *since, char ***names, size_t *n,
 
 	*names = NULL;
 	*n = 0;
-	if (open_repo(&repo, dir, dir, err) < 0)
+	if (open_dir(&repo, dir, pathspec, sizeof(pathspec), err) < 0)
 		return -1;
-	if (dir_pathspec(repo, dir, pathspec, sizeof(pathspec), err) < 0)
-		goto out;
 	if (git_revparse_single(&head, repo, "HEAD^{commit}") != 0) {
 		git_fail(err, "HEAD");
 		goto out;
