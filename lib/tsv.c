@@ -641,7 +641,7 @@ decode_fields(struct idem_tsv_reader *r, int backslash, struct idem_error *err)
 		    "%s:%ld: %s row has %zu fields, expected %zu to %zu", r->name, r->line_no,
 		    kind, tabs, least - 1, want - 1);
 	}
-	if (!r->seed_seen && r->kind != IDEM_KIND_SEED)
+	if (!r->seen[IDEM_KIND_SEED] && r->kind != IDEM_KIND_SEED)
 		return idem_error_set(err, IDEM_EXIT_USAGE,
 		    "%s:%ld: %s %s row before the seed row; start the stream with seed-gen",
 		    r->name, r->line_no, strchr("aeiou", kind[0]) ? "an" : "a", kind);
@@ -723,6 +723,12 @@ baseline_problem(const struct idem_tsv_reader *r)
 	return NULL;
 }
 
+/* The kinds of which a stream has one row at most. */
+static const unsigned char once[IDEM_KIND_COUNT] = {
+	[IDEM_KIND_SEED] = 1, [IDEM_KIND_EXPECT] = 1, [IDEM_KIND_QUEUE] = 1,
+	[IDEM_KIND_EXTERNAL] = 1, [IDEM_KIND_DECLARED_GUARD] = 1, [IDEM_KIND_BASELINE] = 1,
+};
+
 /* The rules of the stream as a whole, for rows whose fields are good: one
  * seed row and at most one expect row, one external row and one queue
  * row, of the seed's kind; scenario names and job ids unique;
@@ -733,45 +739,24 @@ check_row(struct idem_tsv_reader *r, struct idem_error *err)
 	char shown[QUOTE_MAX * 2 + 8];
 	const char *v;
 
+	if (once[r->kind] && r->seen[r->kind]++)
+		return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%ld: a second %s row", r->name,
+		    r->line_no, kinds[r->kind].name);
 	switch (r->kind) {
 	case IDEM_KIND_SEED:
-		if (r->seed_seen++)
-			return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%ld: a second seed row",
-			    r->name, r->line_no);
 		v = r->fields[SEED_QUEUE_KIND] ? r->fields[SEED_QUEUE_KIND] : "idem";
 		snprintf(r->queue_kind, sizeof(r->queue_kind), "%s", v);
 		break;
-	case IDEM_KIND_DECLARED_GUARD:
-		if (r->declared_guard_seen++)
-			return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%ld: a second declared_guard row",
-			    r->name, r->line_no);
-		break;
-	case IDEM_KIND_EXTERNAL:
-		if (r->external_seen++)
-			return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%ld: a second external row",
-			    r->name, r->line_no);
-		break;
 	case IDEM_KIND_QUEUE:
-		if (r->queue_seen++)
-			return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%ld: a second queue row",
-			    r->name, r->line_no);
 		if (strcmp(r->fields[QUEUE_KIND], r->queue_kind) != 0)
 			return idem_error_set(err, IDEM_EXIT_USAGE,
 			    "%s:%ld: queue row, field kind: %s, but the seed row names a queue of kind %s",
 			    r->name, r->line_no, r->fields[QUEUE_KIND], r->queue_kind);
 		break;
 	case IDEM_KIND_BASELINE:
-		if (r->baseline_seen++)
-			return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%ld: a second baseline row",
-			    r->name, r->line_no);
 		if ((v = baseline_problem(r)) != NULL)
 			return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%ld: baseline row, field result: %s",
 			    r->name, r->line_no, v);
-		break;
-	case IDEM_KIND_EXPECT:
-		if (r->expect_seen++)
-			return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%ld: a second expect row",
-			    r->name, r->line_no);
 		break;
 	case IDEM_KIND_SCENARIO:
 		v = r->fields[SCENARIO_NAME];
@@ -848,7 +833,7 @@ idem_tsv_next(struct idem_tsv_reader *r, struct idem_error *err)
 		if (!r->header_seen)
 			return idem_error_set(err, IDEM_EXIT_USAGE,
 			    "%s: empty stream: expected the line \"#idem-tsv<TAB>1\"", r->name);
-		if (!r->seed_seen)
+		if (!r->seen[IDEM_KIND_SEED])
 			return idem_error_set(err, IDEM_EXIT_USAGE,
 			    "%s: no seed row: start the stream with seed-gen", r->name);
 		return IDEM_TSV_EOF;

@@ -139,7 +139,7 @@ struct idem_tsv_reader {
 	char *decoded;
 	size_t decoded_cap;
 	size_t fields_cap;
-	int seed_seen, expect_seen, queue_seen, external_seen, declared_guard_seen, baseline_seen;
+	unsigned char seen[IDEM_KIND_COUNT];	/* rows of each kind read, up to 1 */
 	char queue_kind[24];		/* the seed row's */
 	struct idem_tsv_names job_ids, scenario_names;
 	unsigned long long job_id_hash;	/* the job row's, hashed as its fields are read */
