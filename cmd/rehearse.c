@@ -788,8 +788,24 @@ restore_env(struct setup_env *saved)
 	}
 }
 
-int
-main(int argc, char *argv[])
+/* What the options ask for. */
+struct options {
+	const char *conninfo, *worker, *setup_command, *key, *signers, *dir, *seed_path;
+	char *waits;		/* the words for mkrecord -w, or NULL */
+	char *throwaway_key, *throwaway_signers;	/* made when -k is not given */
+	int commit;
+};
+
+/* The shell text of the run's commands. */
+struct commands {
+	char *setup;		/* the worker's setup, or NULL */
+	char *seed_gen, *kill_at, *pipeline;
+	char *record;		/* mkrecord, reading the stream the pipeline wrote */
+	char stream_path[160];
+};
+
+static void
+parse_options(int argc, char *argv[], struct options *opt)
 {
 	static const struct option longopts[] = {
 		{ "dbname", required_argument, NULL, 'd' },
@@ -805,66 +821,77 @@ main(int argc, char *argv[])
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *conninfo = NULL, *worker = NULL, *setup_command = NULL, *key = NULL;
-	const char *signers = NULL, *dir = "records";
-	char *waits = NULL;
-	char *throwaway_key = NULL, *throwaway_signers = NULL;
-	char *setup, *setup_run = NULL, *pipeline, *record_cmd, *q_seed, *q_key, *q_dir, *q_pipeline;
-	char *q_stream;
-	char *seed_gen, *kill_at, *q_signers = NULL, *q_record = NULL, *verify_cmd = NULL;
-	char *record_path = NULL, self[PATH_MAX], *path, tmp_dir[128], stream_path[160];
-	char record_out[200];
-	struct child set_up, stages[STAGES], mkrecord, verify;
-	struct idem_seed seed;
-	struct idem_error err;
-	size_t len;
-	ssize_t n;
-	int c, fd, i, commit = 0, status, counts_status;
+	int c;
 
-	argv0 = "rehearse";
-	argv[0] = (char *)argv0;
+	memset(opt, 0, sizeof(*opt));
+	opt->dir = "records";
 	while ((c = getopt_long(argc, argv, "d:w:s:k:f:o:W:cKhV", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'd': conninfo = optarg; break;
-		case 'w': worker = optarg; break;
-		case 's': setup_command = optarg; break;
-		case 'k': key = optarg; break;
-		case 'f': signers = optarg; break;
-		case 'o': dir = optarg; break;
-		case 'c': commit = 1; break;
+		case 'd': opt->conninfo = optarg; break;
+		case 'w': opt->worker = optarg; break;
+		case 's': opt->setup_command = optarg; break;
+		case 'k': opt->key = optarg; break;
+		case 'f': opt->signers = optarg; break;
+		case 'o': opt->dir = optarg; break;
+		case 'c': opt->commit = 1; break;
 		case 'K': keep_sandbox = 1; break;
-		case 'W': add_wait(&waits, optarg); break;
+		case 'W': add_wait(&opt->waits, optarg); break;
 		case 'h': idem_usage(synopsis, 0);
-		case 'V': puts("rehearse " IDEM_VERSION); idem_close_stdout(); return 0;
+		case 'V': puts("rehearse " IDEM_VERSION); idem_close_stdout(); exit(0);
 		default: idem_usage(synopsis, IDEM_EXIT_USAGE);
 		}
 	}
 	if (optind + 1 != argc)
 		idem_usage(synopsis, IDEM_EXIT_USAGE);
-	if (commit && key == NULL)
+	if (opt->commit && opt->key == NULL)
 		idem_die(IDEM_EXIT_USAGE, "-c: commit with a key of yours (-k), not a throwaway one");
-	if (idem_seed_load(&seed, argv[optind], &err) < 0)
-		idem_die_error(&err);
-	if (key != NULL) {
-		struct idem_key probe;
+	opt->seed_path = argv[optind];
+}
 
-		if (idem_key_load(&probe, key, &err) < 0)
+/* The seed and the key, refused before anything runs; the worker the seed
+ * names when -w does not. */
+static void
+load_inputs(struct options *opt, struct idem_seed *seed)
+{
+	struct idem_key probe;
+	struct idem_error err;
+
+	if (idem_seed_load(seed, opt->seed_path, &err) < 0)
+		idem_die_error(&err);
+	if (opt->key != NULL) {
+		if (idem_key_load(&probe, opt->key, &err) < 0)
 			idem_die_error(&err);
 		idem_key_wipe(&probe);
 	}
-	if (worker == NULL)
-		worker = seed.worker_command ? seed.worker_command : "idem-worker --guard unique";
+	if (opt->worker == NULL)
+		opt->worker = seed->worker_command ? seed->worker_command : "idem-worker --guard unique";
+}
 
-	/* the programs beside this one come first */
-	if ((n = readlink("/proc/self/exe", self, sizeof(self) - 1)) > 0) {
-		self[n] = '\0';
-		*strrchr(self, '/') = '\0';
-		if (asprintf(&path, "%s:%s", self, getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin") < 0)
-			idem_die(IDEM_EXIT_ENV, "asprintf:");
-		setenv("PATH", path, 1);
-		free(path);
-	}
-	catch_signals();
+/* The programs beside this one come first on PATH. */
+static void
+prefer_programs_beside(void)
+{
+	char self[PATH_MAX], *path;
+	ssize_t n;
+
+	if ((n = readlink("/proc/self/exe", self, sizeof(self) - 1)) <= 0)
+		return;
+	self[n] = '\0';
+	*strrchr(self, '/') = '\0';
+	if (asprintf(&path, "%s:%s", self, getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin") < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	setenv("PATH", path, 1);
+	free(path);
+}
+
+/* The scratch directory, and the cleanup that every exit passes through
+ * from now on. */
+static void
+make_scratch(void)
+{
+	struct idem_error err;
+	char tmp_dir[128];
+
 	/* what the run starts and leaves behind comes back to rehearse, to be
 	 * waited for; with -K the sandbox's server must outlive it */
 	if (!keep_sandbox)
@@ -879,6 +906,15 @@ main(int argc, char *argv[])
 	if (mkdir(tmp_dir, 0700) < 0)
 		idem_die(IDEM_EXIT_ENV, "%s:", tmp_dir);
 	setenv("TMPDIR", tmp_dir, 1);
+}
+
+/* -d, else IDEM_DATABASE, else the PG* environment when it names a
+ * database, else a sandbox started for this run. */
+static void
+choose_database(const char *conninfo)
+{
+	struct idem_error err;
+
 	if (conninfo != NULL)
 		setenv("IDEM_DATABASE", conninfo, 1);
 	else if (getenv("IDEM_DATABASE") && *getenv("IDEM_DATABASE"))
@@ -890,140 +926,210 @@ main(int argc, char *argv[])
 	/* before any setup writes to it; the setup and every stage get its URI */
 	if (idem_pg_setenv_url(NULL, &err) < 0)
 		idem_die_error(&err);
+}
 
-	if (key == NULL) {
-		make_throwaway_key(&throwaway_key, &throwaway_signers);
-		key = throwaway_key;
-		signers = throwaway_signers;
-	}
+/* The commands of the run; the pipeline is printed as a user could paste
+ * it. */
+static void
+make_commands(const struct options *opt, struct commands *cmd)
+{
+	char *q_seed, *q_key, *q_dir, *q_pipeline, *q_stream;
 
-	q_seed = idem_shell_quote(argv[optind]);
+	q_seed = idem_shell_quote(opt->seed_path);
 	/* -s as given, "" for none; else idem-worker's own */
-	if (setup_command != NULL)
-		setup = *setup_command ? idem_estrdup(setup_command) : NULL;
+	if (opt->setup_command != NULL)
+		cmd->setup = *opt->setup_command ? idem_estrdup(opt->setup_command) : NULL;
 	else
-		setup = setup_for(worker);
-	if (asprintf(&seed_gen, "seed-gen %s", q_seed) < 0 ||
-	    asprintf(&kill_at, "kill-at -- %s", worker) < 0 ||
-	    asprintf(&pipeline, "%s%s%s | count-effects --before | dup-publish | %s | count-effects",
-	    setup ? setup : "", setup ? " && " : "", seed_gen, kill_at) < 0)
+		cmd->setup = setup_for(opt->worker);
+	if (asprintf(&cmd->seed_gen, "seed-gen %s", q_seed) < 0 ||
+	    asprintf(&cmd->kill_at, "kill-at -- %s", opt->worker) < 0 ||
+	    asprintf(&cmd->pipeline, "%s%s%s | count-effects --before | dup-publish | %s | count-effects",
+	    cmd->setup ? cmd->setup : "", cmd->setup ? " && " : "", cmd->seed_gen, cmd->kill_at) < 0)
 		idem_die(IDEM_EXIT_ENV, "asprintf:");
-	q_key = idem_shell_quote(key);
-	q_dir = idem_shell_quote(dir);
-	q_pipeline = idem_shell_quote(pipeline);
-	snprintf(stream_path, sizeof(stream_path), "%s/stream.tsv", work);
-	q_stream = idem_shell_quote(stream_path);
-	if (asprintf(&record_cmd, "mkrecord -k %s -o %s%s%s -r %s < %s", q_key, q_dir,
-	    commit ? " -c" : "", waits ? waits : "", q_pipeline, q_stream) < 0)
+	q_key = idem_shell_quote(opt->key);
+	q_dir = idem_shell_quote(opt->dir);
+	q_pipeline = idem_shell_quote(cmd->pipeline);
+	snprintf(cmd->stream_path, sizeof(cmd->stream_path), "%s/stream.tsv", work);
+	q_stream = idem_shell_quote(cmd->stream_path);
+	if (asprintf(&cmd->record, "mkrecord -k %s -o %s%s%s -r %s < %s", q_key, q_dir,
+	    opt->commit ? " -c" : "", opt->waits ? opt->waits : "", q_pipeline, q_stream) < 0)
 		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	fprintf(stderr, "+ %s | mkrecord -k %s -o %s%s%s\n", cmd->pipeline, q_key, q_dir,
+	    opt->commit ? " -c" : "", opt->waits ? opt->waits : "");
 	free(q_stream);
+	free(q_pipeline);
+	free(q_dir);
+	free(q_key);
+	free(q_seed);
+}
 
-	fprintf(stderr, "+ %s | mkrecord -k %s -o %s%s%s\n", pipeline, q_key, q_dir,
-	    commit ? " -c" : "", waits ? waits : "");
-	if (setup != NULL) {
-		struct setup_env saved;
+static void
+free_commands(struct commands *cmd)
+{
+	free(cmd->setup);
+	free(cmd->seed_gen);
+	free(cmd->kill_at);
+	free(cmd->pipeline);
+	free(cmd->record);
+}
 
-		if (seed.sandbox_account != NULL && *seed.sandbox_account)
-			account_for_setup(&seed, &saved);
-		/* shell text of any shape: bash runs it, not exec */
-		if (setup_command != NULL) {
-			char *q_setup = idem_shell_quote(setup);
+/* The worker's setup, as the seed's sandbox account when it names one;
+ * given by -s, it is shell text of any shape that bash runs, not exec.
+ * Returns 0, or the status of its failure. */
+static int
+run_setup(const struct idem_seed *seed, const char *setup, int given)
+{
+	int as_account = seed->sandbox_account != NULL && *seed->sandbox_account;
+	struct setup_env saved;
+	struct child set_up;
+	char *q_setup, *in_bash = NULL;
+	int failed;
 
-			if (asprintf(&setup_run, "bash -c %s", q_setup) < 0)
-				idem_die(IDEM_EXIT_ENV, "asprintf:");
-			free(q_setup);
-		}
-		i = run_one(&set_up, setup, setup_run ? setup_run : setup, -1, STOP);
-		if (seed.sandbox_account != NULL && *seed.sandbox_account)
-			restore_env(&saved);
-		stop_if_interrupted();
-		if (i >= 0) {
-			status = report_failure(&set_up);
-			goto out;
-		}
+	if (setup == NULL)
+		return 0;
+	if (as_account)
+		account_for_setup(seed, &saved);
+	if (given) {
+		q_setup = idem_shell_quote(setup);
+		if (asprintf(&in_bash, "bash -c %s", q_setup) < 0)
+			idem_die(IDEM_EXIT_ENV, "asprintf:");
+		free(q_setup);
 	}
+	failed = run_one(&set_up, setup, in_bash ? in_bash : setup, -1, STOP) >= 0;
+	free(in_bash);
+	if (as_account)
+		restore_env(&saved);
+	stop_if_interrupted();
+	return failed ? report_failure(&set_up) : 0;
+}
+
+/* The stages, into the stream file. Returns 0 with the status the counts
+ * call for, or the status of the stage that failed. */
+static int
+run_pipeline(const struct commands *cmd, int *counts_status)
+{
+	struct child stages[STAGES];
+	int fd, i;
+
 	memset(stages, 0, sizeof(stages));
 	stages[0].name = "seed-gen";
-	stages[0].command = seed_gen;
+	stages[0].command = cmd->seed_gen;
 	stages[1].name = stages[1].command = "count-effects --before";
 	stages[2].name = stages[2].command = "dup-publish";
 	stages[3].name = "kill-at";
-	stages[3].command = kill_at;
+	stages[3].command = cmd->kill_at;
 	/* kill-at's 1, a failed baseline or a deadline, leaves a whole stream */
 	stages[3].may_find = 1;
 	stages[4].name = stages[4].command = "count-effects";
-	if ((fd = open(stream_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
-		idem_die(IDEM_EXIT_ENV, "%s:", stream_path);
+	if ((fd = open(cmd->stream_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
+		idem_die(IDEM_EXIT_ENV, "%s:", cmd->stream_path);
 	i = run_children(stages, STAGES, fd, STOP, 1);
 	close(fd);
 	stop_if_interrupted();
 	/* count-effects' 1 is the finding the record must show */
-	if (i >= 0) {
-		status = report_failure(&stages[i]);
-		goto out;
-	}
-	counts_status = status_of(&stages[STAGES - 1]);
+	if (i >= 0)
+		return report_failure(&stages[i]);
+	*counts_status = status_of(&stages[STAGES - 1]);
 	if (status_of(&stages[3]) == IDEM_EXIT_FINDING)
-		counts_status = IDEM_EXIT_FINDING;
+		*counts_status = IDEM_EXIT_FINDING;
+	return 0;
+}
+
+/* mkrecord finishes whole, signals or not: once it writes, a record
+ * exists. Returns 0 with the record's path, or the status the run ends
+ * with. */
+static int
+make_record(const char *command, char **record_path)
+{
+	char record_out[200];
+	struct child mkrecord;
+	struct idem_error err;
+	size_t len;
+	int fd, i;
 
 	snprintf(record_out, sizeof(record_out), "%s/record", work);
 	if ((fd = open(record_out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
 		idem_die(IDEM_EXIT_ENV, "%s:", record_out);
-	/* mkrecord finishes whole, signals or not: once it writes, a record
-	 * exists */
-	i = run_one(&mkrecord, "mkrecord", record_cmd, fd, FINISH);
+	i = run_one(&mkrecord, "mkrecord", command, fd, FINISH);
 	close(fd);
 	if (!mkrecord.ended || i >= 0) {
 		stop_if_interrupted();
-		status = report_failure(&mkrecord);
-		goto out;
+		return report_failure(&mkrecord);
 	}
-	if ((record_path = idem_read_file(record_out, &len, &err)) == NULL)
+	if ((*record_path = idem_read_file(record_out, &len, &err)) == NULL)
 		idem_die_error(&err);
-	record_path[strcspn(record_path, "\n")] = '\0';
+	(*record_path)[strcspn(*record_path, "\n")] = '\0';
 	if (interrupted) {
-		idem_warn("interrupted; the record was made and is not verified: %s", record_path);
-		status = 128 + interrupted;
-		goto out;
+		idem_warn("interrupted; the record was made and is not verified: %s", *record_path);
+		return 128 + interrupted;
 	}
+	return 0;
+}
+
+/* verify-record on the record, whose path is then the output. Returns the
+ * status the run ends with: verify-record's, else the counts'. */
+static int
+check_record(const char *signers, const char *record_path, int counts_status)
+{
+	char *q_signers, *q_record, *command;
+	struct child verify;
+	int status;
+
 	q_signers = signers ? idem_shell_quote(signers) : NULL;
 	q_record = idem_shell_quote(record_path);
-	if (asprintf(&verify_cmd, "verify-record%s%s %s", q_signers ? " -f " : "",
+	if (asprintf(&command, "verify-record%s%s %s", q_signers ? " -f " : "",
 	    q_signers ? q_signers : "", q_record) < 0)
 		idem_die(IDEM_EXIT_ENV, "asprintf:");
-	fprintf(stderr, "+ %s\n", verify_cmd);
-	run_one(&verify, "verify-record", verify_cmd, -1, STOP);
+	free(q_signers);
+	free(q_record);
+	fprintf(stderr, "+ %s\n", command);
+	run_one(&verify, "verify-record", command, -1, STOP);
+	free(command);
 	if (interrupted) {
 		idem_warn("interrupted while verifying the record: %s", record_path);
-		status = 128 + interrupted;
-		goto out;
+		return 128 + interrupted;
 	}
 	status = status_of(&verify);
 	if (counts_status == IDEM_EXIT_FINDING)
 		fprintf(stderr, "rehearse: the counts differ from the seed's expect; the record says "
 		    "fail: %s\n", record_path);
 	printf("%s\n", record_path);
-	if (status == 0)
-		status = counts_status;
-out:
+	return status == 0 ? counts_status : status;
+}
+
+int
+main(int argc, char *argv[])
+{
+	struct options opt;
+	struct commands cmd;
+	struct idem_seed seed;
+	char *record_path = NULL;
+	int status, counts_status = 0;
+
+	argv0 = "rehearse";
+	argv[0] = (char *)argv0;
+	parse_options(argc, argv, &opt);
+	load_inputs(&opt, &seed);
+	prefer_programs_beside();
+	catch_signals();
+	make_scratch();
+	choose_database(opt.conninfo);
+	if (opt.key == NULL) {
+		make_throwaway_key(&opt.throwaway_key, &opt.throwaway_signers);
+		opt.key = opt.throwaway_key;
+		opt.signers = opt.throwaway_signers;
+	}
+	make_commands(&opt, &cmd);
+	if ((status = run_setup(&seed, cmd.setup, opt.setup_command != NULL)) == 0 &&
+	    (status = run_pipeline(&cmd, &counts_status)) == 0 &&
+	    (status = make_record(cmd.record, &record_path)) == 0)
+		status = check_record(opt.signers, record_path, counts_status);
 	idem_seed_free(&seed);
 	free(record_path);
-	free(q_record);
-	free(q_seed);
-	free(q_key);
-	free(q_dir);
-	free(q_pipeline);
-	free(q_signers);
-	free(pipeline);
-	free(seed_gen);
-	free(kill_at);
-	free(setup);
-	free(setup_run);
-	free(record_cmd);
-	free(verify_cmd);
-	free(waits);
-	free(throwaway_key);
-	free(throwaway_signers);
+	free_commands(&cmd);
+	free(opt.waits);
+	free(opt.throwaway_key);
+	free(opt.throwaway_signers);
 	idem_close_stdout();
 	return status;
 }
