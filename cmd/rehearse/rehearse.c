@@ -8,22 +8,18 @@
  * stage that fails stops the others at once, and an interrupt stops them
  * all; every exit then passes through one cleanup. */
 #include <sys/prctl.h>
-#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/types.h>
-#include <sys/wait.h>
 
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <getopt.h>
 #include <limits.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "pg.h"
@@ -34,411 +30,27 @@
 #include "file.h"
 #include "text.h"
 #include "record.h"
+#include "child.h"
 
 static const char synopsis[] =
 	"usage: rehearse [-d conninfo] [-w worker] [-s setup] [-k key]\n"
 	"                [-f allowed-signers] [-o dir] [-W cause=duration] [-c] [-K] seed\n";
 
 #define STAGES 5
-#define GRACE_MS 1000		/* from SIGTERM (or the forwarded signal) to SIGKILL */
-#define SETTLE_MS 300		/* for the stages before a failed one to end */
-#define LEFT_MS 5000		/* for the processes of the run to end, at exit */
 
-/* What an interrupt does to the children that run. */
-enum on_interrupt {
-	STOP,		/* the signal is passed on; SIGKILL after the grace */
-	FINISH,		/* passed on, never SIGKILL: mkrecord makes its record whole */
-	HOLD,		/* not passed on: the sandbox's start and stop run to their end */
-};
-
-/* A program rehearse runs, from its start to its reaping. */
-struct child {
-	const char *name;	/* as a failure names it */
-	const char *command;	/* shell text, run as bash -c "exec COMMAND" */
-	pid_t pid;		/* also its process group */
-	int ended, status;	/* its wait status once reaped */
-	int after_signal;	/* reaped after rehearse signalled it */
-	int may_find;		/* its exit 1 is a finding the record shows */
-	int err_fd;		/* its standard error, passed on line by line */
-	char partial[4096];	/* a line not yet ended */
-	size_t partial_len;
-	char last[1024];	/* its last line */
-	char message[1024];	/* its last line that begins "PROGRAM: " */
-};
-
-static int interrupted;		/* the first of SIGINT, SIGTERM, SIGHUP that came */
-static int signal_fd = -1;
 static char work[96], sandbox[128];
 static char *stop_command;	/* stops and purges the sandbox this run started */
 static int keep_sandbox, started_sandbox, sandbox_kept, reaper;
 static pid_t main_pid;
 
-static long long
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Reads the signals that came. SIGCHLD only wakes the loop; the first of
- * the others is the run's interrupt. Returns the last of them, or 0. */
-static int
-take_signals(void)
-{
-	struct signalfd_siginfo si;
-	int sig = 0;
-
-	while (read(signal_fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-		if (si.ssi_signo != SIGCHLD) {
-			sig = (int)si.ssi_signo;
-			if (!interrupted)
-				interrupted = sig;
-		}
-	return sig;
-}
-
-static void
-write_all(int fd, const char *p, size_t len)
-{
-	ssize_t n;
-
-	while (len > 0) {
-		if ((n = write(fd, p, len)) < 0) {
-			if (errno == EINTR)
-				continue;
-			return;
-		}
-		p += n;
-		len -= (size_t)n;
-	}
-}
-
-/* A whole line of a child's standard error: passed on, and kept. */
-static void
-child_line(struct child *c, const char *line, size_t len)
-{
-	size_t word = strcspn(c->command, " "), base = word;
-
-	write_all(2, line, len);
-	write_all(2, "\n", 1);
-	if (len == 0)
-		return;
-	snprintf(c->last, sizeof(c->last), "%.*s", (int)len, line);
-	while (base > 0 && c->command[base - 1] != '/')
-		base--;
-	word -= base;
-	if (len > word + 1 && memcmp(line, c->command + base, word) == 0 &&
-	    line[word] == ':' && line[word + 1] == ' ')
-		memcpy(c->message, c->last, sizeof(c->message));
-}
-
-/* Passes on what a child wrote on standard error. At the end (final), or
- * at end of file, its last unended line too, and the pipe is closed: a
- * process it left behind may hold the pipe, and is not waited for. */
-static void
-relay(struct child *c, int final)
-{
-	char buf[4096];
-	ssize_t n, i;
-
-	while (c->err_fd >= 0) {
-		n = read(c->err_fd, buf, sizeof(buf));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0 && (n == 0 || errno != EAGAIN || final)) {
-			if (c->partial_len > 0)
-				child_line(c, c->partial, c->partial_len);
-			c->partial_len = 0;
-			close(c->err_fd);
-			c->err_fd = -1;
-			return;
-		}
-		if (n < 0)
-			return;
-		for (i = 0; i < n; i++) {
-			if (buf[i] != '\n' && c->partial_len < sizeof(c->partial)) {
-				c->partial[c->partial_len++] = buf[i];
-				continue;
-			}
-			child_line(c, c->partial, c->partial_len);
-			c->partial_len = 0;
-			if (buf[i] != '\n')
-				c->partial[c->partial_len++] = buf[i];
-		}
-		if (!final)
-			return;
-	}
-}
-
-/* In the child: its own process group, the signals as a program expects
- * them, and the command run by bash. */
-static void __attribute__((noreturn))
-exec_child(const char *command, int in_fd, int out_fd, int err_fd)
-{
-	static const int signals[] = { SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGCHLD };
-	int fds[3] = { in_fd, out_fd, err_fd }, fd;
-	sigset_t none;
-	char *text;
-	size_t i;
-
-	setpgid(0, 0);
-	/* a signal sent to rehearse's group before the setpgid was meant for
-	 * rehearse: ignoring it discards it */
-	for (i = 0; i < sizeof(signals) / sizeof(signals[0]); i++) {
-		signal(signals[i], SIG_IGN);
-		signal(signals[i], SIG_DFL);
-	}
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-	/* copies above 2 first: one of them may be 0, 1 or 2 already, when
-	 * rehearse's own were closed */
-	for (fd = 0; fd < 3; fd++)
-		if ((fds[fd] = fcntl(fds[fd], F_DUPFD_CLOEXEC, 3)) < 0)
-			_exit(126);
-	for (fd = 0; fd < 3; fd++)
-		if (dup2(fds[fd], fd) < 0)
-			_exit(126);
-	if (asprintf(&text, "exec %s", command) < 0)
-		_exit(126);
-	execl("/bin/bash", "bash", "-c", text, (char *)NULL);
-	_exit(127);
-}
-
-/* Starts the children, each one's standard output into the next one's
- * input: the first reads /dev/null, the last writes to out_fd, or with
- * its standard error when out_fd is -1. */
-static void
-start_children(struct child *c, int n, int out_fd)
-{
-	int in_fd, next_in, stdout_fd, pipe_fds[2], err_fds[2], i;
-	pid_t pid;
-
-	if ((in_fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0)
-		idem_die(IDEM_EXIT_ENV, "/dev/null:");
-	for (i = 0; i < n; i++) {
-		next_in = -1;
-		stdout_fd = out_fd;
-		if (i < n - 1) {
-			if (pipe2(pipe_fds, O_CLOEXEC) < 0)
-				idem_die(IDEM_EXIT_ENV, "pipe:");
-			stdout_fd = pipe_fds[1];
-			next_in = pipe_fds[0];
-		}
-		if (pipe2(err_fds, O_CLOEXEC) < 0)
-			idem_die(IDEM_EXIT_ENV, "pipe:");
-		fflush(NULL);
-		if ((pid = fork()) < 0)
-			idem_die(IDEM_EXIT_ENV, "fork:");
-		if (pid == 0)
-			exec_child(c[i].command, in_fd, stdout_fd >= 0 ? stdout_fd : err_fds[1], err_fds[1]);
-		setpgid(pid, pid);
-		close(err_fds[1]);
-		fcntl(err_fds[0], F_SETFL, O_NONBLOCK);
-		c[i].pid = pid;
-		c[i].ended = c[i].after_signal = 0;
-		c[i].err_fd = err_fds[0];
-		c[i].partial_len = 0;
-		c[i].last[0] = c[i].message[0] = '\0';
-		close(in_fd);
-		if (i < n - 1)
-			close(stdout_fd);
-		in_fd = next_in;
-	}
-}
-
-/* Reaps whatever ended: the children, and processes adopted as their
- * subreaper. */
-static void
-reap(struct child *c, int n, int signalled)
-{
-	pid_t pid;
-	int status, i;
-
-	while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
-		for (i = 0; i < n; i++)
-			if (!c[i].ended && c[i].pid == pid) {
-				c[i].ended = 1;
-				c[i].status = status;
-				c[i].after_signal = signalled;
-			}
-}
-
-static void
-signal_children(const struct child *c, int n, int sig)
-{
-	int i;
-
-	for (i = 0; i < n; i++)
-		if (!c[i].ended)
-			kill(-c[i].pid, sig);
-}
-
-static int
-running(const struct child *c, int n)
-{
-	int i;
-
-	for (i = 0; i < n; i++)
-		if (!c[i].ended)
-			return 1;
-	return 0;
-}
-
-static int
-failed(const struct child *c, int may_find)
-{
-	if (!c->ended)
-		return 0;
-	if (WIFSIGNALED(c->status))
-		return 1;
-	return WEXITSTATUS(c->status) != 0 &&
-	    !(may_find && WEXITSTATUS(c->status) == IDEM_EXIT_FINDING);
-}
-
-/* Failed of itself: before rehearse signalled it, and not of SIGPIPE, which
- * is what a stage gets when the one after it is gone. A stage that ends
- * because its input ended early fails after the stage before it. */
-static int
-failed_of_itself(const struct child *c, int may_find)
-{
-	return failed(c, may_find) && !c->after_signal &&
-	    !(WIFSIGNALED(c->status) && WTERMSIG(c->status) == SIGPIPE);
-}
-
-/* The child whose failure ended the run: the first in the pipeline that
- * failed of itself, else the first that failed; -1 for none. */
-static int
-cause(const struct child *c, int n, int last_may_find)
-{
-	int i;
-
-	for (i = 0; i < n; i++)
-		if (failed_of_itself(&c[i], c[i].may_find || (last_may_find && i == n - 1)))
-			return i;
-	for (i = 0; i < n; i++)
-		if (failed(&c[i], c[i].may_find || (last_may_find && i == n - 1)))
-			return i;
-	return -1;
-}
-
-/* Whether a child failed and the run must stop: once every child before
- * the one to name has ended, or SETTLE_MS after, so that the first to fail
- * in the pipeline is the one named. */
-static int
-must_stop(const struct child *c, int n, int last_may_find, long long *settle_until)
-{
-	int first = cause(c, n, last_may_find), i;
-
-	if (first < 0)
-		return 0;
-	if (*settle_until < 0)
-		*settle_until = now_ms() + SETTLE_MS;
-	for (i = 0; i < first; i++)
-		if (!c[i].ended)
-			return now_ms() >= *settle_until;
-	return 1;
-}
-
-/*
- * Runs the children (a pipeline when there are several) until every one
- * has ended, passing on their standard error. When one fails, the others
- * get SIGTERM, and SIGKILL after GRACE_MS; an interrupt is passed on as
- * mode says. Returns the index of the child whose failure ended the run,
- * or -1; the caller looks at interrupted first.
- */
-static int
-run_children(struct child *c, int n, int out_fd, enum on_interrupt mode, int last_may_find)
-{
-	struct pollfd fds[1 + STAGES];
-	int owner[1 + STAGES], nfds, i, sig, signalled = 0, timeout;
-	long long settle_until = -1, kill_at = -1, now;
-
-	take_signals();
-	if (interrupted && mode != HOLD)
-		return -1;
-	start_children(c, n, out_fd);
-	while (running(c, n)) {
-		nfds = 0;
-		fds[nfds++] = (struct pollfd){ .fd = signal_fd, .events = POLLIN };
-		for (i = 0; i < n; i++)
-			if (c[i].err_fd >= 0) {
-				owner[nfds] = i;
-				fds[nfds++] = (struct pollfd){ .fd = c[i].err_fd, .events = POLLIN };
-			}
-		now = now_ms();
-		timeout = -1;
-		if (settle_until >= 0 && !signalled)
-			timeout = settle_until > now ? (int)(settle_until - now) : 0;
-		if (kill_at >= 0 && (timeout < 0 || kill_at - now < timeout))
-			timeout = kill_at > now ? (int)(kill_at - now) : 0;
-		if (poll(fds, (nfds_t)nfds, timeout) < 0 && errno != EINTR)
-			idem_die(IDEM_EXIT_ENV, "poll:");
-		for (i = 1; i < nfds; i++)
-			if (fds[i].revents)
-				relay(&c[owner[i]], 0);
-		if ((sig = take_signals()) != 0 && mode != HOLD) {
-			signal_children(c, n, sig);
-			signalled = 1;
-			if (mode == STOP && kill_at < 0)
-				kill_at = now_ms() + GRACE_MS;
-		}
-		reap(c, n, signalled);
-		if (!signalled && must_stop(c, n, last_may_find, &settle_until)) {
-			signal_children(c, n, SIGTERM);
-			signalled = 1;
-			if (mode == STOP)
-				kill_at = now_ms() + GRACE_MS;
-		}
-		if (kill_at >= 0 && now_ms() >= kill_at) {
-			signal_children(c, n, SIGKILL);
-			kill_at = -1;
-		}
-	}
-	for (i = 0; i < n; i++)
-		relay(&c[i], 1);
-	return cause(c, n, last_may_find);
-}
-
-/* The status a child's end calls for: its exit status, 128+N for signal N. */
-static int
-status_of(const struct child *c)
-{
-	return WIFEXITED(c->status) ? WEXITSTATUS(c->status) : 128 + WTERMSIG(c->status);
-}
-
-/* Names the child that failed, how, and its last word; returns its status. */
-static int
-report_failure(const struct child *c)
-{
-	const char *word = c->message[0] ? c->message : c->last;
-	char how[48];
-
-	if (WIFEXITED(c->status))
-		snprintf(how, sizeof(how), "exit %d", WEXITSTATUS(c->status));
-	else
-		snprintf(how, sizeof(how), "killed by signal %d", WTERMSIG(c->status));
-	fprintf(stderr, "rehearse: %s failed (%s)%s%s\n", c->name, how, *word ? ": " : "", word);
-	return status_of(c);
-}
-
-/* Runs one command to its end; returns the index run_children does. */
-static int
-run_one(struct child *c, const char *name, const char *command, int out_fd, enum on_interrupt mode)
-{
-	memset(c, 0, sizeof(*c));
-	c->name = name;
-	c->command = command;
-	return run_children(c, 1, out_fd, mode, 0);
-}
-
 static void
 stop_if_interrupted(void)
 {
-	if (interrupted) {
+	int sig = child_interrupted();
+
+	if (sig) {
 		idem_warn("interrupted; nothing recorded");
-		exit(128 + interrupted);
+		exit(128 + sig);
 	}
 }
 
@@ -448,62 +60,14 @@ stop_sandbox(void)
 	struct child stop;
 	int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
 
-	if (run_one(&stop, "idem-sandbox --purge stop", stop_command, null, HOLD) >= 0) {
-		report_failure(&stop);
+	if (child_run(&stop, "idem-sandbox --purge stop", stop_command, null, CHILD_HOLD) >= 0) {
+		child_report_failure(&stop);
 		idem_warn("the sandbox is left in %s: stop it with idem-sandbox -D %s --purge stop",
 		    sandbox, sandbox);
 		sandbox_kept = 1;
 	}
 	if (null >= 0)
 		close(null);
-}
-
-/* Sends SIGKILL to the children that are left; as their subreaper, these
- * are whatever this run started and did not end. */
-static void
-kill_children(void)
-{
-	char path[64], buf[4096], *p, *end;
-	ssize_t len;
-	long pid;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/self/task/%d/children", (int)main_pid);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return;
-	len = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	buf[len > 0 ? len : 0] = '\0';
-	for (p = buf; (pid = strtol(p, &end, 10)) > 0; p = end) {
-		idem_warn("process %ld of this run still runs: SIGKILL", pid);
-		kill((pid_t)pid, SIGKILL);
-	}
-}
-
-/* Waits until no process this run started is left, adopted ones too. */
-static void
-wait_for_all(void)
-{
-	long long until = now_ms() + LEFT_MS;
-	int killed = 0;
-	pid_t pid;
-
-	for (;;) {
-		while ((pid = waitpid(-1, NULL, WNOHANG)) > 0)
-			;
-		if (pid < 0 && errno == ECHILD)
-			return;
-		if (now_ms() >= until) {
-			if (killed) {
-				idem_warn("processes of this run are still running");
-				return;
-			}
-			kill_children();
-			killed = 1;
-			until = now_ms() + LEFT_MS;
-		}
-		usleep(10000);
-	}
 }
 
 static int
@@ -533,6 +97,7 @@ static void
 clean_up(void)
 {
 	sigset_t set;
+	int sig;
 
 	if (getpid() != main_pid)
 		return;
@@ -540,36 +105,16 @@ clean_up(void)
 		stop_sandbox();
 	sandbox_kept |= started_sandbox && keep_sandbox;
 	if (reaper)
-		wait_for_all();
+		child_wait_all();
 	nftw(work, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-	if (interrupted) {
+	if ((sig = child_interrupted()) != 0) {
 		fflush(NULL);
-		signal(interrupted, SIG_DFL);
+		signal(sig, SIG_DFL);
 		sigemptyset(&set);
-		sigaddset(&set, interrupted);
+		sigaddset(&set, sig);
 		sigprocmask(SIG_UNBLOCK, &set, NULL);
-		raise(interrupted);
+		raise(sig);
 	}
-}
-
-/* SIGINT, SIGTERM and SIGHUP are read from a signalfd, in the loop that
- * waits for the children, as SIGCHLD is; nothing runs in a handler. */
-static void
-catch_signals(void)
-{
-	static const int signals[] = { SIGINT, SIGTERM, SIGHUP, SIGCHLD };
-	sigset_t set;
-	size_t i;
-
-	sigemptyset(&set);
-	for (i = 0; i < sizeof(signals) / sizeof(signals[0]); i++) {
-		sigaddset(&set, signals[i]);
-		signal(signals[i], SIG_DFL);	/* ignored ones would never come */
-	}
-	sigprocmask(SIG_BLOCK, &set, NULL);
-	if ((signal_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK)) < 0)
-		idem_die(IDEM_EXIT_ENV, "signalfd:");
-	signal(SIGPIPE, SIG_IGN);
 }
 
 /* The sandbox's settings, "NAME='value'; export NAME;" per line. */
@@ -654,10 +199,10 @@ start_sandbox(void)
 	started_sandbox = 1;
 	/* an interrupt waits for the start to end: a server half started
 	 * would race its own stop */
-	if (run_one(&start, "idem-sandbox start", command, fd, HOLD) >= 0) {
+	if (child_run(&start, "idem-sandbox start", command, fd, CHILD_HOLD) >= 0) {
 		close(fd);
 		stop_if_interrupted();
-		report_failure(&start);
+		child_report_failure(&start);
 		exit(IDEM_EXIT_ENV);
 	}
 	close(fd);
@@ -690,9 +235,9 @@ make_throwaway_key(char **key, char **signers)
 	    asprintf(signers, "%s/allowed_signers", work) < 0)
 		idem_die(IDEM_EXIT_ENV, "asprintf:");
 	free(q_work);
-	if (run_one(&keygen, "ssh-keygen", command, -1, STOP) >= 0) {
+	if (child_run(&keygen, "ssh-keygen", command, -1, CHILD_STOP) >= 0) {
 		stop_if_interrupted();
-		report_failure(&keygen);
+		child_report_failure(&keygen);
 		exit(IDEM_EXIT_ENV);
 	}
 	stop_if_interrupted();
@@ -995,12 +540,12 @@ run_setup(const struct idem_seed *seed, const char *setup, int given)
 			idem_die(IDEM_EXIT_ENV, "asprintf:");
 		free(q_setup);
 	}
-	failed = run_one(&set_up, setup, in_bash ? in_bash : setup, -1, STOP) >= 0;
+	failed = child_run(&set_up, setup, in_bash ? in_bash : setup, -1, CHILD_STOP) >= 0;
 	free(in_bash);
 	if (as_account)
 		restore_env(&saved);
 	stop_if_interrupted();
-	return failed ? report_failure(&set_up) : 0;
+	return failed ? child_report_failure(&set_up) : 0;
 }
 
 /* The stages, into the stream file. Returns 0 with the status the counts
@@ -1023,14 +568,14 @@ run_pipeline(const struct commands *cmd, int *counts_status)
 	stages[4].name = stages[4].command = "count-effects";
 	if ((fd = open(cmd->stream_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
 		idem_die(IDEM_EXIT_ENV, "%s:", cmd->stream_path);
-	i = run_children(stages, STAGES, fd, STOP, 1);
+	i = child_run_pipeline(stages, STAGES, fd, CHILD_STOP, 1);
 	close(fd);
 	stop_if_interrupted();
 	/* count-effects' 1 is the finding the record must show */
 	if (i >= 0)
-		return report_failure(&stages[i]);
-	*counts_status = status_of(&stages[STAGES - 1]);
-	if (status_of(&stages[3]) == IDEM_EXIT_FINDING)
+		return child_report_failure(&stages[i]);
+	*counts_status = child_status(&stages[STAGES - 1]);
+	if (child_status(&stages[3]) == IDEM_EXIT_FINDING)
 		*counts_status = IDEM_EXIT_FINDING;
 	return 0;
 }
@@ -1045,23 +590,23 @@ make_record(const char *command, char **record_path)
 	struct child mkrecord;
 	struct idem_error err;
 	size_t len;
-	int fd, i;
+	int fd, i, sig;
 
 	snprintf(record_out, sizeof(record_out), "%s/record", work);
 	if ((fd = open(record_out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
 		idem_die(IDEM_EXIT_ENV, "%s:", record_out);
-	i = run_one(&mkrecord, "mkrecord", command, fd, FINISH);
+	i = child_run(&mkrecord, "mkrecord", command, fd, CHILD_FINISH);
 	close(fd);
 	if (!mkrecord.ended || i >= 0) {
 		stop_if_interrupted();
-		return report_failure(&mkrecord);
+		return child_report_failure(&mkrecord);
 	}
 	if ((*record_path = idem_read_file(record_out, &len, &err)) == NULL)
 		idem_die_error(&err);
 	(*record_path)[strcspn(*record_path, "\n")] = '\0';
-	if (interrupted) {
+	if ((sig = child_interrupted()) != 0) {
 		idem_warn("interrupted; the record was made and is not verified: %s", *record_path);
-		return 128 + interrupted;
+		return 128 + sig;
 	}
 	return 0;
 }
@@ -1073,7 +618,7 @@ check_record(const char *signers, const char *record_path, int counts_status)
 {
 	char *q_signers, *q_record, *command;
 	struct child verify;
-	int status;
+	int status, sig;
 
 	q_signers = signers ? idem_shell_quote(signers) : NULL;
 	q_record = idem_shell_quote(record_path);
@@ -1083,13 +628,13 @@ check_record(const char *signers, const char *record_path, int counts_status)
 	free(q_signers);
 	free(q_record);
 	fprintf(stderr, "+ %s\n", command);
-	run_one(&verify, "verify-record", command, -1, STOP);
+	child_run(&verify, "verify-record", command, -1, CHILD_STOP);
 	free(command);
-	if (interrupted) {
+	if ((sig = child_interrupted()) != 0) {
 		idem_warn("interrupted while verifying the record: %s", record_path);
-		return 128 + interrupted;
+		return 128 + sig;
 	}
-	status = status_of(&verify);
+	status = child_status(&verify);
 	if (counts_status == IDEM_EXIT_FINDING)
 		fprintf(stderr, "rehearse: the counts differ from the seed's expect; the record says "
 		    "fail: %s\n", record_path);
@@ -1111,7 +656,7 @@ main(int argc, char *argv[])
 	parse_options(argc, argv, &opt);
 	load_inputs(&opt, &seed);
 	prefer_programs_beside();
-	catch_signals();
+	child_catch_signals();
 	make_scratch();
 	choose_database(opt.conninfo);
 	if (opt.key == NULL) {
