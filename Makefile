@@ -29,7 +29,7 @@ PROGS = idem-sandbox seed-gen seed-sanitize dup-publish idem-worker kill-at coun
 # main file is cmd/PROG/PROG.c; its other modules make an archive that the
 # tests link too. The others are one file, cmd/PROG.c. lib/ is what two or
 # more programs share.
-ROOMS = kill-at mkrecord verify-record seed-sanitize count-effects
+ROOMS = kill-at mkrecord verify-record seed-sanitize count-effects rehearse
 LIBOBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard lib/*.c))
 room_src = $(filter-out cmd/$(1)/$(1).c,$(wildcard cmd/$(1)/*.c))
 ROOMLIB = $(foreach r,$(ROOMS),$(BUILD)/cmd/$(r)/$(r).a)

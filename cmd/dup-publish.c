@@ -1012,8 +1012,14 @@ free_all(void)
 	idem_queue_close(&pub.q);
 }
 
-int
-main(int argc, char *argv[])
+/* What the options ask for; -b goes into pub. */
+struct options {
+	const char *conninfo, *path;
+	double time_scale;
+};
+
+static void
+parse_options(int argc, char *argv[], struct options *opt)
 {
 	static const struct option longopts[] = {
 		{ "dbname", required_argument, NULL, 'd' },
@@ -1023,18 +1029,15 @@ main(int argc, char *argv[])
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *conninfo = NULL, *path = "-";
-	double time_scale = 1.0;
-	FILE *in = stdin;
 	char *end;
 	int c;
 
-	argv0 = "dup-publish";
-	argv[0] = (char *)argv0;
+	opt->conninfo = NULL;
+	opt->time_scale = 1.0;
 	while ((c = getopt_long(argc, argv, "d:b:s:hV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'd':
-			conninfo = optarg;
+			opt->conninfo = optarg;
 			break;
 		case 'b':
 			errno = 0;
@@ -1044,28 +1047,49 @@ main(int argc, char *argv[])
 				    optarg);
 			break;
 		case 's':
-			time_scale = strtod(optarg, &end);
-			if (*end || end == optarg || !(time_scale >= 0 && time_scale <= 1000))
+			opt->time_scale = strtod(optarg, &end);
+			if (*end || end == optarg || !(opt->time_scale >= 0 && opt->time_scale <= 1000))
 				idem_die(IDEM_EXIT_USAGE, "-s %s: expected a time scale from 0 to 1000",
 				    optarg);
 			break;
 		case 'h': idem_usage(synopsis, 0);
-		case 'V': puts("dup-publish " IDEM_VERSION); idem_close_stdout(); return 0;
+		case 'V': puts("dup-publish " IDEM_VERSION); idem_close_stdout(); exit(0);
 		default: idem_usage(synopsis, IDEM_EXIT_USAGE);
 		}
 	}
 	if (argc - optind > 1)
 		idem_usage(synopsis, IDEM_EXIT_USAGE);
-	if (optind < argc && strcmp(argv[optind], "-") != 0) {
-		path = argv[optind];
-		if ((in = fopen(path, "r")) == NULL)
-			idem_die(IDEM_EXIT_USAGE, "%s:", path);
-	}
+	opt->path = optind < argc ? argv[optind] : "-";
+}
+
+/* The file named, or standard input for "-". */
+static FILE *
+open_stream(const char *path)
+{
+	FILE *in;
+
+	if (strcmp(path, "-") == 0)
+		return stdin;
+	if ((in = fopen(path, "r")) == NULL)
+		idem_die(IDEM_EXIT_USAGE, "%s:", path);
+	return in;
+}
+
+int
+main(int argc, char *argv[])
+{
+	struct options opt;
+	FILE *in;
+
+	argv0 = "dup-publish";
+	argv[0] = (char *)argv0;
+	parse_options(argc, argv, &opt);
+	in = open_stream(opt.path);
 	pub.progress = isatty(2);
-	read_and_publish(in, strcmp(path, "-") == 0 ? "stdin" : path, conninfo);
+	read_and_publish(in, in == stdin ? "stdin" : opt.path, opt.conninfo);
 	if (in != stdin)
 		fclose(in);
-	publish_copies(time_scale);
+	publish_copies(opt.time_scale);
 	PQfinish(pub.conn);
 	free_all();
 	idem_close_stdout();

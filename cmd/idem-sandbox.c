@@ -537,8 +537,14 @@ status(void)
 	return 0;
 }
 
-int
-main(int argc, char *argv[])
+/* What the options ask for. */
+struct options {
+	const char *dir, *user, *command;
+	int purge;
+};
+
+static void
+parse_options(int argc, char *argv[], struct options *opt)
 {
 	static const struct option longopts[] = {
 		{ "help", no_argument, NULL, 'h' },
@@ -546,53 +552,77 @@ main(int argc, char *argv[])
 		{ "purge", no_argument, NULL, 'P' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *d = getenv("IDEM_SANDBOX"), *user = NULL, *cmd;
-	char default_dir[64];
-	int c, purge = 0, rc = 0;
+	int c;
 
-	argv0 = "idem-sandbox";
-	argv[0] = (char *)argv0;
+	memset(opt, 0, sizeof(*opt));
+	opt->dir = getenv("IDEM_SANDBOX");
 	while ((c = getopt_long(argc, argv, "+D:u:hV", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'D': d = optarg; break;
-		case 'u': user = optarg; break;
-		case 'P': purge = 1; break;
+		case 'D': opt->dir = optarg; break;
+		case 'u': opt->user = optarg; break;
+		case 'P': opt->purge = 1; break;
 		case 'h': idem_usage(synopsis, 0);
-		case 'V': puts("idem-sandbox " IDEM_VERSION); idem_close_stdout(); return 0;
+		case 'V': puts("idem-sandbox " IDEM_VERSION); idem_close_stdout(); exit(0);
 		default: idem_usage(synopsis, IDEM_EXIT_USAGE);
 		}
 	}
 	if (optind + 1 != argc)
 		idem_usage(synopsis, IDEM_EXIT_USAGE);
-	cmd = argv[optind];
+	opt->command = argv[optind];
+}
+
+/* -D, else IDEM_SANDBOX, else a directory of this user's in /tmp. */
+static void
+use_dir(const char *d)
+{
+	char default_dir[64];
+
 	if (d == NULL || *d == '\0') {
 		snprintf(default_dir, sizeof(default_dir), "/tmp/idem-sandbox-%lu",
 		    (unsigned long)geteuid());
 		d = default_dir;
 	}
 	set_paths(d);
-	if (purge && strcmp(cmd, "stop") != 0)
+}
+
+/* As root, without -u, the sandbox stops as whoever owns its data. */
+static const char *
+stopping_user(const char *user)
+{
+	struct passwd *owner;
+	struct stat st;
+
+	if (user == NULL && geteuid() == 0 && stat(data_dir, &st) == 0 && st.st_uid != 0 &&
+	    (owner = getpwuid(st.st_uid)) != NULL)
+		return owner->pw_name;
+	return user;
+}
+
+int
+main(int argc, char *argv[])
+{
+	struct options opt;
+	int rc = 0;
+
+	argv0 = "idem-sandbox";
+	argv[0] = (char *)argv0;
+	parse_options(argc, argv, &opt);
+	use_dir(opt.dir);
+	if (opt.purge && strcmp(opt.command, "stop") != 0)
 		idem_usage(synopsis, IDEM_EXIT_USAGE);
-	if (strcmp(cmd, "start") == 0) {
-		set_server_user(user);
+	if (strcmp(opt.command, "start") == 0) {
+		set_server_user(opt.user);
 		find_bindir();
 		start();
-	} else if (strcmp(cmd, "stop") == 0) {
-		struct stat st;
-		struct passwd *owner;
-
-		/* as root, stop it as whoever owns it, whatever -u says */
-		if (user == NULL && geteuid() == 0 && stat(data_dir, &st) == 0 && st.st_uid != 0 &&
-		    (owner = getpwuid(st.st_uid)) != NULL)
-			user = owner->pw_name;
-		set_server_user(user);
+	} else if (strcmp(opt.command, "stop") == 0) {
+		set_server_user(stopping_user(opt.user));
 		find_bindir();
-		stop(purge);
-	} else if (strcmp(cmd, "env") == 0) {
+		stop(opt.purge);
+	} else if (strcmp(opt.command, "env") == 0) {
 		if (!is_sandbox_dir())
 			idem_die(IDEM_EXIT_USAGE, "%s: no sandbox here; run idem-sandbox start", dir);
 		print_env();
-	} else if (strcmp(cmd, "status") == 0) {
+	} else if (strcmp(opt.command, "status") == 0) {
 		rc = status();
 	} else {
 		idem_usage(synopsis, IDEM_EXIT_USAGE);

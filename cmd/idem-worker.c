@@ -57,7 +57,7 @@ static struct {
 	int no_step;			/* never speak to IDEM_STEP_SOCK */
 	PGconn *conn;			/* the worker's own transactions */
 	PGconn *vendor;			/* the stand-in vendor, outside them */
-	const char *vendor_url;		/* IDEM_VENDOR_URL: the vendor over HTTP */
+	char *vendor_url;		/* IDEM_VENDOR_URL: the vendor over HTTP */
 	CURL *http;
 	char **seen;			/* memory guard: job ids done, this process only */
 	size_t nseen;
@@ -598,8 +598,77 @@ sleep_ms(long ms)
 	nanosleep(&ts, NULL);
 }
 
-int
-main(int argc, char *argv[])
+/* What main needs of the options; the others go into w. */
+struct options {
+	const char *conninfo;
+	int setup;		/* --setup: make the tables, take no message */
+};
+
+/* IDEM_VISIBILITY_TIMEOUT_MS, what -t is without it. */
+static long long
+visibility_timeout_from_env(void)
+{
+	const char *vt = getenv("IDEM_VISIBILITY_TIMEOUT_MS");
+	long long vt_ms = 30000;
+	char *end;
+
+	if (vt && *vt) {
+		vt_ms = strtoll(vt, &end, 10);
+		if (*end || vt_ms < 1)
+			idem_die(IDEM_EXIT_USAGE, "IDEM_VISIBILITY_TIMEOUT_MS=%s: expected milliseconds, "
+			    "at least 1", vt);
+	}
+	return vt_ms;
+}
+
+static enum guard
+parse_guard(const char *name)
+{
+	int i;
+
+	for (i = 0; guard_names[i] && strcmp(guard_names[i], name) != 0; i++)
+		;
+	if (guard_names[i] == NULL)
+		idem_die(IDEM_EXIT_USAGE, "-g %s: expected none, check-then-insert, memory, "
+		    "unique or outbox", name);
+	return (enum guard)i;
+}
+
+static enum external
+parse_external(const char *name)
+{
+	int i;
+
+	for (i = 0; external_names[i] && strcmp(external_names[i], name) != 0; i++)
+		;
+	if (external_names[i] == NULL)
+		idem_die(IDEM_EXIT_USAGE, "-x %s: expected none, idempotency-key or pending-row",
+		    name);
+	return (enum external)i;
+}
+
+/* IDEM_VENDOR_URL without its trailing slashes: the vendor double over
+ * HTTP; NULL for the stand-in table. */
+static char *
+vendor_url_from_env(void)
+{
+	const char *env = getenv("IDEM_VENDOR_URL");
+	char *url;
+	size_t n;
+
+	if (env == NULL || *env == '\0')
+		return NULL;
+	if (strncmp(env, "http://", 7) != 0 && strncmp(env, "https://", 8) != 0)
+		idem_die(IDEM_EXIT_USAGE, "IDEM_VENDOR_URL=%s: expected an http:// or https:// URL",
+		    env);
+	url = idem_estrdup(env);
+	for (n = strlen(url); n > 0 && url[n - 1] == '/'; n--)
+		url[n - 1] = '\0';
+	return url;
+}
+
+static void
+parse_options(int argc, char *argv[], struct options *opt)
 {
 	static const struct option longopts[] = {
 		{ "dbname", required_argument, NULL, 'd' },
@@ -617,51 +686,26 @@ main(int argc, char *argv[])
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *conninfo = NULL, *vt = getenv("IDEM_VISIBILITY_TIMEOUT_MS");
-	struct idem_error err;
-	struct sigaction sa;
-	long long vt_ms = 30000;
-	int c, do_setup = 0, external = -1, i;
-	size_t k, n;
-	char *url = NULL;
+	long long vt_ms = visibility_timeout_from_env();
+	int c, external_given = 0;
 
-	argv0 = "idem-worker";
-	argv[0] = (char *)argv0;
+	memset(opt, 0, sizeof(*opt));
 	w.guard = GUARD_UNIQUE;
 	w.queue = getenv("IDEM_QUEUE");
 	w.owner = getenv("IDEM_RECONCILIATION_OWNER");
 	w.poll_ms = 20;
-	if (vt && *vt) {
-		char *end;
-
-		vt_ms = strtoll(vt, &end, 10);
-		if (*end || vt_ms < 1)
-			idem_die(IDEM_EXIT_USAGE, "IDEM_VISIBILITY_TIMEOUT_MS=%s: expected milliseconds, "
-			    "at least 1", vt);
-	}
 	while ((c = getopt_long(argc, argv, "d:g:k:x:q:t:p:o:hV", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'd': conninfo = optarg; break;
-		case 'g':
-			for (i = 0; guard_names[i] && strcmp(guard_names[i], optarg) != 0; i++)
-				;
-			if (guard_names[i] == NULL)
-				idem_die(IDEM_EXIT_USAGE, "-g %s: expected none, check-then-insert, memory, "
-				    "unique or outbox", optarg);
-			w.guard = (enum guard)i;
-			break;
+		case 'd': opt->conninfo = optarg; break;
+		case 'g': w.guard = parse_guard(optarg); break;
 		case 'k':
 			if (strcmp(optarg, "job") != 0 && strcmp(optarg, "business") != 0)
 				idem_die(IDEM_EXIT_USAGE, "-k %s: expected business or job", optarg);
 			w.job_scope = strcmp(optarg, "job") == 0;
 			break;
 		case 'x':
-			for (i = 0; external_names[i] && strcmp(external_names[i], optarg) != 0; i++)
-				;
-			if (external_names[i] == NULL)
-				idem_die(IDEM_EXIT_USAGE, "-x %s: expected none, idempotency-key or pending-row",
-				    optarg);
-			external = i;
+			w.external = parse_external(optarg);
+			external_given = 1;
 			break;
 		case 'q': w.queue = optarg; break;
 		case 't':
@@ -676,50 +720,48 @@ main(int argc, char *argv[])
 		case 'o': w.owner = optarg; break;
 		case '1': w.once = 1; break;
 		case 'N': w.no_step = 1; break;
-		case 'S': do_setup = 1; break;
+		case 'S': opt->setup = 1; break;
 		case 'h': idem_usage(synopsis, 0);
-		case 'V': puts("idem-worker " IDEM_VERSION); idem_close_stdout(); return 0;
+		case 'V': puts("idem-worker " IDEM_VERSION); idem_close_stdout(); exit(0);
 		default: idem_usage(synopsis, IDEM_EXIT_USAGE);
 		}
 	}
 	if (optind != argc)
 		idem_usage(synopsis, IDEM_EXIT_USAGE);
-	if (!do_setup && (w.queue == NULL || *w.queue == '\0'))
+	if (!opt->setup && (w.queue == NULL || *w.queue == '\0'))
 		idem_die(IDEM_EXIT_USAGE, "no queue: give -q queue or set IDEM_QUEUE");
 	if (w.owner == NULL || *w.owner == '\0')
 		w.owner = "unassigned";
-	if (external >= 0)
-		w.external = (enum external)external;
-	else
+	if (!external_given)
 		w.external = w.guard == GUARD_NONE || w.guard == GUARD_MEMORY ?
 		    EXTERNAL_NONE : EXTERNAL_PENDING_ROW;
-	if ((w.vendor_url = getenv("IDEM_VENDOR_URL")) != NULL && *w.vendor_url == '\0')
-		w.vendor_url = NULL;
-	if (!do_setup && w.vendor_url) {
-		if (strncmp(w.vendor_url, "http://", 7) != 0 && strncmp(w.vendor_url, "https://", 8) != 0)
-			idem_die(IDEM_EXIT_USAGE, "IDEM_VENDOR_URL=%s: expected an http:// or https:// URL",
-			    w.vendor_url);
-		url = idem_estrdup(w.vendor_url);
-		for (n = strlen(url); n > 0 && url[n - 1] == '/'; n--)
-			url[n - 1] = '\0';
-		w.vendor_url = url;
-	}
+	if (!opt->setup)
+		w.vendor_url = vendor_url_from_env();
 	snprintf(w.vt, sizeof(w.vt), "%lld milliseconds", vt_ms);
+}
 
-	if ((w.conn = idem_pg_connect(conninfo, &err)) == NULL ||
-	    idem_pg_require_sandbox(w.conn, &err) < 0)
-		idem_die_error(&err);
-	if (do_setup) {
-		setup();
-		PQfinish(w.conn);
-		return 0;
-	}
+/* The vendor: the double over HTTP, or the stand-in table through a
+ * connection of its own. */
+static void
+connect_vendor(const char *conninfo)
+{
+	struct idem_error err;
+
 	if (w.vendor_url) {
 		if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK || (w.http = curl_easy_init()) == NULL)
 			idem_die(IDEM_EXIT_ENV, "libcurl: cannot start");
 	} else if ((w.vendor = idem_pg_connect(conninfo, &err)) == NULL) {
 		idem_die_error(&err);
 	}
+}
+
+/* Takes messages until SIGTERM or SIGINT, or with --once until none is
+ * visible. */
+static void
+work_until_stopped(void)
+{
+	struct sigaction sa;
+
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_term;
 	sigaction(SIGTERM, &sa, NULL);
@@ -731,16 +773,45 @@ main(int argc, char *argv[])
 			break;
 		sleep_ms(w.poll_ms);
 	}
+}
+
+static void
+close_all(void)
+{
+	size_t i;
+
 	idem_step_close();
 	if (w.http) {
 		curl_easy_cleanup(w.http);
 		curl_global_cleanup();
 	}
-	free(url);
+	free(w.vendor_url);
 	PQfinish(w.vendor);
 	PQfinish(w.conn);
-	for (k = 0; k < w.nseen; k++)
-		free(w.seen[k]);
+	for (i = 0; i < w.nseen; i++)
+		free(w.seen[i]);
 	free(w.seen);
+}
+
+int
+main(int argc, char *argv[])
+{
+	struct options opt;
+	struct idem_error err;
+
+	argv0 = "idem-worker";
+	argv[0] = (char *)argv0;
+	parse_options(argc, argv, &opt);
+	if ((w.conn = idem_pg_connect(opt.conninfo, &err)) == NULL ||
+	    idem_pg_require_sandbox(w.conn, &err) < 0)
+		idem_die_error(&err);
+	if (opt.setup) {
+		setup();
+		PQfinish(w.conn);
+		return 0;
+	}
+	connect_vendor(opt.conninfo);
+	work_until_stopped();
+	close_all();
 	return 0;
 }

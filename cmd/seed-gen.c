@@ -60,65 +60,84 @@ schema_json(const struct idem_seed *s)
 	return text;
 }
 
+/* The seed row: the seed's settings, in the columns of idem-tsv(5). */
 static void
-write_stream(const struct idem_seed *s)
+write_seed_row(const struct idem_seed *s)
 {
-	char *owned[16];
-	const char *seed_row[21], *expect_row[6], *external_row[5], *row[6];
-	struct idem_seed_job buf = { 0 };
-	size_t i, nowned = 0;
-	long long n, njobs = idem_seed_njobs(s);
+	char *visibility_timeout_ms = number(s->visibility_timeout_ms);
+	char *max_attempts = number(s->max_attempts);
+	char *key = json_text_list(s->key, s->nkey);
+	char *schema = schema_json(s);
+	char *cannot_reproduce = json_text_list(s->cannot_reproduce, s->ncannot_reproduce);
+	const char *row[21] = {
+		s->path, s->sha256, s->rehearsal, s->job_type, s->queue, s->database,
+		visibility_timeout_ms, max_attempts, s->sandbox_account,
+		s->effect_name, s->effect_table, key, s->key_scope,
+		s->duplicate_acceptor, s->reconciliation_owner,
+		s->worker_image, s->worker_version, s->worker_command,
+		schema, cannot_reproduce, s->queue_kind,
+	};
 
-	idem_tsv_write_header(stdout);
-	seed_row[0] = s->path;
-	seed_row[1] = s->sha256;
-	seed_row[2] = s->rehearsal;
-	seed_row[3] = s->job_type;
-	seed_row[4] = s->queue;
-	seed_row[5] = s->database;
-	seed_row[6] = owned[nowned++] = number(s->visibility_timeout_ms);
-	seed_row[7] = owned[nowned++] = number(s->max_attempts);
-	seed_row[8] = s->sandbox_account;
-	seed_row[9] = s->effect_name;
-	seed_row[10] = s->effect_table;
-	seed_row[11] = owned[nowned++] = json_text_list(s->key, s->nkey);
-	seed_row[12] = s->key_scope;
-	seed_row[13] = s->duplicate_acceptor;
-	seed_row[14] = s->reconciliation_owner;
-	seed_row[15] = s->worker_image;
-	seed_row[16] = s->worker_version;
-	seed_row[17] = s->worker_command;
-	seed_row[18] = owned[nowned++] = schema_json(s);
-	seed_row[19] = owned[nowned++] = json_text_list(s->cannot_reproduce, s->ncannot_reproduce);
-	seed_row[20] = s->queue_kind;
-	idem_tsv_write_row(stdout, "seed", seed_row, 21);
+	idem_tsv_write_row(stdout, "seed", row, 21);
+	free(visibility_timeout_ms);
+	free(max_attempts);
+	free(key);
+	free(schema);
+	free(cannot_reproduce);
+}
+
+/* The declared guard and the external effect, when the seed has them. */
+static void
+write_declarations(const struct idem_seed *s)
+{
+	const char *row[5];
+	char *key;
+
 	if (s->guard_table != NULL) {
-		const char *guard_row[2] = { s->guard_table,
-			owned[nowned++] = json_text_list(s->guard_key, s->nguard_key) };
-
-		idem_tsv_write_row(stdout, "declared_guard", guard_row, 2);
+		row[0] = s->guard_table;
+		row[1] = key = json_text_list(s->guard_key, s->nguard_key);
+		idem_tsv_write_row(stdout, "declared_guard", row, 2);
+		free(key);
 	}
 	if (s->external.name != NULL) {
-		external_row[0] = s->external.name;
-		external_row[1] = owned[nowned++] = json_text_list(s->external.key, s->external.nkey);
-		external_row[2] = s->external.honours_idempotency_key ? "true" : "false";
-		external_row[3] = s->external.pending_table;
-		external_row[4] = s->external.pending_owner;
-		idem_tsv_write_row(stdout, "external", external_row, 5);
+		row[0] = s->external.name;
+		row[1] = key = json_text_list(s->external.key, s->external.nkey);
+		row[2] = s->external.honours_idempotency_key ? "true" : "false";
+		row[3] = s->external.pending_table;
+		row[4] = s->external.pending_owner;
+		idem_tsv_write_row(stdout, "external", row, 5);
+		free(key);
 	}
-	expect_row[0] = owned[nowned++] = number(s->expect_effects);
-	expect_row[1] = owned[nowned++] = number(s->expect_duplicates);
-	expect_row[2] = owned[nowned++] = number(s->expect_missing);
-	expect_row[3] = owned[nowned++] = number(s->expect_pending);
-	expect_row[4] = s->expect_external >= 0 ? (owned[nowned++] = number(s->expect_external)) : NULL;
+}
+
+static void
+write_expect_row(const struct idem_seed *s)
+{
+	char *owned[5];
+	const char *row[6];
+	size_t i, nowned = 0;
+
+	row[0] = owned[nowned++] = number(s->expect_effects);
+	row[1] = owned[nowned++] = number(s->expect_duplicates);
+	row[2] = owned[nowned++] = number(s->expect_missing);
+	row[3] = owned[nowned++] = number(s->expect_pending);
+	row[4] = s->expect_external >= 0 ? (owned[nowned++] = number(s->expect_external)) : NULL;
 	/* the verdict only when the seed says, so a row is as it was without it */
-	expect_row[5] = s->expect_verdict;
-	idem_tsv_write_row(stdout, "expect", expect_row, s->expect_verdict ? 6 : 5);
+	row[5] = s->expect_verdict;
+	idem_tsv_write_row(stdout, "expect", row, s->expect_verdict ? 6 : 5);
 	for (i = 0; i < nowned; i++)
 		free(owned[i]);
+}
+
+static void
+write_scenario_rows(const struct idem_seed *s)
+{
+	char attempt[32], duplicates[32], within[32];
+	const char *row[6];
+	size_t i;
+
 	for (i = 0; i < s->nscenarios; i++) {
 		const struct idem_seed_scenario *sc = &s->scenarios[i];
-		char attempt[32], duplicates[32], within[32];
 
 		snprintf(attempt, sizeof(attempt), "%lld", sc->attempt);
 		snprintf(duplicates, sizeof(duplicates), "%lld", sc->duplicates);
@@ -131,7 +150,16 @@ write_stream(const struct idem_seed *s)
 		row[5] = within;
 		idem_tsv_write_row(stdout, "scenario", row, 6);
 	}
-	/* generated jobs are made as they are written */
+}
+
+/* Generated jobs are made as they are written. */
+static void
+write_job_rows(const struct idem_seed *s)
+{
+	struct idem_seed_job buf = { 0 };
+	long long n, njobs = idem_seed_njobs(s);
+	const char *row[5];
+
 	for (n = 0; n < njobs; n++) {
 		const struct idem_seed_job *j = idem_seed_job(s, n, &buf);
 
@@ -143,6 +171,17 @@ write_stream(const struct idem_seed *s)
 		idem_tsv_write_row(stdout, "job", row, 5);
 	}
 	idem_seed_job_clear(&buf);
+}
+
+static void
+write_stream(const struct idem_seed *s)
+{
+	idem_tsv_write_header(stdout);
+	write_seed_row(s);
+	write_declarations(s);
+	write_expect_row(s);
+	write_scenario_rows(s);
+	write_job_rows(s);
 }
 
 /* The ticket lists the declared jobs and every job a scenario touches, not
@@ -196,8 +235,15 @@ write_skeleton(const char *name)
 	free(text);
 }
 
-int
-main(int argc, char *argv[])
+/* What the options ask for. */
+struct options {
+	const char *init;	/* --init: the rehearsal's name */
+	const char *seed_path;
+	int ticket;
+};
+
+static void
+parse_options(int argc, char *argv[], struct options *opt)
 {
 	static const struct option longopts[] = {
 		{ "init", required_argument, NULL, 'i' },
@@ -206,36 +252,45 @@ main(int argc, char *argv[])
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct idem_seed seed;
-	struct idem_error err;
-	const char *init = NULL;
-	int c, ticket = 0;
+	int c;
 
-	argv0 = "seed-gen";
-	argv[0] = (char *)argv0;
+	memset(opt, 0, sizeof(*opt));
 	while ((c = getopt_long(argc, argv, "hV", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'i': init = optarg; break;
-		case 't': ticket = 1; break;
+		case 'i': opt->init = optarg; break;
+		case 't': opt->ticket = 1; break;
 		case 'h': idem_usage(synopsis, 0);
-		case 'V': puts("seed-gen " IDEM_VERSION); idem_close_stdout(); return 0;
+		case 'V': puts("seed-gen " IDEM_VERSION); idem_close_stdout(); exit(0);
 		default: idem_usage(synopsis, IDEM_EXIT_USAGE);
 		}
 	}
-	if (init != NULL) {
-		if (optind != argc || ticket)
-			idem_usage(synopsis, IDEM_EXIT_USAGE);
-		write_skeleton(init);
+	if (opt->init != NULL && (optind != argc || opt->ticket))
+		idem_usage(synopsis, IDEM_EXIT_USAGE);
+	if (opt->init == NULL && optind + 1 != argc)
+		idem_usage(synopsis, IDEM_EXIT_USAGE);
+	opt->seed_path = argv[optind];
+}
+
+int
+main(int argc, char *argv[])
+{
+	struct options opt;
+	struct idem_seed seed;
+	struct idem_error err;
+
+	argv0 = "seed-gen";
+	argv[0] = (char *)argv0;
+	parse_options(argc, argv, &opt);
+	if (opt.init != NULL) {
+		write_skeleton(opt.init);
 		idem_close_stdout();
 		return 0;
 	}
-	if (optind + 1 != argc)
-		idem_usage(synopsis, IDEM_EXIT_USAGE);
-	if (idem_seed_load(&seed, argv[optind], &err) < 0) {
+	if (idem_seed_load(&seed, opt.seed_path, &err) < 0) {
 		idem_seed_free(&seed);
 		idem_die_error(&err);
 	}
-	if (ticket)
+	if (opt.ticket)
 		write_ticket(&seed);
 	else
 		write_stream(&seed);
