@@ -48,7 +48,7 @@ write_row(const char *kind, const char *const *fields, size_t n)
 static void
 read_external(const struct idem_tsv_reader *r)
 {
-	json_t *fields = json_loads(r->fields[EXTERNAL_KEY_FIELDS], 0, NULL), *f;
+	json_t *fields, *f;
 	size_t i;
 
 	if (c.njobs > 0 || c.calls_seen)
@@ -56,6 +56,7 @@ read_external(const struct idem_tsv_reader *r)
 		    "count-effects reads each job's call from its payload as its row goes by; "
 		    "write it right after the seed row, as seed-gen does", r->name, r->line_no);
 	/* the reader checked it is an array of one or more strings */
+	fields = json_loads(r->fields[EXTERNAL_KEY_FIELDS], 0, NULL);
 	c.nexternal_fields = json_array_size(fields);
 	c.external_fields = idem_ereallocarray(NULL, c.nexternal_fields, sizeof(char *));
 	json_array_foreach(fields, i, f)
