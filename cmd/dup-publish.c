@@ -899,22 +899,12 @@ read_and_publish(FILE *in, const char *name, const char *conninfo)
 static long long
 offset_ms(const char *job_id, long long copy, long long within_ms)
 {
-	crypto_hash_sha256_state st;
-	unsigned char digest[32];
 	char copy_text[32];
-	uint64_t h = 0;
-	int i;
 
 	if (within_ms <= 0)
 		return 0;
 	snprintf(copy_text, sizeof(copy_text), "%lld", copy);
-	crypto_hash_sha256_init(&st);
-	crypto_hash_sha256_update(&st, (const unsigned char *)job_id, strlen(job_id) + 1);
-	crypto_hash_sha256_update(&st, (const unsigned char *)copy_text, strlen(copy_text));
-	crypto_hash_sha256_final(&st, digest);
-	for (i = 0; i < 8; i++)
-		h = h << 8 | digest[i];
-	return (long long)(h % (uint64_t)within_ms);
+	return (long long)(idem_sha256_pair(job_id, copy_text) % (uint64_t)within_ms);
 }
 
 static int
@@ -1062,31 +1052,19 @@ parse_options(int argc, char *argv[], struct options *opt)
 	opt->path = optind < argc ? argv[optind] : "-";
 }
 
-/* The file named, or standard input for "-". */
-static FILE *
-open_stream(const char *path)
-{
-	FILE *in;
-
-	if (strcmp(path, "-") == 0)
-		return stdin;
-	if ((in = fopen(path, "r")) == NULL)
-		idem_die(IDEM_EXIT_USAGE, "%s:", path);
-	return in;
-}
-
 int
 main(int argc, char *argv[])
 {
 	struct options opt;
+	const char *name;
 	FILE *in;
 
 	argv0 = "dup-publish";
 	argv[0] = (char *)argv0;
 	parse_options(argc, argv, &opt);
-	in = open_stream(opt.path);
+	in = idem_eopen_input(opt.path, &name);
 	pub.progress = isatty(2);
-	read_and_publish(in, in == stdin ? "stdin" : opt.path, opt.conninfo);
+	read_and_publish(in, name, opt.conninfo);
 	if (in != stdin)
 		fclose(in);
 	publish_copies(opt.time_scale);

@@ -53,6 +53,21 @@ buffered:
 	return ferror(from) ? -1 : 0;
 }
 
+FILE *
+idem_eopen_input(const char *path, const char **name)
+{
+	FILE *in;
+
+	if (path == NULL || strcmp(path, "-") == 0) {
+		*name = "stdin";
+		return stdin;
+	}
+	if ((in = fopen(path, "r")) == NULL)
+		idem_die(IDEM_EXIT_USAGE, "%s:", path);
+	*name = path;
+	return in;
+}
+
 char *
 idem_read_file(const char *path, size_t *len, struct idem_error *err)
 {

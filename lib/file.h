@@ -10,6 +10,11 @@
 #include "error.h"
 #include "parallel.h"
 
+/* A filter's input: the file at path, or standard input for NULL or "-";
+ * *name is what messages call it, "stdin" for standard input. Exits 2
+ * naming the path, as the idem_e* functions do, when it cannot be opened. */
+FILE *idem_eopen_input(const char *path, const char **name);
+
 /* Read a whole file; NULL with err set on failure. */
 char *idem_read_file(const char *path, size_t *len, struct idem_error *err);
 /* The same, but a file of more than max bytes is refused (IDEM_EXIT_USAGE,

@@ -48,23 +48,6 @@ seed_finish_job(const struct idem_seed *s, struct idem_seed_job *job)
 	job->scenario = -1;
 }
 
-static uint64_t
-selection_hash(const char *scenario, const char *job_id)
-{
-	crypto_hash_sha256_state st;
-	unsigned char digest[32];
-	uint64_t h = 0;
-	int i;
-
-	crypto_hash_sha256_init(&st);
-	crypto_hash_sha256_update(&st, (const unsigned char *)scenario, strlen(scenario) + 1);
-	crypto_hash_sha256_update(&st, (const unsigned char *)job_id, strlen(job_id));
-	crypto_hash_sha256_final(&st, digest);
-	for (i = 0; i < 8; i++)
-		h = h << 8 | digest[i];
-	return h;
-}
-
 long
 seed_selected_by_every(const struct idem_seed *s, const char *id)
 {
@@ -72,7 +55,7 @@ seed_selected_by_every(const struct idem_seed *s, const char *id)
 
 	for (i = 0; i < s->nscenarios; i++)
 		if (s->scenarios[i].every > 0 &&
-		    selection_hash(s->scenarios[i].name, id) % (uint64_t)s->scenarios[i].every == 0)
+		    idem_sha256_pair(s->scenarios[i].name, id) % (uint64_t)s->scenarios[i].every == 0)
 			return (long)i;
 	return -1;
 }

@@ -104,6 +104,23 @@ idem_sha256_hex(const void *data, size_t len, char out[65])
 	sodium_bin2hex(out, 65, digest, sizeof(digest));
 }
 
+uint64_t
+idem_sha256_pair(const char *a, const char *b)
+{
+	crypto_hash_sha256_state st;
+	unsigned char digest[crypto_hash_sha256_BYTES];
+	uint64_t h = 0;
+	int i;
+
+	crypto_hash_sha256_init(&st);
+	crypto_hash_sha256_update(&st, (const unsigned char *)a, strlen(a) + 1);
+	crypto_hash_sha256_update(&st, (const unsigned char *)b, strlen(b));
+	crypto_hash_sha256_final(&st, digest);
+	for (i = 0; i < 8; i++)
+		h = h << 8 | digest[i];
+	return h;
+}
+
 int
 idem_file_name_valid(const char *s, size_t len)
 {

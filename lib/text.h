@@ -4,6 +4,7 @@
 #define IDEM_TEXT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Durations such as "500ms", "2s", "1m", "1h" in milliseconds; -1 if bad. */
 long long idem_parse_duration_ms(const char *s);
@@ -21,6 +22,10 @@ char *idem_date_from_now(int days);
 
 /* Lowercase hex of SHA-256; out must hold 65 bytes. */
 void idem_sha256_hex(const void *data, size_t len, char out[65]);
+
+/* The first 8 bytes, big-endian, of the SHA-256 of a, a NUL byte and b:
+ * a pure function of the pair, for choices a rerun must make again. */
+uint64_t idem_sha256_pair(const char *a, const char *b);
 
 /* Standard-conforming UTF-8 without NUL bytes. */
 int idem_utf8_valid(const char *s, size_t len);

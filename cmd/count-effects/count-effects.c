@@ -17,6 +17,7 @@
 #include <openssl/evp.h>
 
 #include "count-effects.h"
+#include "file.h"
 #include "seed.h"
 #include "tsv.h"
 
@@ -320,9 +321,9 @@ pass_held(void)
 		fclose(held.f);
 }
 
-/* The options; the input, opened. */
+/* The options; the input, opened, and its name in messages. */
 static FILE *
-parse_options(int argc, char *argv[], const char **path)
+parse_options(int argc, char *argv[], const char **name)
 {
 	static const struct option longopts[] = {
 		{ "dbname", required_argument, NULL, 'd' },
@@ -331,7 +332,6 @@ parse_options(int argc, char *argv[], const char **path)
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	FILE *in = stdin;
 	int ch;
 
 	while ((ch = getopt_long(argc, argv, "d:hV", longopts, NULL)) != -1) {
@@ -345,13 +345,7 @@ parse_options(int argc, char *argv[], const char **path)
 	}
 	if (argc - optind > 1)
 		idem_usage(synopsis, IDEM_EXIT_USAGE);
-	*path = "-";
-	if (optind < argc && strcmp(argv[optind], "-") != 0) {
-		*path = argv[optind];
-		if ((in = fopen(*path, "r")) == NULL)
-			idem_die(IDEM_EXIT_USAGE, "%s:", *path);
-	}
-	return in;
+	return idem_eopen_input(optind < argc ? argv[optind] : NULL, name);
 }
 
 static void
@@ -395,16 +389,16 @@ free_all(void)
 int
 main(int argc, char *argv[])
 {
-	const char *path;
+	const char *name;
 	FILE *in;
 	int rc = 0;
 
 	argv0 = "count-effects";
 	argv[0] = (char *)argv0;
-	in = parse_options(argc, argv, &path);
+	in = parse_options(argc, argv, &name);
 	if ((c.msg_ids = tmpfile()) == NULL)
 		idem_die(IDEM_EXIT_ENV, "holding the stream:");
-	hold_stream(in, in == stdin ? "stdin" : path);
+	hold_stream(in, name);
 	read_stream(in, held.name);
 	if (in != stdin && !held.is_input)
 		fclose(in);

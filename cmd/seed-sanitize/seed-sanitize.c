@@ -184,7 +184,7 @@ sanitize_lines(struct idem_sanitizer *s, FILE *in, const char *name, const char 
 int
 main(int argc, char *argv[])
 {
-	struct options o = { .prefix = "job", .name = "stdin", .in = stdin };
+	struct options o = { .prefix = "job" };
 	struct idem_sanitizer s;
 	struct idem_error err;
 	char *out = NULL, *text;
@@ -200,11 +200,7 @@ main(int argc, char *argv[])
 		if (idem_sanitize_coarsen(&s, o.coarse[i], &err) < 0)
 			idem_die_error(&err);
 	free(o.coarse);
-	if (optind < argc && strcmp(argv[optind], "-") != 0) {
-		o.name = argv[optind];
-		if ((o.in = fopen(o.name, "r")) == NULL)
-			idem_die(IDEM_EXIT_USAGE, "%s:", o.name);
-	}
+	o.in = idem_eopen_input(optind < argc ? argv[optind] : NULL, &o.name);
 	sanitize_lines(&s, o.in, o.name, o.prefix, &out, &out_len);
 	if (o.in != stdin)
 		fclose(o.in);
