@@ -7,7 +7,6 @@
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,12 +15,14 @@
 
 #include <jansson.h>
 
+#include "approve.h"
 #include "git.h"
 #include "handoff.h"
 #include "map.h"
 #include "path.h"
 #include "seed.h"
 #include "sig.h"
+#include "sign.h"
 #include "template.h"
 #include "timeline.h"
 #include "tsv.h"
@@ -1326,70 +1327,6 @@ default_reproduce(void)
 	return out;
 }
 
-/*
- * The owner's approval of a record: an SSHSIG in namespace idem-approval
- * over the record's exact bytes, written beside it as RECORD.approval.sig
- * (replacing the approval of an earlier version) and, with -c, committed
- * with a commit signed by the same key. A commit that fails puts back the
- * approval that was there, or none.
- */
-static int
-approve(const char *record, const char *key_path, int do_commit)
-{
-	char sig_path[PATH_MAX], sha[65], commit[41], *text, *sig, *earlier, *message = NULL;
-	const char *files[1] = { sig_path }, *base = strrchr(record, '/');
-	struct idem_error err, ignored;
-	struct idem_key key;
-	size_t len, earlier_len = 0;
-	sigset_t block;
-	int n;
-
-	if (key_path == NULL)
-		idem_die(IDEM_EXIT_USAGE, "--approve: an approval is signed: give -k key");
-	if (idem_key_load(&key, key_path, &err) < 0)
-		idem_die_error(&err);
-	if ((text = idem_read_file_max(record, idem_record_limits.bytes, &len, &err)) == NULL)
-		idem_die_error(&err);
-	n = snprintf(sig_path, sizeof(sig_path), "%s.approval.sig", record);
-	if (n < 0 || (size_t)n >= sizeof(sig_path))
-		idem_die(IDEM_EXIT_USAGE, "%s.approval.sig: path too long", record);
-	if ((sig = idem_sig_sign(&key, "idem-approval", text, len)) == NULL)
-		idem_die(IDEM_EXIT_USAGE, "%s: the signature made with this key does not verify: the "
-		    "key is damaged", key_path);
-	idem_sha256_hex(text, len, sha);
-	earlier = idem_read_file_max(sig_path, IDEM_SIG_ARMOR_MAX, &earlier_len, &ignored);
-	/* from here to the end, all or nothing: an interrupt waits */
-	sigemptyset(&block);
-	sigaddset(&block, SIGINT);
-	sigaddset(&block, SIGTERM);
-	sigaddset(&block, SIGHUP);
-	sigprocmask(SIG_BLOCK, &block, NULL);
-	if (idem_write_file_atomic(sig_path, sig, strlen(sig), &err) < 0)
-		idem_die_error(&err);
-	if (do_commit) {
-		base = base ? base + 1 : record;
-		if (asprintf(&message, "approval: %s approved\n\nApproval of %s (SHA-256 %s), "
-		    "signed.\n", base, record, sha) < 0)
-			idem_die(IDEM_EXIT_ENV, "asprintf:");
-		if (idem_git_commit(files, 1, message, &key, commit, &err) < 0) {
-			if (earlier != NULL)
-				idem_write_file_atomic(sig_path, earlier, earlier_len, &ignored);
-			else
-				unlink(sig_path);
-			idem_die_error(&err);
-		}
-	}
-	idem_key_wipe(&key);
-	idem_git_close();
-	printf("%s\n", sig_path);
-	free(message);
-	free(earlier);
-	free(sig);
-	free(text);
-	idem_close_stdout();
-	return 0;
-}
-
 int
 main(int argc, char *argv[])
 {
@@ -1423,7 +1360,6 @@ main(int argc, char *argv[])
 	size_t nwaits = 0, seed_len;
 	json_t *r, *stored, *totals;
 	FILE *in = stdin;
-	sigset_t block;
 	int c, do_commit = 0, allow_dirty = 0;
 
 	argv0 = "mkrecord";
@@ -1461,7 +1397,7 @@ main(int argc, char *argv[])
 		if (optind < argc || strcmp(dir, "records") != 0 || reproduce || next_review || nwaits ||
 		    strcmp(format, "yaml") != 0 || allow_dirty)
 			idem_usage(synopsis, IDEM_EXIT_USAGE);
-		return approve(approval, key_path, do_commit);
+		return idem_approve(approval, key_path, do_commit);
 	}
 	if (do_commit && key_path == NULL)
 		idem_die(IDEM_EXIT_USAGE, "-c: a record is committed signed: give -k key");
@@ -1525,16 +1461,10 @@ main(int argc, char *argv[])
 	svg = idem_timeline_svg(r);
 
 	/* a signature that does not verify is never written */
-	if (key_path != NULL && (sig = idem_sig_sign(&key, "idem-record", yaml, strlen(yaml))) == NULL)
-		idem_die(IDEM_EXIT_USAGE, "%s: the signature made with this key does not verify: the "
-		    "key is damaged", key_path);
+	if (key_path != NULL)
+		sig = idem_sign(&key, key_path, "idem-record", yaml, strlen(yaml));
 
-	/* from here to the end, all or nothing: an interrupt waits */
-	sigemptyset(&block);
-	sigaddset(&block, SIGINT);
-	sigaddset(&block, SIGTERM);
-	sigaddset(&block, SIGHUP);
-	sigprocmask(SIG_BLOCK, &block, NULL);
+	idem_sign_hold_interrupts();
 	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
 		idem_die(IDEM_EXIT_ENV, "%s:", dir);
 	if (volume())
