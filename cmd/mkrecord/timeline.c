@@ -1,3 +1,5 @@
+/* timeline.c: a record's jobs on one time axis, as a Mermaid gantt
+ * chart and an SVG drawing */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
