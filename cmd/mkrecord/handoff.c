@@ -1,3 +1,5 @@
+/* handoff.c: the conveniences the handoff shows beside the record's own
+ * fields, and its prose folded to width */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

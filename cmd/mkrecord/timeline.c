@@ -1,3 +1,5 @@
+/* timeline.c: a record's jobs on one time axis, as a Mermaid gantt
+ * chart and an SVG drawing */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -631,8 +633,33 @@ svg_item(FILE *out, const struct timeline *tl, const struct item *it, int y)
 	fputs("</g>\n", out);
 }
 
-char *
-idem_timeline_svg(const json_t *record)
+/* The heading: the rehearsal, its verdict, and whose jobs are drawn. */
+static void
+svg_heading(FILE *out, const json_t *record, const struct timeline *tl, int height)
+{
+	const char *rehearsal = str(record, "rehearsal") ? str(record, "rehearsal") : "rehearsal";
+	const char *verdict = str(record, "verdict") ? str(record, "verdict") : "no verdict";
+
+	fprintf(out, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+	    "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+	    "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"11\">\n",
+	    SVG_WIDTH, height, SVG_WIDTH, height);
+	fputs("<title>", out);
+	xml_text(out, rehearsal);
+	fprintf(out, ": %s, the timeline of %s</title>\n", verdict,
+	    tl->shown < tl->jobs ? "the scenarios' jobs" : "every job");
+	fprintf(out, "<rect width=\"%d\" height=\"%d\" fill=\"#fff\"/>\n", SVG_WIDTH, height);
+	fputs("<text x=\"10\" y=\"18\" font-size=\"14\" font-weight=\"bold\">", out);
+	xml_text(out, rehearsal);
+	fprintf(out, ": %s", verdict);
+	if (tl->shown < tl->jobs)
+		fprintf(out, " (the jobs of the scenarios, %zu of %zu)", tl->shown, tl->jobs);
+	fputs("</text>\n", out);
+}
+
+/* The legend: each mark as the drawing shows it, and its name. */
+static void
+svg_legend(FILE *out)
 {
 	static const struct { enum mark mark; const char *name; } legend[] = {
 		{ BAR_ACKED, "attempt, acked" }, { BAR_KILLED, "attempt, killed" },
@@ -640,37 +667,9 @@ idem_timeline_svg(const json_t *record)
 		{ PENDING, "pending" }, { PUBLISH, "publish" },
 		{ COMMIT, "commit" }, { KILL, "kill" }, { ACK, "ack" }, { CALL, "external call" },
 	};
-	struct timeline tl;
-	json_t *hist = idem_timeline_histogram(record), *bin;
-	char *buf = NULL, d[32];
-	size_t len = 0, i, j, k, rows = 0;
-	long long step, t;
-	int x, y, height, hist_top;
-	FILE *out;
+	size_t i;
+	int x;
 
-	build(&tl, record);
-	/* a row for each section's name, and one for each of its lanes */
-	for (i = 0; i < tl.n; i++)
-		rows += tl.sections[i].n + 1;
-	hist_top = SVG_TOP + (int)rows * SVG_ROW + 30;
-	height = hist_top + (json_array_size(hist) > 0 ? 40 + 18 * (int)json_array_size(hist) : 0) + 10;
-	if ((out = open_memstream(&buf, &len)) == NULL)
-		idem_die(IDEM_EXIT_ENV, "open_memstream:");
-	fprintf(out, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-	    "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-	    "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"11\">\n",
-	    SVG_WIDTH, height, SVG_WIDTH, height);
-	fputs("<title>", out);
-	xml_text(out, str(record, "rehearsal") ? str(record, "rehearsal") : "rehearsal");
-	fprintf(out, ": %s, the timeline of %s</title>\n", str(record, "verdict") ?
-	    str(record, "verdict") : "no verdict", tl.shown < tl.jobs ? "the scenarios' jobs" : "every job");
-	fprintf(out, "<rect width=\"%d\" height=\"%d\" fill=\"#fff\"/>\n", SVG_WIDTH, height);
-	fputs("<text x=\"10\" y=\"18\" font-size=\"14\" font-weight=\"bold\">", out);
-	xml_text(out, str(record, "rehearsal") ? str(record, "rehearsal") : "rehearsal");
-	fprintf(out, ": %s", str(record, "verdict") ? str(record, "verdict") : "no verdict");
-	if (tl.shown < tl.jobs)
-		fprintf(out, " (the jobs of the scenarios, %zu of %zu)", tl.shown, tl.jobs);
-	fputs("</text>\n", out);
 	for (i = 0, x = 10; i < sizeof(legend) / sizeof(legend[0]); i++) {
 		struct item it = { .mark = legend[i].mark, .start = 0, .end = 0 };
 		struct timeline one = { .span = 1 };
@@ -686,17 +685,27 @@ idem_timeline_svg(const json_t *record)
 		fprintf(out, "</g><text x=\"%d\" y=\"39\">%s</text>\n", x + 30, legend[i].name);
 		x += 36 + 6 * (int)strlen(legend[i].name);
 	}
-	step = tick_step(tl.span > 0 ? tl.span : 1);
-	for (t = 0; t <= tl.span; t += step) {
+}
+
+/* The time axis, ticked over rows rows, then each section and its lanes. */
+static void
+svg_sections(FILE *out, const struct timeline *tl, size_t rows)
+{
+	long long step = tick_step(tl->span > 0 ? tl->span : 1), t;
+	char d[32];
+	size_t i, j, k;
+	int y;
+
+	for (t = 0; t <= tl->span; t += step) {
 		idem_timeline_duration(t, d, sizeof(d));
 		fprintf(out, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#ddd\"/>"
 		    "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" fill=\"#555\">%s</text>\n",
-		    svg_x(&tl, t), SVG_TOP - 6, svg_x(&tl, t), SVG_TOP + (int)rows * SVG_ROW,
-		    svg_x(&tl, t), SVG_TOP - 9, d);
+		    svg_x(tl, t), SVG_TOP - 6, svg_x(tl, t), SVG_TOP + (int)rows * SVG_ROW,
+		    svg_x(tl, t), SVG_TOP - 9, d);
 	}
 	y = SVG_TOP;
-	for (i = 0; i < tl.n; i++) {
-		const struct section *sec = &tl.sections[i];
+	for (i = 0; i < tl->n; i++) {
+		const struct section *sec = &tl->sections[i];
 
 		fprintf(out, "<line x1=\"0\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#bbb\"/>\n"
 		    "<text x=\"6\" y=\"%d\" font-weight=\"bold\">", y, SVG_WIDTH, y, y + 15);
@@ -709,30 +718,61 @@ idem_timeline_svg(const json_t *record)
 			xml_text(out, sec->lanes[j].name);
 			fputs("</text>\n", out);
 			for (k = 0; k < sec->lanes[j].n; k++)
-				svg_item(out, &tl, &sec->lanes[j].items[k], y);
+				svg_item(out, tl, &sec->lanes[j].items[k], y);
 		}
 	}
-	if (json_array_size(hist) > 0) {
-		long long most = 1;
+}
 
-		json_array_foreach(hist, i, bin)
-			if (json_integer_value(json_object_get(bin, "kills")) > most)
-				most = json_integer_value(json_object_get(bin, "kills"));
-		fprintf(out, "<text x=\"10\" y=\"%d\" font-weight=\"bold\">recovery time, kill to clean "
-		    "retry ack: kills per range</text>\n", hist_top + 10);
-		json_array_foreach(hist, i, bin) {
-			long long n = json_integer_value(json_object_get(bin, "kills"));
-			int by = hist_top + 22 + (int)i * 18;
+/* The histogram of recovery times, from top down, bars to scale. */
+static void
+svg_histogram(FILE *out, const json_t *hist, int top)
+{
+	long long most = 1;
+	json_t *bin;
+	size_t i;
 
-			fprintf(out, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">", SVG_LABELS - 6, by + 11);
-			xml_text(out, str(bin, "range"));
-			fprintf(out, "</text><rect x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"12\" fill=\"#1f6fb2\"/>"
-			    "<text x=\"%.1f\" y=\"%d\">%lld</text>\n", SVG_LABELS, by,
-			    (double)n * (SVG_WIDTH - SVG_LABELS - SVG_RIGHT - 40) / (double)most,
-			    SVG_LABELS + 4 + (double)n * (SVG_WIDTH - SVG_LABELS - SVG_RIGHT - 40) / (double)most,
-			    by + 11, n);
-		}
+	json_array_foreach(hist, i, bin)
+		if (json_integer_value(json_object_get(bin, "kills")) > most)
+			most = json_integer_value(json_object_get(bin, "kills"));
+	fprintf(out, "<text x=\"10\" y=\"%d\" font-weight=\"bold\">recovery time, kill to clean "
+	    "retry ack: kills per range</text>\n", top + 10);
+	json_array_foreach(hist, i, bin) {
+		long long n = json_integer_value(json_object_get(bin, "kills"));
+		int by = top + 22 + (int)i * 18;
+
+		fprintf(out, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">", SVG_LABELS - 6, by + 11);
+		xml_text(out, str(bin, "range"));
+		fprintf(out, "</text><rect x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"12\" fill=\"#1f6fb2\"/>"
+		    "<text x=\"%.1f\" y=\"%d\">%lld</text>\n", SVG_LABELS, by,
+		    (double)n * (SVG_WIDTH - SVG_LABELS - SVG_RIGHT - 40) / (double)most,
+		    SVG_LABELS + 4 + (double)n * (SVG_WIDTH - SVG_LABELS - SVG_RIGHT - 40) / (double)most,
+		    by + 11, n);
 	}
+}
+
+char *
+idem_timeline_svg(const json_t *record)
+{
+	struct timeline tl;
+	json_t *hist = idem_timeline_histogram(record);
+	char *buf = NULL;
+	size_t len = 0, i, rows = 0;
+	int height, hist_top;
+	FILE *out;
+
+	build(&tl, record);
+	/* a row for each section's name, and one for each of its lanes */
+	for (i = 0; i < tl.n; i++)
+		rows += tl.sections[i].n + 1;
+	hist_top = SVG_TOP + (int)rows * SVG_ROW + 30;
+	height = hist_top + (json_array_size(hist) > 0 ? 40 + 18 * (int)json_array_size(hist) : 0) + 10;
+	if ((out = open_memstream(&buf, &len)) == NULL)
+		idem_die(IDEM_EXIT_ENV, "open_memstream:");
+	svg_heading(out, record, &tl, height);
+	svg_legend(out);
+	svg_sections(out, &tl, rows);
+	if (json_array_size(hist) > 0)
+		svg_histogram(out, hist, hist_top);
 	fputs("</svg>\n", out);
 	if (fclose(out) != 0)
 		idem_die(IDEM_EXIT_ENV, "open_memstream:");

@@ -160,15 +160,14 @@ version_in_use(struct idem_staleness *s, const char *kind, const char **version,
 	       struct idem_error *err)
 {
 	struct idem_queue q;
+	json_t *seen;
 	char *read;
-	size_t i;
 
 	*known = 1;
-	for (i = 0; i < s->nqueues; i++)
-		if (strcmp(s->queues[i].kind, kind) == 0) {
-			*version = s->queues[i].version;
-			return 0;
-		}
+	if ((seen = json_object_get(s->queues, kind)) != NULL) {
+		*version = json_string_value(seen);
+		return 0;
+	}
 	if (idem_queue_open(&q, kind, "", err) < 0) {
 		idem_queue_close(&q);
 		*known = 0;
@@ -180,10 +179,11 @@ version_in_use(struct idem_staleness *s, const char *kind, const char **version,
 		return -1;
 	}
 	idem_queue_close(&q);
-	s->queues = idem_ereallocarray(s->queues, s->nqueues + 1, sizeof(*s->queues));
-	s->queues[s->nqueues].kind = idem_estrdup(kind);
-	s->queues[s->nqueues++].version = read;
-	*version = read;
+	if (s->queues == NULL)
+		s->queues = json_object();
+	json_object_set_new(s->queues, kind, read ? json_string_nocheck(read) : json_null());
+	free(read);
+	*version = json_string_value(json_object_get(s->queues, kind));
 	return 0;
 }
 
@@ -233,13 +233,6 @@ idem_staleness(struct idem_staleness *s, const json_t *record, const char *now, 
 void
 idem_staleness_free(struct idem_staleness *s)
 {
-	size_t i;
-
-	for (i = 0; i < s->nqueues; i++) {
-		free(s->queues[i].kind);
-		free(s->queues[i].version);
-	}
-	free(s->queues);
+	json_decref(s->queues);
 	s->queues = NULL;
-	s->nqueues = 0;
 }

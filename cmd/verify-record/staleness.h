@@ -13,11 +13,9 @@
 #include "error.h"
 
 struct idem_staleness {
-	PGconn *db;			/* the database of -d, or NULL */
-	struct {
-		char *kind, *version;	/* NULL where that kind is not installed */
-	} *queues;			/* the versions in db, each read once */
-	size_t nqueues;
+	PGconn *db;		/* the database of -d, or NULL */
+	json_t *queues;		/* the version in db of each kind of queue, read
+				 * once: null where that kind is not installed */
 };
 
 /* Writes into out the reasons the record is stale, joined by "; ", or ""

@@ -1,4 +1,5 @@
 /* summary.c: the Markdown summary of verify-record --history -m */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +81,32 @@ md_code(FILE *f, const char *s)
 		fputc('`', f);
 }
 
+/*
+ * Writes fmt to f, with the next argument for each %t as Markdown text,
+ * for each %c as a code span, and for each %s as it is.
+ */
+static void
+md(FILE *f, const char *fmt, ...)
+{
+	va_list ap;
+	const char *p;
+
+	va_start(ap, fmt);
+	for (p = fmt; *p; p++) {
+		if (*p != '%' || p[1] == '\0') {
+			fputc(*p, f);
+			continue;
+		}
+		switch (*++p) {
+		case 't': md_text(f, va_arg(ap, const char *)); break;
+		case 'c': md_code(f, va_arg(ap, const char *)); break;
+		case 's': fputs(va_arg(ap, const char *), f); break;
+		default: fputc(*p, f);
+		}
+	}
+	va_end(ap);
+}
+
 /* The worst status of a record's entries: FAIL, warn, stale, then ok. */
 static const char *
 worst_status(const struct idem_summary *s, const char *path)
@@ -128,27 +155,18 @@ summary_guard(FILE *f, const json_t *record)
 
 	fputs("- **guard:** ", f);
 	json_array_foreach(json_object_get(record, "guards"), i, g) {
-		fputs(i > 0 ? "; " : "", f);
-		md_text(f, or_text(idem_json_str(g, "kind"), "none"));
-		if (idem_json_str(g, "name")) {
-			fputc(' ', f);
-			md_code(f, idem_json_str(g, "name"));
-		}
-		if (idem_json_str(g, "definition")) {
-			fputc(' ', f);
-			md_code(f, idem_json_str(g, "definition"));
-		}
+		md(f, "%s%t", i > 0 ? "; " : "", or_text(idem_json_str(g, "kind"), "none"));
+		if (idem_json_str(g, "name"))
+			md(f, " %c", idem_json_str(g, "name"));
+		if (idem_json_str(g, "definition"))
+			md(f, " %c", idem_json_str(g, "definition"));
 	}
 	if (json_array_size(json_object_get(record, "guards")) == 0)
 		fputs("none found", f);
-	fputs(", probe: ", f);
-	md_text(f, or_text(idem_json_str(record, "probe.result"), "none"));
-	if (json_is_object(declared) && idem_json_str(declared, "table")) {
-		fputs("; declared on ", f);
-		md_code(f, idem_json_str(declared, "table"));
-		fputs(", probe: ", f);
-		md_text(f, or_text(idem_json_str(declared, "probe.result"), "none"));
-	}
+	md(f, ", probe: %t", or_text(idem_json_str(record, "probe.result"), "none"));
+	if (json_is_object(declared) && idem_json_str(declared, "table"))
+		md(f, "; declared on %c, probe: %t", idem_json_str(declared, "table"),
+		    or_text(idem_json_str(declared, "probe.result"), "none"));
 	fputc('\n', f);
 }
 
@@ -174,9 +192,7 @@ md_list(FILE *f, const json_t *items, void (*item)(FILE *, const json_t *))
 static void
 kill_item(FILE *f, const json_t *k)
 {
-	md_text(f, idem_json_str(k, "step"));
-	fputs(" (", f);
-	md_code(f, or_text(idem_json_str(k, "job"), ""));
+	md(f, "%t (%c", idem_json_str(k, "step"), or_text(idem_json_str(k, "job"), ""));
 	fprintf(f, ", attempt %lld", idem_json_num(k, "attempt"));
 	if (json_is_integer(json_object_get(k, "recovery_ms")))
 		fprintf(f, ", recovered in %lld ms", idem_json_num(k, "recovery_ms"));
@@ -186,12 +202,8 @@ kill_item(FILE *f, const json_t *k)
 static void
 missed_item(FILE *f, const json_t *k)
 {
-	md_text(f, idem_json_str(k, "what"));
-	fputc(' ', f);
-	md_text(f, idem_json_str(k, "step"));
-	fputs(" (", f);
-	md_code(f, or_text(idem_json_str(k, "job"), ""));
-	fputc(')', f);
+	md(f, "%t %t (%c)", idem_json_str(k, "what"), idem_json_str(k, "step"),
+	    or_text(idem_json_str(k, "job"), ""));
 }
 
 /* The kill points reached and missed, the first few of each named. */
@@ -222,9 +234,7 @@ summary_record(FILE *f, const struct idem_summary *s, const char *path,
 	size_t i;
 	int stale = 0;
 
-	fprintf(f, "### %s ", status);
-	md_code(f, path);
-	fputs("\n\n", f);
+	md(f, "### %s %c\n\n", status, path);
 	if (c == NULL) {
 		fputs("The change removes this record.\n\n", f);
 		return;
@@ -232,36 +242,25 @@ summary_record(FILE *f, const struct idem_summary *s, const char *path,
 	for (i = 0; i < s->nentries; i++)
 		if (strcmp(s->entries[i].kind, "record") == 0 && strcmp(s->entries[i].id, path) == 0 &&
 		    strcmp(s->entries[i].status, "ok") != 0) {
-			fprintf(f, "- **%s:** ", s->entries[i].status);
-			md_text(f, s->entries[i].detail);
-			fputc('\n', f);
+			md(f, "- **%s:** %t\n", s->entries[i].status, s->entries[i].detail);
 			stale |= strcmp(s->entries[i].status, "stale") == 0;
 		}
 	if (c->refused) {
 		fputc('\n', f);
 		return;
 	}
-	fputs("- **verdict:** ", f);
-	md_text(f, idem_json_str(c->record, "verdict"));
-	if (idem_json_str(c->record, "expected_verdict")) {
-		fputs(", the seed expects ", f);
-		md_text(f, idem_json_str(c->record, "expected_verdict"));
-	}
-	fputs("; signed by ", f);
-	md_text(f, c->principal);
-	fputc('\n', f);
+	md(f, "- **verdict:** %t", idem_json_str(c->record, "verdict"));
+	if (idem_json_str(c->record, "expected_verdict"))
+		md(f, ", the seed expects %t", idem_json_str(c->record, "expected_verdict"));
+	md(f, "; signed by %t\n", c->principal);
 	summary_counts(f, c->record);
 	summary_guard(f, c->record);
 	summary_kills(f, c->record);
-	if (!stale) {
-		fputs("- **staleness:** not stale; next review ", f);
-		md_text(f, or_text(idem_json_str(c->record, "next_review"), "none"));
-		fputc('\n', f);
-	}
+	if (!stale)
+		md(f, "- **staleness:** not stale; next review %t\n",
+		    or_text(idem_json_str(c->record, "next_review"), "none"));
 	idem_approval_check(path, s->signers, s->signers_path, &a);
-	fputs("- **approval:** ", f);
-	md_text(f, a.text);
-	fputs("\n\n", f);
+	md(f, "- **approval:** %t\n\n", a.text);
 	idem_approval_free(&a);
 }
 
@@ -333,13 +332,10 @@ idem_summary_write(const struct idem_summary *s, const char *summary_path,
 		}
 	fprintf(f, "## idem records: the check %s\n\n", bad ? "fails" : "passes");
 	fprintf(f, "%zu record%s ", nshown, nshown == 1 ? "" : "s");
-	if (since != NULL) {
-		fputs("added, changed or removed since ", f);
-		md_code(f, since);
-	} else {
-		fputs("in ", f);
-		md_code(f, dir);
-	}
+	if (since != NULL)
+		md(f, "added, changed or removed since %c", since);
+	else
+		md(f, "in %c", dir);
 	fprintf(f, "; %zu commit%s touching ", ncommits, ncommits == 1 ? "" : "s");
 	md_code(f, dir);
 	if (nunsigned > 0)
@@ -348,11 +344,8 @@ idem_summary_write(const struct idem_summary *s, const char *summary_path,
 		fputs(ncommits > 0 ? ", all signed by trusted keys.\n\n" : ".\n\n", f);
 	for (i = 0; i < s->nentries; i++)
 		if (strcmp(s->entries[i].kind, "commit") == 0 && strcmp(s->entries[i].status, "ok") != 0) {
-			fprintf(f, "- **%s** commit ", s->entries[i].status);
-			md_code(f, s->entries[i].id);
-			fputs(": ", f);
-			md_text(f, s->entries[i].detail);
-			fputc('\n', f);
+			md(f, "- **%s** commit %c: %t\n", s->entries[i].status, s->entries[i].id,
+			    s->entries[i].detail);
 		}
 	if (nunsigned > 0)
 		fputc('\n', f);
