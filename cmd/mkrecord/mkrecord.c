@@ -487,8 +487,8 @@ main(int argc, char *argv[])
 	struct idem_key key;
 	struct idem_error err;
 	struct made m = { .nout = 0 };
-	const char *evidence;
-	FILE *in = stdin;
+	const char *evidence, *name;
+	FILE *in;
 
 	argv0 = "mkrecord";
 	argv[0] = (char *)argv0;
@@ -501,9 +501,8 @@ main(int argc, char *argv[])
 		idem_die_error(&err);
 	if (o.key_path != NULL)
 		find_signer(&who, &key, o.dir);
-	if (o.path != NULL && strcmp(o.path, "-") != 0 && (in = fopen(o.path, "r")) == NULL)
-		idem_die(IDEM_EXIT_USAGE, "%s:", o.path);
-	run = idem_run_read(in, in == stdin ? "stdin" : o.path, o.dir);
+	in = idem_eopen_input(o.path, &name);
+	run = idem_run_read(in, name, o.dir);
 	if (in != stdin)
 		fclose(in);
 	seed_revision(run, o.allow_dirty, &rev);

@@ -236,7 +236,7 @@ record_paths(const char *dir, size_t *n)
 }
 
 /* Whether each record that verified is the newest of its rehearsal, by
- * its created_at; 1 for one without a rehearsal. */
+ * its created_at; 1 for one without a rehearsal or a created_at. */
 static void
 newest_of(const struct check *checks, size_t n, int *newest)
 {
@@ -261,12 +261,12 @@ newest_of(const struct check *checks, size_t n, int *newest)
 	}
 	for (i = 0; i < n; i++) {
 		const char *name = idem_json_str(checks[i].record, "rehearsal");
+		const char *at = idem_json_str(checks[i].record, "created_at");
 
 		newest[i] = 1;
-		for (j = 0; j < nlatest && checks[i].nreasons == 0 && name; j++)
+		for (j = 0; j < nlatest && checks[i].nreasons == 0 && name && at; j++)
 			if (strcmp(latest[j].rehearsal, name) == 0)
-				newest[i] = strcmp(latest[j].created_at,
-				    idem_json_str(checks[i].record, "created_at")) <= 0;
+				newest[i] = strcmp(latest[j].created_at, at) <= 0;
 	}
 	free(latest);
 }
