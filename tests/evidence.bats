@@ -8,7 +8,6 @@ load helper
 
 setup_file() {
 	sandbox_up
-	export TOOLS="${BUILD:?make test sets BUILD}/tests"
 }
 
 teardown_file() {
@@ -16,7 +15,7 @@ teardown_file() {
 }
 
 @test "each write goes to its delivery, each step and branch line to theirs, each kill to its recover row" {
-	run "$TOOLS/evidence-join"
+	run test_tool evidence-join
 	echo "$output"
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"evidence-join: 7 passed, 0 failed"* ]]

@@ -109,7 +109,7 @@ handoff() {
 	printf '%s\n' '```mermaid' gantt '    dateFormat x' '    section a: b' '    t1 :done, 5, 1' \
 		'    x#y :0, 1' '    section empty' '    section words the lexer takes for its own' \
 		'    Call POST :0, 1' '    2026-12-01 run :0, 1' '```' >"$BATS_TEST_TMPDIR/bad.md"
-	run "$BUILD/tests/mermaid-check" "$BATS_TEST_TMPDIR/bad.md"
+	run test_tool mermaid-check "$BATS_TEST_TMPDIR/bad.md"
 	[ "$status" -eq 1 ]
 	[[ "$output" == *":4: a section name empty or holding :, # or ;"* ]]
 	[[ "$output" == *":5: a task that ends before it starts"* ]]

@@ -35,6 +35,11 @@ new_repo() {
 	git config user.email "eng@example.org"
 }
 
+# Runs a program of tests/tools, as make test builds it into $BUILD/tests.
+test_tool() {
+	"${BUILD:?make test sets BUILD}/tests/$1" "${@:2}"
+}
+
 # One value from the sandbox database.
 sql() {
 	psql -X -A -t -v ON_ERROR_STOP=1 -c "$1"
@@ -94,7 +99,7 @@ readable() {
 	[ -z "$output" ] || { echo "raw milliseconds: $output"; return 1; }
 	run grep -nE 'T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z' "$md"
 	[ -z "$output" ] || { echo "microsecond timestamps: $output"; return 1; }
-	"$BUILD/tests/mermaid-check" "$md"
+	test_tool mermaid-check "$md"
 	# and Mermaid's own parser, from tests/node
 	node "$BATS_TEST_DIRNAME/node/mermaid-parse.mjs" "$md"
 	if command -v xmllint >/dev/null; then

@@ -11,7 +11,6 @@ load helper
 
 setup_file() {
 	cd "$BATS_TEST_DIRNAME/.."
-	export CHECK="${BUILD:?make test sets BUILD}/tests/signers-check"
 	# the project's own record, signed by the test fixture key
 	RECORD=$(ls records/*.yaml | head -n 1)
 	export RECORD
@@ -67,7 +66,7 @@ referee() {
 
 ours() {
 	local status=0
-	TZ=$1 "$CHECK" -I "$2" -f "$BATS_TEST_TMPDIR/allowed" -n idem-record -s "$RECORD.sig" \
+	TZ=$1 test_tool signers-check -I "$2" -f "$BATS_TEST_TMPDIR/allowed" -n idem-record -s "$RECORD.sig" \
 		-t "$3" <"$RECORD" >/dev/null 2>"$BATS_TEST_TMPDIR/check.err" || status=$?
 	case $status in
 	0) echo yes ;;
@@ -331,7 +330,7 @@ verify-record: $BATS_TEST_TMPDIR/allowed:2: \"valid-before\" time is before \"va
 		esac
 		ssh=$(ssh-keygen -Y verify -f "$BATS_TEST_TMPDIR/allowed" -I eng -n idem-record \
 			-s "$sig" <"$RECORD" >/dev/null 2>&1 && echo yes || echo no)
-		idem=$("$CHECK" -I eng -f "$BATS_TEST_TMPDIR/allowed" -n idem-record -s "$sig" \
+		idem=$(test_tool signers-check -I eng -f "$BATS_TEST_TMPDIR/allowed" -n idem-record -s "$sig" \
 			-t "$(date +%s)" <"$RECORD" >/dev/null 2>&1 && echo yes || echo no)
 		if [ "$ssh" != "$idem" ]; then
 			echo "$how: ssh-keygen $ssh, idem $idem" >&2
