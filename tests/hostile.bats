@@ -9,17 +9,6 @@ setup() {
 	out="$BATS_TEST_TMPDIR/out"
 }
 
-# A hard address-space limit, generous for a normal run, far below what an
-# unbounded parse of these files took (0.4 to 0.9 GB). ASan reserves more
-# address space than that for itself, so sanitized builds skip it.
-hard_limit() {
-	case "${BIN:-}${BUILD:-}" in
-	*sanitize*) skip "an ASan build reserves more address space than the limit" ;;
-	esac
-	command -v prlimit >/dev/null || skip "no prlimit"
-	limit="prlimit --as=209715200 --"
-}
-
 # A seed whose line 7 has $1 (as printf writes it) from column 11.
 bad_byte_seed() {
 	printf 'rehearsal: r\njob_type: t\nqueue: q\neffect: { table: t.t, key: [k] }\n'
@@ -198,9 +187,7 @@ records/unsigned.yaml	FAIL	no signature: records/unsigned.yaml.sig: No such file
 # resident memory, GNU time's peak (ASan's shadow memory counts there too,
 # so a sanitized build skips it; the time is make bench's, BENCH=hostile).
 @test "each hostile seed and record is refused within 50 MB, signed or not" {
-	case "${BIN:-}${BUILD:-}" in
-	*sanitize*) skip "an ASan build's shadow memory is resident memory too" ;;
-	esac
+	skip_if_sanitized "an ASan build's shadow memory is resident memory too"
 	for seed in tests/fixtures/hostile/*.yaml; do
 		/usr/bin/time -f %M -o "$BATS_TEST_TMPDIR/rss" seed-gen "$seed" >/dev/null 2>&1 || true
 		[ "$(tail -n 1 "$BATS_TEST_TMPDIR/rss")" -lt 51200 ] ||

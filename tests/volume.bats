@@ -24,9 +24,7 @@ setup() {
 	cd "$BATS_TEST_DIRNAME/.."
 	# ASan keeps freed memory in quarantine and shadows the rest: its peak
 	# grows with whatever was ever allocated, so only a plain build is measured
-	case "${BIN:-}${BUILD:-}" in
-	*sanitize*) skip "an ASan build's peak memory counts its quarantine" ;;
-	esac
+	skip_if_sanitized "an ASan build's peak memory counts its quarantine"
 }
 
 # Runs seed-gen, count-effects --before, dup-publish, the worker's part
