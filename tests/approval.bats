@@ -4,15 +4,11 @@
 # ssh-keygen as referee and verify-record's audit saying who approved it.
 
 load helper
+load sandbox-tests
 load records-helper
 
-setup_file() {
-	sandbox_up
+sandbox_file_setup() {
 	invoice_line_run
-}
-
-teardown_file() {
-	sandbox_down
 }
 
 setup() {

@@ -5,14 +5,7 @@
 # done.
 
 load helper
-
-setup_file() {
-	sandbox_up
-}
-
-teardown_file() {
-	sandbox_down
-}
+load sandbox-tests
 
 @test "each write goes to its delivery, each step and branch line to theirs, each kill to its recover row" {
 	run test_tool evidence-join

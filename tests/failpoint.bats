@@ -5,17 +5,10 @@
 # clients.
 
 load helper
-
-setup_file() {
-	sandbox_up
-}
-
-teardown_file() {
-	sandbox_down
-}
+load sandbox-tests
 
 setup() {
-	cd "$BATS_TEST_DIRNAME/.."
+	sandbox_test_setup
 	idem-worker --setup -g unique
 }
 

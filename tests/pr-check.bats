@@ -4,20 +4,16 @@
 # team's repository with a base branch and a pull request's branch.
 
 load helper
+load sandbox-tests
 load records-helper
 
-setup_file() {
-	sandbox_up
+sandbox_file_setup() {
 	invoice_line_run
 	export FAILING="$IDEM_TEST_ROOT/failing.tsv"
 	# the same run as kill-at writes it when the race was never reached
 	{ cat "$RUN"; printf 'missed\trace\ttwo-workers-race\t["inv-1005",1]\t\\N\tbefore-write\n'; } >"$FAILING"
 	export WORKFLOW="$BATS_TEST_DIRNAME/../examples/github/idem-records.yml"
 	export RUNNER="$BATS_TEST_DIRNAME/tools/run-workflow-step"
-}
-
-teardown_file() {
-	sandbox_down
 }
 
 # The team's repository (main: the seed, allowed_signers and one record),

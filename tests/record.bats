@@ -3,16 +3,12 @@
 # ssh-keygen and git as referees, both ways.
 
 load helper
+load sandbox-tests
 load records-helper
 
-setup_file() {
-	sandbox_up
+sandbox_file_setup() {
 	invoice_line_run
 	export REPRODUCE="idem-worker --setup -g unique && seed-gen seed.yaml | count-effects --before | dup-publish | kill-at -- idem-worker --guard unique | count-effects"
-}
-
-teardown_file() {
-	sandbox_down
 }
 
 # A fresh repository with the seed committed, a key and allowed_signers.

@@ -4,6 +4,7 @@
 # the database: one reader checks every row (idem-tsv(5)).
 
 load helper
+load sandbox-tests
 
 # Each bad stream of tests/fixtures/streams/bad is good.tsv up to one
 # broken line; the message every reader gives for it, after its own name.
@@ -59,21 +60,13 @@ refusals() {
 	EOF
 }
 
-setup_file() {
-	sandbox_up
+sandbox_file_setup() {
 	idem-worker --setup -g unique
 }
 
-teardown_file() {
-	sandbox_down
-}
-
 setup() {
-	cd "$BATS_TEST_DIRNAME/.."
-	queue_reset
+	sandbox_test_setup
 	streams="$BATS_TEST_DIRNAME/fixtures/streams"
-	out="$BATS_TEST_TMPDIR/out"
-	err="$BATS_TEST_TMPDIR/err"
 	records="$BATS_TEST_TMPDIR/records"
 }
 

@@ -6,9 +6,9 @@
 # is measured on its own, at 2,000 and 20,000 jobs.
 
 load helper
+load sandbox-tests
 
-setup_file() {
-	sandbox_up
+sandbox_file_setup() {
 	psql -X -q -v ON_ERROR_STOP=1 -c 'CREATE SCHEMA vol' \
 		-c 'CREATE TABLE vol.lines (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
 			invoice_id text NOT NULL, line_no integer NOT NULL, UNIQUE (invoice_id, line_no))' \
@@ -16,12 +16,8 @@ setup_file() {
 			job_id text NOT NULL, flag boolean NOT NULL UNIQUE)'
 }
 
-teardown_file() {
-	sandbox_down
-}
-
 setup() {
-	cd "$BATS_TEST_DIRNAME/.."
+	sandbox_test_setup
 	# ASan keeps freed memory in quarantine and shadows the rest: its peak
 	# grows with whatever was ever allocated, so only a plain build is measured
 	skip_if_sanitized "an ASan build's peak memory counts its quarantine"
