@@ -186,11 +186,10 @@ attempts() {
 	sql "CREATE TABLE IF NOT EXISTS demo.lines (invoice_id text, line_no integer, amount_cents bigint NOT NULL, outcome text, PRIMARY KEY (invoice_id, line_no))"
 	sql 'TRUNCATE demo.lines'
 	repo="$BATS_TEST_TMPDIR/repo"
-	mkdir "$repo"
+	(new_repo "$repo")
 	seed_for after-commit demo.lines >"$repo/seed.yaml"
-	git -C "$repo" init -q
 	git -C "$repo" add seed.yaml
-	git -C "$repo" -c user.name=t -c user.email=t@example.org commit -q -m seed
+	git -C "$repo" commit -q -m seed
 	(cd "$repo" && seed-gen seed.yaml | count-effects --before | dup-publish |
 		kill-at -D 20s -- "$BATS_TEST_DIRNAME/fixtures/workers/psql_worker.sh" update |
 		count-effects | mkrecord -o out >/dev/null)
@@ -204,7 +203,7 @@ attempts() {
 	node tests/fixtures/workers/pg-ack-in-tx-worker.js --setup unique
 	queue_reset
 	seed_for after-commit >"$repo/seed.yaml"
-	git -C "$repo" -c user.name=t -c user.email=t@example.org commit -q -a -m seed
+	git -C "$repo" commit -q -a -m seed
 	rm -r "$repo/out"
 	(cd "$repo" && seed-gen seed.yaml | count-effects --before | dup-publish |
 		kill-at -D 20s -- node "$BATS_TEST_DIRNAME/fixtures/workers/pg-ack-in-tx-worker.js" unique |

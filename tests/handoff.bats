@@ -15,16 +15,11 @@ fixture_key="$BATS_TEST_DIRNAME/fixtures/keys/idem-test-fixture-NOT-SECRET_ed255
 # A repository with the fixtures' seeds committed at a fixed time, so the
 # seed revision is the same on every run, and the fixture key allowed.
 setup() {
-	new_repo "$BATS_TEST_TMPDIR/repo"
+	signing_repo "$BATS_TEST_TMPDIR/repo" "$fixture_key"
 	cp "$fixtures"/*.yaml .
 	git add ./*.yaml
 	GIT_AUTHOR_DATE="2026-12-01T10:00:00Z" GIT_COMMITTER_DATE="2026-12-01T10:00:00Z" \
 		git commit -q -m "seeds"
-	key="$BATS_TEST_TMPDIR/key"
-	cp "$fixture_key" "$key"
-	chmod 600 "$key"
-	mkdir records
-	echo "eng@example.org namespaces=\"idem-record,git\" $(cat "$fixture_key.pub")" >records/allowed_signers
 }
 
 # handoff NAME [OPTION...]: the handoff of fixture NAME as mkrecord -f md

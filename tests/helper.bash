@@ -25,14 +25,56 @@ queue_reset() {
 	psql -X -q -v ON_ERROR_STOP=1 -c 'TRUNCATE idem.delivery, idem.message, idem.published RESTART IDENTITY'
 }
 
+# The git repositories of the tests. new_repo makes one; signing_repo
+# makes one with the engineer's key allowed to sign in it; signed_commit
+# commits with that key, git_ssh checks signatures against the signers the
+# repository allows, and resign signs an edited record again.
+
 # A new git repository in $1, made the current directory, with an engineer
 # as its author.
 new_repo() {
 	mkdir -p "$1"
 	cd "$1"
 	git init -q -b main .
+	as_engineer
+}
+
+# The engineer, as the author of the commits of the current repository.
+as_engineer() {
 	git config user.name "Test Engineer"
 	git config user.email "eng@example.org"
+}
+
+# A new repository in $1 (new_repo) and $key, the engineer's ed25519 key:
+# a new one, or a copy of the key file $2. records/allowed_signers allows
+# it to sign records and commits as eng@example.org. Nothing is committed.
+signing_repo() {
+	new_repo "$1"
+	key="$BATS_TEST_TMPDIR/key"
+	if [ -n "${2:-}" ]; then
+		cp "$2" "$key"
+		chmod 600 "$key"
+	else
+		ssh-keygen -q -t ed25519 -N '' -C test-key -f "$key"
+	fi
+	mkdir -p records
+	echo "eng@example.org namespaces=\"idem-record,git\" $(cat "${2:-$key}.pub")" >records/allowed_signers
+}
+
+# A commit signed with $key; the arguments are git commit's.
+signed_commit() {
+	git -c gpg.format=ssh -c user.signingkey="$key" commit -q -S "$@"
+}
+
+# git, with the signers of records/allowed_signers trusted for commits.
+git_ssh() {
+	git -c gpg.format=ssh -c gpg.ssh.allowedSignersFile=records/allowed_signers "$@"
+}
+
+# Signs the record $1, edited, again with $key, as ssh-keygen would.
+resign() {
+	rm -f "$1.sig"
+	ssh-keygen -q -Y sign -f "$key" -n idem-record "$1"
 }
 
 # Runs a program of tests/tools, as make test builds it into $BUILD/tests.

@@ -148,14 +148,13 @@ laughs.yaml: no signature: laughs.yaml.sig: No such file or directory"
 @test "the history audit reads a hostile record as verify-record does: its signature first" {
 	signed_record laughs
 	cd "$BATS_TEST_TMPDIR"
-	git init -q -b main repo
-	mkdir repo/records
-	cp laughs.yaml repo/records/signed.yaml
-	cp laughs.yaml.sig repo/records/signed.yaml.sig
-	cp laughs.yaml repo/records/unsigned.yaml
-	git -C repo add records
-	git -C repo -c user.name=t -c user.email=t@example.org commit -q -m "records: hostile"
-	cd repo
+	new_repo repo
+	mkdir records
+	cp ../laughs.yaml records/signed.yaml
+	cp ../laughs.yaml.sig records/signed.yaml.sig
+	cp ../laughs.yaml records/unsigned.yaml
+	git add records
+	git commit -q -m "records: hostile"
 	run verify-record -f ../allowed_signers --history -t
 	[ "$status" -eq 1 ]
 	assert_equal "$(grep '^audit	record' <<<"$output" | cut -f 3-)" "records/signed.yaml	FAIL	records/signed.yaml:4:8: alias *a: aliases are not allowed in a record

@@ -24,8 +24,7 @@ setup() {
 	on_main=$(mkrecord -k "$key" -c <"$RUN")
 	git clone -q "$BATS_TEST_TMPDIR/team" "$BATS_TEST_TMPDIR/workspace"
 	cd "$BATS_TEST_TMPDIR/workspace"
-	git config user.name "Test Engineer"
-	git config user.email "eng@example.org"
+	as_engineer
 	git checkout -q -b pull-request
 	summary="$BATS_TEST_TMPDIR/step-summary"
 	echo "an earlier step's summary" >"$summary"
@@ -117,8 +116,7 @@ check_step() {
 	r=$(mkrecord -k "$key" <"$RUN")
 	sed -i 's/^  definition: "UNIQUE (invoice_id, line_no)"$/  definition: "UNIQUE (`a`) | <b>*x*<\/b>"/' "$r"
 	grep -qF 'definition: "UNIQUE (`a`) | <b>*x*</b>"' "$r"
-	rm "$r.sig"
-	ssh-keygen -q -Y sign -f "$key" -n idem-record "$r"
+	resign "$r"
 	git rm -q "$on_main" "$on_main.sig" "${on_main%.yaml}.md"
 	git add records
 	signed_commit -m "records: a new record in place of the old one"

@@ -6,13 +6,9 @@
 load helper
 
 setup() {
-	new_repo "$BATS_TEST_TMPDIR/repo"
-	ssh-keygen -q -t ed25519 -N '' -C test-key -f "$BATS_TEST_TMPDIR/key"
-	key="$BATS_TEST_TMPDIR/key"
-	mkdir -p records
-	echo "eng@example.org namespaces=\"idem-record,git\" $(cat "$key.pub")" >records/allowed_signers
+	signing_repo "$BATS_TEST_TMPDIR/repo"
 	git add records/allowed_signers
-	git -c gpg.format=ssh -c user.signingkey="$key" commit -q -S -m "allowed signers"
+	signed_commit -m "allowed signers"
 }
 
 # The stream of a run of $1 generated jobs as the pipeline would write it,
