@@ -76,12 +76,8 @@ copies_in() {
 }
 
 @test "a connection cut mid-publish, then a rerun, ends with exactly the intended messages" {
-	printf '%s\n' 'rehearsal: cut' 'job_type: test.cut' 'queue: rehearsal_cut' \
-		'effect: { table: demo.cut, key: [n] }' 'payload_schema: { n: integer }' \
-		'generate: { count: 40000 }' \
-		'scenarios: [ { name: dups, every: 7, duplicates: 1 } ]' \
-		'expect: { effects: 40000 }' >"$BATS_TEST_TMPDIR/cut.yaml"
-	seed-gen "$BATS_TEST_TMPDIR/cut.yaml" >"$BATS_TEST_TMPDIR/stream"
+	# 40,000 jobs, every seventh copied once
+	seed-gen tests/fixtures/seeds/cut-mid-publish.yaml >"$BATS_TEST_TMPDIR/stream"
 	intended=$((40000 + $(copies_in "$BATS_TEST_TMPDIR/stream")))
 	dup-publish -s 0 -b 20 <"$BATS_TEST_TMPDIR/stream" >"$out" 2>"$err" &
 	publisher=$!
@@ -100,10 +96,8 @@ copies_in() {
 }
 
 @test "a connection cut during the COPY of the originals publishes nothing; the rerun publishes all" {
-	printf '%s\n' 'rehearsal: cut' 'job_type: test.cut' 'queue: rehearsal_cut' \
-		'effect: { table: demo.cut, key: [n] }' 'payload_schema: { n: integer, note: string }' \
-		'generate: { count: 100000 }' 'expect: { effects: 100000 }' >"$BATS_TEST_TMPDIR/cut.yaml"
-	seed-gen "$BATS_TEST_TMPDIR/cut.yaml" >"$BATS_TEST_TMPDIR/stream"
+	# 100,000 jobs, no copy
+	seed-gen tests/fixtures/seeds/cut-during-copy.yaml >"$BATS_TEST_TMPDIR/stream"
 	dup-publish -s 0 <"$BATS_TEST_TMPDIR/stream" >"$out" 2>"$err" &
 	publisher=$!
 	until [ "$(sql "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'dup-publish' AND query LIKE 'COPY%'")" -gt 0 ]; do sleep 0.005; done
@@ -217,10 +211,8 @@ copies_in() {
 }
 
 @test "another publisher writing to the queue during the COPY: every publish row still names its own message" {
-	printf '%s\n' 'rehearsal: shared' 'job_type: test.shared' 'queue: rehearsal_shared' \
-		'effect: { table: demo.shared, key: [n] }' 'payload_schema: { n: integer }' \
-		'generate: { count: 100000 }' 'expect: { effects: 100000 }' >"$BATS_TEST_TMPDIR/shared.yaml"
-	seed-gen "$BATS_TEST_TMPDIR/shared.yaml" >"$BATS_TEST_TMPDIR/stream"
+	# 100,000 jobs of queue rehearsal_shared
+	seed-gen tests/fixtures/seeds/shared-queue.yaml >"$BATS_TEST_TMPDIR/stream"
 	dup-publish -s 0 <"$BATS_TEST_TMPDIR/stream" >"$out" &
 	publisher=$!
 	until [ "$(sql "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'dup-publish' AND query LIKE 'COPY%'")" -gt 0 ]; do sleep 0.005; done

@@ -100,6 +100,18 @@ hard_limit() {
 	limit="prlimit --as=209715200 --"
 }
 
+# A copy of the seed tests/fixtures/seeds/$1.yaml, which generates some
+# number of jobs, that generates $2 instead: that number replaced wherever
+# it stands (the expected effects, a queue named after it). Prints the
+# copy's path.
+sized_seed() {
+	local fixture="$BATS_TEST_DIRNAME/fixtures/seeds/$1.yaml" copy="$BATS_TEST_TMPDIR/$1-$2.yaml" count
+	count=$(sed -n 's/^generate: { count: \([0-9]*\) }$/\1/p' "$fixture")
+	[ -n "$count" ] || { echo "$fixture generates no jobs" >&2; return 1; }
+	sed "s/$count/$2/g" "$fixture" >"$copy"
+	echo "$copy"
+}
+
 # One value from the sandbox database.
 sql() {
 	psql -X -A -t -v ON_ERROR_STOP=1 -c "$1"

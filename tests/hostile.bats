@@ -9,10 +9,11 @@ setup() {
 	out="$BATS_TEST_TMPDIR/out"
 }
 
-# A seed whose line 7 has $1 (as printf writes it) from column 11.
+# The smallest seed, tests/fixtures/seeds/tiny.yaml, whose last line, 7,
+# lists its job; its key "id", from column 11, is made "$1d" (as printf
+# writes it).
 bad_byte_seed() {
-	printf 'rehearsal: r\njob_type: t\nqueue: q\neffect: { table: t.t, key: [k] }\n'
-	printf 'payload_schema: { k: string }\nexpect: { effects: 1 }\n'
+	sed '$d' tests/fixtures/seeds/tiny.yaml
 	printf 'jobs: [ { '"$1"'d: j, payload: { k: k } } ]\n'
 }
 
@@ -32,18 +33,7 @@ bad_byte_seed() {
 }
 
 @test "a payload shared through an alias is accepted" {
-	cat >"$BATS_TEST_TMPDIR/shared.yaml" <<-'EOF'
-	rehearsal: shared
-	job_type: t
-	queue: q
-	effect: { table: t.t, key: [k] }
-	payload_schema: { k: string, lines: array }
-	expect: { effects: 1 }
-	jobs:
-	  - { id: a, payload: &p { k: one, lines: [ { sku: x, n: 1 }, { sku: y, n: 2 } ] } }
-	  - { id: b, payload: *p }
-	EOF
-	seed-gen "$BATS_TEST_TMPDIR/shared.yaml" >"$out"
+	seed-gen tests/fixtures/seeds/alias-payload.yaml >"$out"
 	assert_equal "$(grep '^job' "$out" | cut -f 4 | sort -u)" '{"k":"one","lines":[{"n":1,"sku":"x"},{"n":2,"sku":"y"}]}'
 	assert_equal "$(rows_of job "$out")" 2
 }
@@ -69,12 +59,12 @@ bad_byte_seed() {
 }
 
 @test "a seed of more nodes, or more bytes, than the limits is refused, named" {
-	python3 - "$BATS_TEST_TMPDIR" <<-'EOF'
+	# the smallest seed, and a list, or a comment, at the end
+	python3 - tests/fixtures/seeds/tiny.yaml "$BATS_TEST_TMPDIR" <<-'EOF'
 	import sys
-	head = ("rehearsal: r\njob_type: t\nqueue: q\neffect: { table: t.t, key: [k] }\n"
-	        "payload_schema: { k: string }\nexpect: { effects: 1 }\njobs: [ { id: j, payload: { k: k } } ]\n")
-	open(sys.argv[1] + "/nodes.yaml", "w").write(head + "cannot_reproduce: [" + "x," * 1000000 + "x]\n")
-	open(sys.argv[1] + "/bytes.yaml", "w").write(head + "# " + "x" * (16 << 20) + "\n")
+	head = open(sys.argv[1]).read()
+	open(sys.argv[2] + "/nodes.yaml", "w").write(head + "cannot_reproduce: [" + "x," * 1000000 + "x]\n")
+	open(sys.argv[2] + "/bytes.yaml", "w").write(head + "# " + "x" * (16 << 20) + "\n")
 	EOF
 	run seed-gen "$BATS_TEST_TMPDIR/nodes.yaml"
 	[ "$status" -eq 2 ]

@@ -16,10 +16,7 @@ setup() {
 # attempt acked and a count of 1 for every job, except every 1000th job,
 # killed at after-commit on its first attempt and acked on its second.
 volume_stream() {
-	printf '%s\n' 'rehearsal: volume' 'job_type: bench.volume' 'queue: rehearsal_volume' \
-		'effect: { table: demo.invoice_lines, key: [invoice_id, line_no] }' \
-		'payload_schema: { invoice_id: string, line_no: integer, amount_cents: integer, currency: string }' \
-		"generate: { count: $1 }" "expect: { effects: $1 }" >seed.yaml
+	cp "$(sized_seed bench-volume "$1")" seed.yaml
 	git add seed.yaml
 	git commit -q -m "seed of $1 jobs"
 	seed-gen seed.yaml | awk -F '\t' -v OFS='\t' '
