@@ -10,6 +10,14 @@ copies_in() {
 	awk -F '\t' '$1 == "scenario" { dups[$2] = $6 } $1 == "job" && $6 != "\\N" { n += dups[$6] } END { print n + 0 }' "$1"
 }
 
+# refuses MESSAGE [FILE]: dup-publish -s 0 refuses FILE or its standard
+# input, exit 2, and says MESSAGE after its name.
+refuses() {
+	run --separate-stderr dup-publish -s 0 "${@:2}"
+	[ "$status" -eq 2 ]
+	assert_equal "$stderr" "dup-publish: $1"
+}
+
 @test "N jobs with k forced duplicates give exactly N+k messages and N+k publish rows" {
 	seed-gen tests/fixtures/seeds/generate.yaml >"$BATS_TEST_TMPDIR/stream"
 	n=$(rows_of job "$BATS_TEST_TMPDIR/stream")
@@ -161,33 +169,23 @@ copies_in() {
 }
 
 @test "bad streams are refused with the line, before touching the database, writing nothing" {
-	run --separate-stderr dup-publish -s 0 <<<"not a stream"
-	[ "$status" -eq 2 ]
-	assert_equal "$stderr" 'dup-publish: stdin:1: not an idem-tsv stream: expected "#idem-tsv<TAB>1"'
-	run --separate-stderr dup-publish -s 0 <<<"$(printf '#idem-tsv\t1\njob\ta\tb\n')"
-	[ "$status" -eq 2 ]
-	assert_equal "$stderr" "dup-publish: stdin:2: job row has 2 fields, expected 5"
+	refuses 'stdin:1: not an idem-tsv stream: expected "#idem-tsv<TAB>1"' <<<"not a stream"
+	refuses "stdin:2: job row has 2 fields, expected 5" <<<"$(printf '#idem-tsv\t1\njob\ta\tb\n')"
 	assert_equal "$output" ""
-	run --separate-stderr dup-publish -s 0 <<<"$(printf '#idem-tsv\t1\njob\ta\tk\t{}\th\t\\N\n')"
-	[ "$status" -eq 2 ]
-	assert_equal "$stderr" "dup-publish: stdin:2: a job row before the seed row; start the stream with seed-gen"
-	run --separate-stderr dup-publish -s 0 <<<"$(printf '#idem-tsv\t1\n# only a comment\n')"
-	[ "$status" -eq 2 ]
-	assert_equal "$stderr" "dup-publish: stdin: no seed row: start the stream with seed-gen"
+	refuses "stdin:2: a job row before the seed row; start the stream with seed-gen" \
+		<<<"$(printf '#idem-tsv\t1\njob\ta\tk\t{}\th\t\\N\n')"
+	refuses "stdin: no seed row: start the stream with seed-gen" <<<"$(printf '#idem-tsv\t1\n# only a comment\n')"
 	assert_equal "$output" ""
 	assert_equal "$(sql 'SELECT count(*) FROM idem.message')" 0
 	# a bad line after the jobs, once their COPY is under way: all rolled back
 	{ seed-gen tests/fixtures/seeds/generate.yaml; printf 'job\tlate\n'; } >"$BATS_TEST_TMPDIR/bad"
-	run --separate-stderr dup-publish -s 0 "$BATS_TEST_TMPDIR/bad"
-	[ "$status" -eq 2 ]
-	assert_equal "$stderr" "dup-publish: $BATS_TEST_TMPDIR/bad:1007: job row has 1 fields, expected 5"
+	refuses "$BATS_TEST_TMPDIR/bad:1007: job row has 1 fields, expected 5" "$BATS_TEST_TMPDIR/bad"
 	assert_equal "$output" ""
 	assert_equal "$(sql 'SELECT count(*) FROM idem.message')" 0
 	# and a job id given twice
 	{ seed-gen tests/fixtures/seeds/minimal.yaml; seed-gen tests/fixtures/seeds/minimal.yaml | grep '^job'; } >"$BATS_TEST_TMPDIR/twice"
-	run --separate-stderr dup-publish -s 0 "$BATS_TEST_TMPDIR/twice"
-	[ "$status" -eq 2 ]
-	assert_equal "$stderr" "dup-publish: $BATS_TEST_TMPDIR/twice:5: job row, field job_id: job \"a\" appears twice in the stream"
+	refuses "$BATS_TEST_TMPDIR/twice:5: job row, field job_id: job \"a\" appears twice in the stream" \
+		"$BATS_TEST_TMPDIR/twice"
 	assert_equal "$(sql 'SELECT count(*) FROM idem.message')" 0
 }
 
