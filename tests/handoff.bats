@@ -106,12 +106,10 @@ handoff() {
 		'    Call POST :0, 1' '    2026-12-01 run :0, 1' '```' >"$BATS_TEST_TMPDIR/bad.md"
 	run test_tool mermaid-check "$BATS_TEST_TMPDIR/bad.md"
 	[ "$status" -eq 1 ]
-	[[ "$output" == *":4: a section name empty or holding :, # or ;"* ]]
-	[[ "$output" == *":5: a task that ends before it starts"* ]]
-	[[ "$output" == *":6: a task name holding # or ;"* ]]
-	[[ "$output" == *":7: an empty section"* ]]
-	[[ "$output" == *":9: a task name starting with a keyword: Call POST"* ]]
-	[[ "$output" == *":10: a task name starting with a date: 2026-12-01 run"* ]]
+	assert_contains "$output" ":4: a section name empty or holding :, # or ;" \
+		":5: a task that ends before it starts" ":6: a task name holding # or ;" \
+		":7: an empty section" ":9: a task name starting with a keyword: Call POST" \
+		":10: a task name starting with a date: 2026-12-01 run"
 }
 
 @test "a browser draws the timeline: a headless Chromium screenshot, kept out of the repository" {

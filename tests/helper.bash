@@ -142,6 +142,16 @@ assert_refused() {
 	assert_golden "$BATS_TEST_TMPDIR/refused.err" "$golden"
 }
 
+# Fails unless the text $1 holds each of the texts after it, naming the
+# first it lacks.
+assert_contains() {
+	local text=$1 part
+	shift
+	for part; do
+		[[ "$text" == *"$part"* ]] || { printf 'missing: %s\nin: %s\n' "$part" "$text" >&2; return 1; }
+	done
+}
+
 assert_equal() {
 	if [ "$1" != "$2" ]; then
 		printf 'got:  %s\nwant: %s\n' "$1" "$2" >&2

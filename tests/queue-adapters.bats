@@ -129,12 +129,9 @@ check_every_scenario() {
 	check_every_scenario
 	log=$(awk -F '\t' '$1 == "log" { print $5 }' "$out")
 	# its own queue's row only, and none of the other's jobs
-	[[ "$log" == *"seen=0"* ]]
-	[[ "$log" == *"queues=1"* ]]
-	[[ "$log" == *"ERROR:  permission denied for table ${other#pgboss.}"* ]]
-	[[ "$log" == *"UPDATE 0"* ]]
-	[[ "$log" == *"ERROR:  new row violates row-level security policy for table"* ]]
-	[[ "$log" == *"ERROR:  permission denied for table job"* ]]
+	assert_contains "$log" "seen=0" "queues=1" "ERROR:  permission denied for table ${other#pgboss.}" \
+		"UPDATE 0" "ERROR:  new row violates row-level security policy for table" \
+		"ERROR:  permission denied for table job"
 	# the other queue's job is as it was; the account could not read it
 	assert_equal "$(sql "SELECT state FROM pgboss.job WHERE name = 'other-rehearsal'")" created
 	assert_equal "$(awk -F '\t' -v t="$other" '$1 == "denied" && $3 == t { print $4 ":" $5 }' "$out")" "SELECT:no"
