@@ -179,7 +179,7 @@ wait_for() {
 	grep -q "^probe	enforced	23505	" "$out"
 }
 
-@test "a deferrable constraint is flagged" {
+@test "a deferrable constraint is the guard, flagged deferrable, and the probe meets it at once" {
 	sql "DELETE FROM fx.effects WHERE note IN ('c', 'd', 'f')" >/dev/null
 	sql "ALTER TABLE fx.effects ADD CONSTRAINT effects_later UNIQUE (order_id, line_no) DEFERRABLE INITIALLY DEFERRED" >/dev/null
 	count-effects "$BATS_TEST_TMPDIR/stream" >"$out" || true

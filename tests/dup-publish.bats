@@ -72,7 +72,7 @@ refuses() {
 	assert_equal "$(sql 'SELECT read_ct FROM idem.message')" 0
 }
 
-@test "run twice, it publishes nothing twice" {
+@test "run twice, it publishes nothing twice: the second run names the same messages, existing" {
 	seed-gen seeds/invoice-line.yaml >"$BATS_TEST_TMPDIR/stream"
 	dup-publish -s 0 <"$BATS_TEST_TMPDIR/stream" >"$out.1"
 	dup-publish -s 0 <"$BATS_TEST_TMPDIR/stream" >"$out.2"
