@@ -159,6 +159,12 @@ assert_equal() {
 	fi
 }
 
+# The observed value of the total count row $1 (effects, duplicates, ...)
+# after the run, in the stream $out.
+total() {
+	awk -F '\t' -v n="$1" '$1 == "count" && $2 == "after" && $3 == "total" && $4 == n { print $6 }' "$out"
+}
+
 # The number of rows of one kind in a stream file.
 rows_of() {
 	grep -c "^$1	" "$2" || true

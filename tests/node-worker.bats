@@ -27,11 +27,6 @@ branches() {
 	awk -F '\t' '$1 == "attempt" { printf "%s:%s:%s\n", $2, $4, $10 }' "$out" | sort | tr '\n' ,
 }
 
-# The observed value of a total count row.
-total() {
-	awk -F '\t' -v n="$1" '$1 == "count" && $2 == "after" && $3 == "total" && $4 == n { print $6 }' "$out"
-}
-
 # Lines whose transaction also acked a message: the same transaction id.
 lines_acked_in_their_transaction() {
 	sql 'SELECT count(*) FROM demo.invoice_lines l WHERE EXISTS (SELECT 1 FROM idem.message m WHERE m.xmin = l.xmin)'

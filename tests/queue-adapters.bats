@@ -22,10 +22,6 @@ pipeline() {
 		kill-at -D 120s -- node "$worker" "$2" | count-effects >"$out" 2>"$err" || status=$?
 }
 
-total() {
-	awk -F '\t' -v n="$1" '$1 == "count" && $2 == "after" && $3 == "total" && $4 == n { print $6 }' "$out"
-}
-
 # "step:job:attempt:action:observed," of the step rows, sorted.
 steps() {
 	awk -F '\t' '$1 == "step" { printf "%s:%s:%s:%s:%s\n", $5, $6, $7, $8, $9 }' "$out" | sort | tr '\n' ,

@@ -34,10 +34,6 @@ no_scenarios() {
 		tests/fixtures/seeds/external.yaml >"$seed"
 }
 
-total() {
-	awk -F '\t' -v n="$1" '$1 == "count" && $2 == "after" && $3 == "total" && $4 == n { print $6 }' "$out"
-}
-
 # "business key:answer:effect," of the call rows of one method, in order.
 calls() {
 	awk -F '\t' -v m="$1" '$1 == "call" && $5 == m { printf "%s:%s:%s,", $9, $11, $12 }' "$out"
