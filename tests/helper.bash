@@ -159,6 +159,16 @@ assert_equal() {
 	fi
 }
 
+# run_pipeline SEED DEADLINE WORKER...: the seed through seed-gen,
+# count-effects --before, dup-publish, kill-at -D DEADLINE running the
+# worker, and count-effects; the stream in $out, what the programs said
+# in $err, the status in $status.
+run_pipeline() {
+	status=0
+	seed-gen "$1" | count-effects --before | dup-publish |
+		kill-at -D "$2" -- "${@:3}" | count-effects >"$out" 2>"$err" || status=$?
+}
+
 # The observed value of the total count row $1 (effects, duplicates, ...)
 # after the run, in the stream $out.
 total() {

@@ -17,9 +17,7 @@ rehearse() {
 	local worker=tests/fixtures/workers/$1
 	shift
 	node "$worker" --setup "$@"
-	status=0
-	seed-gen "$seed" | count-effects --before | dup-publish |
-		kill-at -D 30s -- node "$worker" "$@" | count-effects >"$out" 2>"$err" || status=$?
+	run_pipeline "$seed" 30s node "$worker" "$@"
 }
 
 # The branches of each attempt, "job:attempt:branches,", sorted.

@@ -17,9 +17,7 @@ pipeline() {
 	local queue
 	queue=$(awk '$1 == "queue:" { gsub(/[{},]/, ""); print $5 }' "$seed")
 	node "$worker" --setup "$2" "$queue"
-	status=0
-	seed-gen "$seed" | count-effects --before | dup-publish |
-		kill-at -D 120s -- node "$worker" "$2" | count-effects >"$out" 2>"$err" || status=$?
+	run_pipeline "$seed" 120s node "$worker" "$2"
 }
 
 # "step:job:attempt:action:observed," of the step rows, sorted.
@@ -119,9 +117,7 @@ check_every_scenario() {
 		exec node tests/fixtures/workers/pgboss-worker.js unique
 	SH
 	chmod +x "$BATS_TEST_TMPDIR/intruder.sh"
-	status=0
-	seed-gen tests/fixtures/seeds/pgboss-invoice-line.yaml | count-effects --before | dup-publish |
-		kill-at -D 120s -- "$BATS_TEST_TMPDIR/intruder.sh" | count-effects >"$out" 2>"$err" || status=$?
+	run_pipeline tests/fixtures/seeds/pgboss-invoice-line.yaml 120s "$BATS_TEST_TMPDIR/intruder.sh"
 	check_every_scenario
 	log=$(awk -F '\t' '$1 == "log" { print $5 }' "$out")
 	# its own queue's row only, and none of the other's jobs
