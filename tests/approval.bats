@@ -4,15 +4,11 @@
 # ssh-keygen as referee and verify-record's audit saying who approved it.
 
 load helper
+load sandbox-tests
 load records-helper
 
-setup_file() {
-	sandbox_up
+sandbox_file_setup() {
 	invoice_line_run
-}
-
-teardown_file() {
-	sandbox_down
 }
 
 setup() {
@@ -81,8 +77,7 @@ today_of_commit() {
 	[[ "$(audit_of "$r")" == *"; approved by owner@example.org on "* ]]
 	# the engineer changes the review date and signs the record again
 	sed -i 's/^next_review: .*/next_review: "2099-01-01"/' "$r"
-	rm "$r.sig"
-	ssh-keygen -q -Y sign -f "$key" -n idem-record "$r"
+	resign "$r"
 	git add "$r" "$r.sig"
 	signed_commit -m "records: a later review"
 	run -0 verify-record "$r"
@@ -119,7 +114,7 @@ today_of_commit() {
 	run -0 mkrecord --approve "$r" -k "$owner" -c
 	assert_equal "$(git status --porcelain)" ""
 	git log -1 --format=%s | grep -qxF "approval: $(basename "$r") approved"
-	assert_equal "$(git -c gpg.format=ssh -c gpg.ssh.allowedSignersFile=records/allowed_signers log -1 --format=%G?)" G
+	assert_equal "$(git_ssh log -1 --format=%G?)" G
 	run -0 verify-record --history -a
 	[[ "$output" == *"approved by owner@example.org on $(today_of_commit "$r.approval.sig")"* ]]
 }

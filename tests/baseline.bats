@@ -7,23 +7,8 @@ load sandbox-tests
 
 setup() {
 	sandbox_test_setup
-	cat >"$BATS_TEST_TMPDIR/seed.yaml" <<-YAML
-		rehearsal: baseline
-		job_type: invoice.add_line
-		queue: rehearsal_baseline
-		retry: { visibility_timeout: 300ms, max_attempts: 5 }
-		reconciliation_owner: billing-oncall
-		effect: { table: demo.invoice_lines, key: [invoice_id, line_no] }
-		payload_schema: { invoice_id: string, line_no: integer, amount_cents: integer, currency: string }
-		jobs:
-		  - { id: a, payload: { invoice_id: inv-1, line_no: 1, amount_cents: 100, currency: EUR } }
-		  - { id: b, payload: { invoice_id: inv-2, line_no: 1, amount_cents: 200, currency: EUR } }
-		  - { id: c, payload: { invoice_id: inv-3, line_no: 1, amount_cents: 300, currency: EUR } }
-		scenarios:
-		  - { name: kill, jobs: [a], kill: after-commit, attempt: 1 }
-		  - { name: race, jobs: [c], race: before-write }
-		expect: { effects: 3 }
-	YAML
+	# jobs a (killed) and c (raced) in scenarios, b in none
+	cp tests/fixtures/seeds/baseline.yaml "$BATS_TEST_TMPDIR/seed.yaml"
 	idem-worker --setup -g unique
 	seed-gen "$BATS_TEST_TMPDIR/seed.yaml" | dup-publish >"$BATS_TEST_TMPDIR/published"
 }

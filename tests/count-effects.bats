@@ -21,22 +21,9 @@ setup() {
 	sql "INSERT INTO fx.effects (order_id, line_no, note) VALUES
 		('o-1', 1, 'a'), ('o-2', 1, 'b'), ('o-2', 1, 'c'), ('o-2', 1, 'd'),
 		('o-9', 1, 'e'), ('o-9', 1, 'f')" >/dev/null
-	cat >"$BATS_TEST_TMPDIR/seed.yaml" <<-YAML
-		rehearsal: fixture
-		job_type: test.fixture
-		queue: rehearsal_fixture
-		effect: { table: fx.effects, key: [order_id, line_no] }
-		payload_schema: { order_id: string, line_no: integer, amount: integer }
-		jobs:
-		  - { id: j1, payload: { order_id: o-1, line_no: 1, amount: 1 } }
-		  - { id: j2, payload: { order_id: o-2, line_no: 1, amount: 1 } }
-		  - { id: j3, payload: { order_id: o-3, line_no: 1, amount: 1 } }
-		  - { id: j4, payload: { order_id: o-4, line_no: 1, amount: 1 } }
-		  - { id: j5, payload: { order_id: o-4, line_no: 1, amount: 2 } }
-		scenarios: [ { name: two-payloads, jobs: [j4, j5], conflicting_payloads: true } ]
-		expect: { effects: 4, duplicates: 0, missing: 0, pending: 0 }
-	YAML
-	seed-gen "$BATS_TEST_TMPDIR/seed.yaml" >"$BATS_TEST_TMPDIR/stream"
+	# jobs of keys o-1 to o-4, o-4 twice with two payloads
+	seed=tests/fixtures/seeds/count-effects.yaml
+	seed-gen "$seed" >"$BATS_TEST_TMPDIR/stream"
 }
 
 # The value of a count row: count_of SCOPE KEY (observed) in $out.
@@ -69,7 +56,7 @@ count_of() {
 	# the fixture's jobs with j4 first: its key comes again, not next to it
 	awk 'NR == FNR { if (/id: j4,/) j4 = $0; next }
 		/id: j4,/ { next } { print } /^[[:space:]]*jobs:$/ { print j4 }' \
-		"$BATS_TEST_TMPDIR/seed.yaml" "$BATS_TEST_TMPDIR/seed.yaml" >"$BATS_TEST_TMPDIR/unordered.yaml"
+		"$seed" "$seed" >"$BATS_TEST_TMPDIR/unordered.yaml"
 	seed-gen "$BATS_TEST_TMPDIR/unordered.yaml" >"$BATS_TEST_TMPDIR/unordered"
 	[ "$(awk -F '\t' '$1 == "job" { printf "%s ", $3 }' "$BATS_TEST_TMPDIR/unordered")" = \
 		'["o-4",1] ["o-1",1] ["o-2",1] ["o-3",1] ["o-4",1] ' ]
@@ -102,12 +89,8 @@ count_of() {
 	# ICU orders a < B < c < Z; bytes order B < Z < a < c
 	psql -X -q -v ON_ERROR_STOP=1 -c 'CREATE TABLE fx.coll (k text COLLATE "und-x-icu" NOT NULL)' \
 		-c "INSERT INTO fx.coll VALUES ('a'), ('B'), ('B'), ('c'), ('Z'), ('Z'), ('Z')"
-	printf '%s\n' 'rehearsal: collation' 'job_type: test.collation' 'queue: rehearsal_collation' \
-		'effect: { table: fx.coll, key: [k] }' 'payload_schema: { k: string }' \
-		'jobs: [ { id: j1, payload: { k: a } }, { id: j2, payload: { k: B } },' \
-		'        { id: j3, payload: { k: c } }, { id: j4, payload: { k: d } } ]' \
-		'expect: { effects: 4 }' >"$BATS_TEST_TMPDIR/coll.yaml"
-	seed-gen "$BATS_TEST_TMPDIR/coll.yaml" >"$BATS_TEST_TMPDIR/coll"
+	# jobs of keys a, B, c and d
+	seed-gen tests/fixtures/seeds/collation.yaml >"$BATS_TEST_TMPDIR/coll"
 	count-effects --before "$BATS_TEST_TMPDIR/coll" >"$out"
 	assert_equal "$(awk -F '\t' '$1 == "count" && ($3 == "key" || $3 == "unexpected") { print $3, $4, $5, $6 }' "$out")" \
 		"$(printf '%s\n' 'key B 1 2' 'key a 1 1' 'key c 1 1' 'key d 1 0' 'unexpected Z 0 3')"
@@ -196,7 +179,7 @@ wait_for() {
 	grep -q "^probe	enforced	23505	" "$out"
 }
 
-@test "a deferrable constraint is flagged" {
+@test "a deferrable constraint is the guard, flagged deferrable, and the probe meets it at once" {
 	sql "DELETE FROM fx.effects WHERE note IN ('c', 'd', 'f')" >/dev/null
 	sql "ALTER TABLE fx.effects ADD CONSTRAINT effects_later UNIQUE (order_id, line_no) DEFERRABLE INITIALLY DEFERRED" >/dev/null
 	count-effects "$BATS_TEST_TMPDIR/stream" >"$out" || true
@@ -237,7 +220,7 @@ wait_for() {
 	psql -X -q -c 'CREATE TABLE fx."odd ""name""" ("key; DROP TABLE fx.effects; --" text)'
 	psql -X -q -c "INSERT INTO fx.\"odd \"\"name\"\"\" VALUES ('o-1')"
 	sed 's/table: fx.effects, key: \[order_id, line_no\]/table: "fx.odd \\"name\\"", key: ["key; DROP TABLE fx.effects; --"]/; s/{ order_id: string, line_no: integer, amount: integer }/{ "key; DROP TABLE fx.effects; --": string }/; s/payload: { order_id: \(o-[0-9]\), line_no: 1, amount: [0-9] }/payload: { "key; DROP TABLE fx.effects; --": \1 }/' \
-		"$BATS_TEST_TMPDIR/seed.yaml" | grep -v conflicting >"$BATS_TEST_TMPDIR/odd.yaml"
+		"$seed" | grep -v conflicting >"$BATS_TEST_TMPDIR/odd.yaml"
 	sed -i 's/^  - { id: j5.*$//' "$BATS_TEST_TMPDIR/odd.yaml"
 	seed-gen "$BATS_TEST_TMPDIR/odd.yaml" | count-effects >"$out" || true
 	assert_equal "$(sql 'SELECT count(*) FROM fx.effects')" 6
@@ -257,7 +240,7 @@ wait_for() {
 		CREATE TABLE fx.refs (order_id text, line_no integer,
 			FOREIGN KEY (order_id, line_no) REFERENCES fx."Effects" (order_id, line_no));
 	SQL
-	sed 's/table: fx.effects/table: fx.Effects/' "$BATS_TEST_TMPDIR/seed.yaml" >"$BATS_TEST_TMPDIR/mixed.yaml"
+	sed 's/table: fx.effects/table: fx.Effects/' "$seed" >"$BATS_TEST_TMPDIR/mixed.yaml"
 	seed-gen "$BATS_TEST_TMPDIR/mixed.yaml" | count-effects >"$out" || true
 	grep -q '^guard	index	effects_with_note	CREATE UNIQUE INDEX effects_with_note ON fx."Effects" USING btree (order_id, line_no) INCLUDE (note)	' "$out"
 	grep -q "^probe	enforced	23505	" "$out"
@@ -275,7 +258,7 @@ call() {
 # The fixture's seed with an external call, charged once per business key.
 external_seed() {
 	sed 's/^expect: { effects: 4, duplicates: 0, missing: 0, pending: 0 }$/expect: { effects: 4, duplicates: 0, missing: 0, pending: 0, external: 4 }/' \
-		"$BATS_TEST_TMPDIR/seed.yaml"
+		"$seed"
 	echo 'external: { name: payment charge, key: [order_id, line_no], honours_idempotency_key: false }'
 }
 
@@ -358,7 +341,7 @@ count-effects: external: duplicate effect for business key ["o-3",1]: 2 calls to
 
 @test "external: with the key scope of the job, each job of a key is expected to call" {
 	sed 's/effect: { table: fx.effects, key: \[order_id, line_no\] }/effect: { table: fx.effects, key: [order_id, line_no], key_scope: job }/' \
-		"$BATS_TEST_TMPDIR/seed.yaml" >"$BATS_TEST_TMPDIR/job-scope.yaml"
+		"$seed" >"$BATS_TEST_TMPDIR/job-scope.yaml"
 	echo 'external: { name: payment charge, key: [order_id], honours_idempotency_key: true }' >>"$BATS_TEST_TMPDIR/job-scope.yaml"
 	sed -i 's/pending: 0 }$/pending: 0, external: 5 }/' "$BATS_TEST_TMPDIR/job-scope.yaml"
 	{ seed-gen "$BATS_TEST_TMPDIR/job-scope.yaml"; call o-1 ok yes; call o-4 ok yes; call o-4 ok yes; } |
@@ -412,7 +395,7 @@ declare_guard() {
 	local table=$1
 	shift
 	{
-		cat "$BATS_TEST_TMPDIR/seed.yaml"
+		cat "$seed"
 		echo "guard: { table: $table, key: [$(IFS=,; echo "$*")] }"
 	} >"$BATS_TEST_TMPDIR/declared.yaml"
 	seed-gen "$BATS_TEST_TMPDIR/declared.yaml" >"$BATS_TEST_TMPDIR/stream"

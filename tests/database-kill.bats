@@ -7,20 +7,13 @@
 load helper
 load sandbox-tests
 
-# A seed of job a (and b, for same-key) with one scenario, on TABLE.
+# seed_for SCENARIO [TABLE]: the seed of job a of one invoice line
+# (tests/fixtures/seeds/database.yaml) with the scenario named, none for
+# none, its effect on TABLE.
 seed_for() {
 	local scenario=$1 table=${2:-demo.invoice_lines}
-	cat <<-YAML
-		rehearsal: database
-		job_type: invoice.add_line
-		queue: rehearsal_database
-		retry: { visibility_timeout: 300ms, max_attempts: 5 }
-		reconciliation_owner: billing-oncall
-		effect: { table: $table, key: [invoice_id, line_no] }
-		payload_schema: { invoice_id: string, line_no: integer, amount_cents: integer, currency: string }
-		jobs:
-		  - { id: a, payload: { invoice_id: inv-1, line_no: 1, amount_cents: 100, currency: EUR } }
-	YAML
+	sed -e '/^expect:/d' -e "s/^effect: { table: demo.invoice_lines,/effect: { table: $table,/" \
+		"$BATS_TEST_DIRNAME/fixtures/seeds/database.yaml"
 	case $scenario in
 	before-write | before-commit | after-commit)
 		echo "scenarios: [ { name: kill, jobs: [a], kill: $scenario, attempt: 1 } ]" ;;
@@ -186,11 +179,10 @@ attempts() {
 	sql "CREATE TABLE IF NOT EXISTS demo.lines (invoice_id text, line_no integer, amount_cents bigint NOT NULL, outcome text, PRIMARY KEY (invoice_id, line_no))"
 	sql 'TRUNCATE demo.lines'
 	repo="$BATS_TEST_TMPDIR/repo"
-	mkdir "$repo"
+	(new_repo "$repo")
 	seed_for after-commit demo.lines >"$repo/seed.yaml"
-	git -C "$repo" init -q
 	git -C "$repo" add seed.yaml
-	git -C "$repo" -c user.name=t -c user.email=t@example.org commit -q -m seed
+	git -C "$repo" commit -q -m seed
 	(cd "$repo" && seed-gen seed.yaml | count-effects --before | dup-publish |
 		kill-at -D 20s -- "$BATS_TEST_DIRNAME/fixtures/workers/psql_worker.sh" update |
 		count-effects | mkrecord -o out >/dev/null)
@@ -204,7 +196,7 @@ attempts() {
 	node tests/fixtures/workers/pg-ack-in-tx-worker.js --setup unique
 	queue_reset
 	seed_for after-commit >"$repo/seed.yaml"
-	git -C "$repo" -c user.name=t -c user.email=t@example.org commit -q -a -m seed
+	git -C "$repo" commit -q -a -m seed
 	rm -r "$repo/out"
 	(cd "$repo" && seed-gen seed.yaml | count-effects --before | dup-publish |
 		kill-at -D 20s -- node "$BATS_TEST_DIRNAME/fixtures/workers/pg-ack-in-tx-worker.js" unique |

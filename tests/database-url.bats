@@ -4,22 +4,17 @@
 # socket directory, the database and the user hold; no password is in it.
 
 load helper
+load sandbox-tests
 
-setup_file() {
-	sandbox_up
+sandbox_file_setup() {
 	# the same socket, through a directory whose name needs encoding
 	ln -s "$PGHOST" "$IDEM_TEST_ROOT/sock dir+%&=#?'é"
 	cd "$BATS_TEST_DIRNAME/.."
 	idem-worker --setup
 }
 
-teardown_file() {
-	sandbox_down
-}
-
 setup() {
-	cd "$BATS_TEST_DIRNAME/.."
-	queue_reset
+	sandbox_test_setup
 	sock="$IDEM_TEST_ROOT/sock dir+%&=#?'é"
 	envfile="$BATS_TEST_TMPDIR/worker.env"
 }

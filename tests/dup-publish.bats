@@ -10,6 +10,14 @@ copies_in() {
 	awk -F '\t' '$1 == "scenario" { dups[$2] = $6 } $1 == "job" && $6 != "\\N" { n += dups[$6] } END { print n + 0 }' "$1"
 }
 
+# refuses MESSAGE [FILE]: dup-publish -s 0 refuses FILE or its standard
+# input, exit 2, and says MESSAGE after its name.
+refuses() {
+	run --separate-stderr dup-publish -s 0 "${@:2}"
+	[ "$status" -eq 2 ]
+	assert_equal "$stderr" "dup-publish: $1"
+}
+
 @test "N jobs with k forced duplicates give exactly N+k messages and N+k publish rows" {
 	seed-gen tests/fixtures/seeds/generate.yaml >"$BATS_TEST_TMPDIR/stream"
 	n=$(rows_of job "$BATS_TEST_TMPDIR/stream")
@@ -64,7 +72,7 @@ copies_in() {
 	assert_equal "$(sql 'SELECT read_ct FROM idem.message')" 0
 }
 
-@test "run twice, it publishes nothing twice" {
+@test "run twice, it publishes nothing twice: the second run names the same messages, existing" {
 	seed-gen seeds/invoice-line.yaml >"$BATS_TEST_TMPDIR/stream"
 	dup-publish -s 0 <"$BATS_TEST_TMPDIR/stream" >"$out.1"
 	dup-publish -s 0 <"$BATS_TEST_TMPDIR/stream" >"$out.2"
@@ -76,12 +84,8 @@ copies_in() {
 }
 
 @test "a connection cut mid-publish, then a rerun, ends with exactly the intended messages" {
-	printf '%s\n' 'rehearsal: cut' 'job_type: test.cut' 'queue: rehearsal_cut' \
-		'effect: { table: demo.cut, key: [n] }' 'payload_schema: { n: integer }' \
-		'generate: { count: 40000 }' \
-		'scenarios: [ { name: dups, every: 7, duplicates: 1 } ]' \
-		'expect: { effects: 40000 }' >"$BATS_TEST_TMPDIR/cut.yaml"
-	seed-gen "$BATS_TEST_TMPDIR/cut.yaml" >"$BATS_TEST_TMPDIR/stream"
+	# 40,000 jobs, every seventh copied once
+	seed-gen tests/fixtures/seeds/cut-mid-publish.yaml >"$BATS_TEST_TMPDIR/stream"
 	intended=$((40000 + $(copies_in "$BATS_TEST_TMPDIR/stream")))
 	dup-publish -s 0 -b 20 <"$BATS_TEST_TMPDIR/stream" >"$out" 2>"$err" &
 	publisher=$!
@@ -100,10 +104,8 @@ copies_in() {
 }
 
 @test "a connection cut during the COPY of the originals publishes nothing; the rerun publishes all" {
-	printf '%s\n' 'rehearsal: cut' 'job_type: test.cut' 'queue: rehearsal_cut' \
-		'effect: { table: demo.cut, key: [n] }' 'payload_schema: { n: integer, note: string }' \
-		'generate: { count: 100000 }' 'expect: { effects: 100000 }' >"$BATS_TEST_TMPDIR/cut.yaml"
-	seed-gen "$BATS_TEST_TMPDIR/cut.yaml" >"$BATS_TEST_TMPDIR/stream"
+	# 100,000 jobs, no copy
+	seed-gen tests/fixtures/seeds/cut-during-copy.yaml >"$BATS_TEST_TMPDIR/stream"
 	dup-publish -s 0 <"$BATS_TEST_TMPDIR/stream" >"$out" 2>"$err" &
 	publisher=$!
 	until [ "$(sql "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'dup-publish' AND query LIKE 'COPY%'")" -gt 0 ]; do sleep 0.005; done
@@ -167,33 +169,23 @@ copies_in() {
 }
 
 @test "bad streams are refused with the line, before touching the database, writing nothing" {
-	run --separate-stderr dup-publish -s 0 <<<"not a stream"
-	[ "$status" -eq 2 ]
-	assert_equal "$stderr" 'dup-publish: stdin:1: not an idem-tsv stream: expected "#idem-tsv<TAB>1"'
-	run --separate-stderr dup-publish -s 0 <<<"$(printf '#idem-tsv\t1\njob\ta\tb\n')"
-	[ "$status" -eq 2 ]
-	assert_equal "$stderr" "dup-publish: stdin:2: job row has 2 fields, expected 5"
+	refuses 'stdin:1: not an idem-tsv stream: expected "#idem-tsv<TAB>1"' <<<"not a stream"
+	refuses "stdin:2: job row has 2 fields, expected 5" <<<"$(printf '#idem-tsv\t1\njob\ta\tb\n')"
 	assert_equal "$output" ""
-	run --separate-stderr dup-publish -s 0 <<<"$(printf '#idem-tsv\t1\njob\ta\tk\t{}\th\t\\N\n')"
-	[ "$status" -eq 2 ]
-	assert_equal "$stderr" "dup-publish: stdin:2: a job row before the seed row; start the stream with seed-gen"
-	run --separate-stderr dup-publish -s 0 <<<"$(printf '#idem-tsv\t1\n# only a comment\n')"
-	[ "$status" -eq 2 ]
-	assert_equal "$stderr" "dup-publish: stdin: no seed row: start the stream with seed-gen"
+	refuses "stdin:2: a job row before the seed row; start the stream with seed-gen" \
+		<<<"$(printf '#idem-tsv\t1\njob\ta\tk\t{}\th\t\\N\n')"
+	refuses "stdin: no seed row: start the stream with seed-gen" <<<"$(printf '#idem-tsv\t1\n# only a comment\n')"
 	assert_equal "$output" ""
 	assert_equal "$(sql 'SELECT count(*) FROM idem.message')" 0
 	# a bad line after the jobs, once their COPY is under way: all rolled back
 	{ seed-gen tests/fixtures/seeds/generate.yaml; printf 'job\tlate\n'; } >"$BATS_TEST_TMPDIR/bad"
-	run --separate-stderr dup-publish -s 0 "$BATS_TEST_TMPDIR/bad"
-	[ "$status" -eq 2 ]
-	assert_equal "$stderr" "dup-publish: $BATS_TEST_TMPDIR/bad:1007: job row has 1 fields, expected 5"
+	refuses "$BATS_TEST_TMPDIR/bad:1007: job row has 1 fields, expected 5" "$BATS_TEST_TMPDIR/bad"
 	assert_equal "$output" ""
 	assert_equal "$(sql 'SELECT count(*) FROM idem.message')" 0
 	# and a job id given twice
 	{ seed-gen tests/fixtures/seeds/minimal.yaml; seed-gen tests/fixtures/seeds/minimal.yaml | grep '^job'; } >"$BATS_TEST_TMPDIR/twice"
-	run --separate-stderr dup-publish -s 0 "$BATS_TEST_TMPDIR/twice"
-	[ "$status" -eq 2 ]
-	assert_equal "$stderr" "dup-publish: $BATS_TEST_TMPDIR/twice:5: job row, field job_id: job \"a\" appears twice in the stream"
+	refuses "$BATS_TEST_TMPDIR/twice:5: job row, field job_id: job \"a\" appears twice in the stream" \
+		"$BATS_TEST_TMPDIR/twice"
 	assert_equal "$(sql 'SELECT count(*) FROM idem.message')" 0
 }
 
@@ -217,10 +209,8 @@ copies_in() {
 }
 
 @test "another publisher writing to the queue during the COPY: every publish row still names its own message" {
-	printf '%s\n' 'rehearsal: shared' 'job_type: test.shared' 'queue: rehearsal_shared' \
-		'effect: { table: demo.shared, key: [n] }' 'payload_schema: { n: integer }' \
-		'generate: { count: 100000 }' 'expect: { effects: 100000 }' >"$BATS_TEST_TMPDIR/shared.yaml"
-	seed-gen "$BATS_TEST_TMPDIR/shared.yaml" >"$BATS_TEST_TMPDIR/stream"
+	# 100,000 jobs of queue rehearsal_shared
+	seed-gen tests/fixtures/seeds/shared-queue.yaml >"$BATS_TEST_TMPDIR/stream"
 	dup-publish -s 0 <"$BATS_TEST_TMPDIR/stream" >"$out" &
 	publisher=$!
 	until [ "$(sql "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'dup-publish' AND query LIKE 'COPY%'")" -gt 0 ]; do sleep 0.005; done

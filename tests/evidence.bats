@@ -5,18 +5,10 @@
 # done.
 
 load helper
-
-setup_file() {
-	sandbox_up
-	export TOOLS="${BUILD:?make test sets BUILD}/tests"
-}
-
-teardown_file() {
-	sandbox_down
-}
+load sandbox-tests
 
 @test "each write goes to its delivery, each step and branch line to theirs, each kill to its recover row" {
-	run "$TOOLS/evidence-join"
+	run test_tool evidence-join
 	echo "$output"
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"evidence-join: 7 passed, 0 failed"* ]]

@@ -5,18 +5,10 @@
 # clients.
 
 load helper
-
-setup_file() {
-	sandbox_up
-	export TOOLS="${BUILD:?make test sets BUILD}/tests"
-}
-
-teardown_file() {
-	sandbox_down
-}
+load sandbox-tests
 
 setup() {
-	cd "$BATS_TEST_DIRNAME/.."
+	sandbox_test_setup
 	idem-worker --setup -g unique
 }
 
@@ -24,12 +16,13 @@ insert_line() {
 	echo "INSERT INTO demo.invoice_lines (job_id, invoice_id, line_no, amount_cents, currency) VALUES ('a', 'inv-1', 1, 100, 'EUR')"
 }
 
-# kill_at STEP [-r] -- a psql client held at STEP for key inv-1/1 and killed
+# kill_at STEP SQL [OPTION...]: a psql client running SQL held at STEP for
+# key inv-1/1 and killed; the options are failpoint-kill's
 kill_at() {
-	local step=$1
-	shift
-	"$TOOLS/failpoint-kill" "$@" -t demo.invoice_lines -c '["invoice_id", "line_no"]' \
-		-q rehearsal_matrix -s "$step" -k '["inv-1",1]' psql -X -q -c "$(insert_line)"
+	local step=$1 statement=$2
+	shift 2
+	test_tool failpoint-kill "$@" -t demo.invoice_lines -c '["invoice_id", "line_no"]' \
+		-q rehearsal_matrix -s "$step" -k '["inv-1",1]' psql -X -q -c "$statement"
 }
 
 @test "peer-of finds the process that holds a session's Unix socket, and no other" {
@@ -40,15 +33,15 @@ kill_at() {
 	until backend=$(sql "SELECT pid FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(60) -- marker-peer%'") && [ -n "$backend" ]; do
 		sleep 0.05
 	done
-	run "$TOOLS/peer-of" "$backend" -1 "$$" "$client"
+	run test_tool peer-of "$backend" -1 "$$" "$client"
 	kill "$client"
 	[ "$status" -eq 0 ]
 	assert_equal "$output" "$client"
-	run "$TOOLS/peer-of" "$backend" -1 "$$"
+	run test_tool peer-of "$backend" -1 "$$"
 	[ "$status" -eq 1 ]
 	# a session gone since it was listed is held by no process: not an error
 	until [ ! -e "/proc/$backend" ]; do sleep 0.05; done
-	run "$TOOLS/peer-of" "$backend" -1 "$$" "$client"
+	run test_tool peer-of "$backend" -1 "$$" "$client"
 	[ "$status" -eq 1 ]
 	assert_equal "$output" ""
 }
@@ -65,21 +58,21 @@ print(os.getpid(), client.getsockname()[1], flush=True)
 time.sleep(60)' >"$BATS_TEST_TMPDIR/tcp" &
 	until [ -s "$BATS_TEST_TMPDIR/tcp" ]; do sleep 0.05; done
 	read -r pid port <"$BATS_TEST_TMPDIR/tcp"
-	run "$TOOLS/peer-of" 0 "$port" "$pid"
+	run test_tool peer-of 0 "$port" "$pid"
 	kill "$pid"
 	[ "$status" -eq 0 ]
 	assert_equal "$output" "$pid"
 }
 
 @test "a client killed at before-write is terminated before its session goes on: nothing written" {
-	run kill_at before-write
+	run kill_at before-write "$(insert_line)"
 	[ "$status" -eq 0 ]
 	[[ "$output" == "killed "* ]]
 	assert_equal "$(sql 'SELECT count(*) FROM demo.invoice_lines')" 0
 }
 
 @test "a client killed at before-commit, inside COMMIT, is terminated first: nothing committed" {
-	run kill_at before-commit
+	run kill_at before-commit "$(insert_line)"
 	[ "$status" -eq 0 ]
 	assert_equal "$(sql 'SELECT count(*) FROM demo.invoice_lines')" 0
 	# the kill points are gone with the run
@@ -88,18 +81,18 @@ time.sleep(60)' >"$BATS_TEST_TMPDIR/tcp" &
 }
 
 @test "a point armed, disarmed and armed again holds the next writer" {
-	run kill_at before-write -a
+	run kill_at before-write "$(insert_line)" -a
 	[ "$status" -eq 0 ]
 	[[ "$output" == "killed "* ]]
 	assert_equal "$(sql 'SELECT count(*) FROM demo.invoice_lines')" 0
 }
 
 @test "letting the held session go before terminating it lets a dead client commit" {
-	run kill_at before-commit -r
+	run kill_at before-commit "$(insert_line)" -r
 	[ "$status" -eq 0 ]
 	assert_equal "$(sql 'SELECT count(*) FROM demo.invoice_lines')" 1
 	sql 'TRUNCATE demo.invoice_lines'
-	run kill_at before-write -r
+	run kill_at before-write "$(insert_line)" -r
 	[ "$status" -eq 0 ]
 	assert_equal "$(sql 'SELECT count(*) FROM demo.invoice_lines')" 1
 }
@@ -107,14 +100,10 @@ time.sleep(60)' >"$BATS_TEST_TMPDIR/tcp" &
 @test "an ack is held at after-commit: killed there, the message stays unacked" {
 	queue_reset
 	msg=$(sql "SELECT idem.send('rehearsal_matrix', 'a', '[\"inv-1\",1]', '{}')")
-	run "$TOOLS/failpoint-kill" -t demo.invoice_lines -c '["invoice_id", "line_no"]' \
-		-q rehearsal_matrix -s after-commit -k '["inv-1",1]' \
-		psql -X -q -c "SELECT idem.ack($msg)"
+	run kill_at after-commit "SELECT idem.ack($msg)"
 	[ "$status" -eq 0 ]
 	assert_equal "$(sql "SELECT acked_at IS NULL FROM idem.message WHERE msg_id = $msg")" t
-	run "$TOOLS/failpoint-kill" -r -t demo.invoice_lines -c '["invoice_id", "line_no"]' \
-		-q rehearsal_matrix -s after-commit -k '["inv-1",1]' \
-		psql -X -q -c "SELECT idem.ack($msg)"
+	run kill_at after-commit "SELECT idem.ack($msg)" -r
 	[ "$status" -eq 0 ]
 	assert_equal "$(sql "SELECT acked_at IS NULL FROM idem.message WHERE msg_id = $msg")" f
 }

@@ -15,16 +15,11 @@ fixture_key="$BATS_TEST_DIRNAME/fixtures/keys/idem-test-fixture-NOT-SECRET_ed255
 # A repository with the fixtures' seeds committed at a fixed time, so the
 # seed revision is the same on every run, and the fixture key allowed.
 setup() {
-	new_repo "$BATS_TEST_TMPDIR/repo"
+	signing_repo "$BATS_TEST_TMPDIR/repo" "$fixture_key"
 	cp "$fixtures"/*.yaml .
 	git add ./*.yaml
 	GIT_AUTHOR_DATE="2026-12-01T10:00:00Z" GIT_COMMITTER_DATE="2026-12-01T10:00:00Z" \
 		git commit -q -m "seeds"
-	key="$BATS_TEST_TMPDIR/key"
-	cp "$fixture_key" "$key"
-	chmod 600 "$key"
-	mkdir records
-	echo "eng@example.org namespaces=\"idem-record,git\" $(cat "$fixture_key.pub")" >records/allowed_signers
 }
 
 # handoff NAME [OPTION...]: the handoff of fixture NAME as mkrecord -f md
@@ -109,14 +104,12 @@ handoff() {
 	printf '%s\n' '```mermaid' gantt '    dateFormat x' '    section a: b' '    t1 :done, 5, 1' \
 		'    x#y :0, 1' '    section empty' '    section words the lexer takes for its own' \
 		'    Call POST :0, 1' '    2026-12-01 run :0, 1' '```' >"$BATS_TEST_TMPDIR/bad.md"
-	run "$BUILD/tests/mermaid-check" "$BATS_TEST_TMPDIR/bad.md"
+	run test_tool mermaid-check "$BATS_TEST_TMPDIR/bad.md"
 	[ "$status" -eq 1 ]
-	[[ "$output" == *":4: a section name empty or holding :, # or ;"* ]]
-	[[ "$output" == *":5: a task that ends before it starts"* ]]
-	[[ "$output" == *":6: a task name holding # or ;"* ]]
-	[[ "$output" == *":7: an empty section"* ]]
-	[[ "$output" == *":9: a task name starting with a keyword: Call POST"* ]]
-	[[ "$output" == *":10: a task name starting with a date: 2026-12-01 run"* ]]
+	assert_contains "$output" ":4: a section name empty or holding :, # or ;" \
+		":5: a task that ends before it starts" ":6: a task name holding # or ;" \
+		":7: an empty section" ":9: a task name starting with a keyword: Call POST" \
+		":10: a task name starting with a date: 2026-12-01 run"
 }
 
 @test "a browser draws the timeline: a headless Chromium screenshot, kept out of the repository" {

@@ -25,14 +25,91 @@ queue_reset() {
 	psql -X -q -v ON_ERROR_STOP=1 -c 'TRUNCATE idem.delivery, idem.message, idem.published RESTART IDENTITY'
 }
 
+# The git repositories of the tests. new_repo makes one; signing_repo
+# makes one with the engineer's key allowed to sign in it; signed_commit
+# commits with that key, git_ssh checks signatures against the signers the
+# repository allows, and resign signs an edited record again.
+
 # A new git repository in $1, made the current directory, with an engineer
 # as its author.
 new_repo() {
 	mkdir -p "$1"
 	cd "$1"
 	git init -q -b main .
+	as_engineer
+}
+
+# The engineer, as the author of the commits of the current repository.
+as_engineer() {
 	git config user.name "Test Engineer"
 	git config user.email "eng@example.org"
+}
+
+# A new repository in $1 (new_repo) and $key, the engineer's ed25519 key:
+# a new one, or a copy of the key file $2. records/allowed_signers allows
+# it to sign records and commits as eng@example.org. Nothing is committed.
+signing_repo() {
+	new_repo "$1"
+	key="$BATS_TEST_TMPDIR/key"
+	if [ -n "${2:-}" ]; then
+		cp "$2" "$key"
+		chmod 600 "$key"
+	else
+		ssh-keygen -q -t ed25519 -N '' -C test-key -f "$key"
+	fi
+	mkdir -p records
+	echo "eng@example.org namespaces=\"idem-record,git\" $(cat "${2:-$key}.pub")" >records/allowed_signers
+}
+
+# A commit signed with $key; the arguments are git commit's.
+signed_commit() {
+	git -c gpg.format=ssh -c user.signingkey="$key" commit -q -S "$@"
+}
+
+# git, with the signers of records/allowed_signers trusted for commits.
+git_ssh() {
+	git -c gpg.format=ssh -c gpg.ssh.allowedSignersFile=records/allowed_signers "$@"
+}
+
+# Signs the record $1, edited, again with $key, as ssh-keygen would.
+resign() {
+	rm -f "$1.sig"
+	ssh-keygen -q -Y sign -f "$key" -n idem-record "$1"
+}
+
+# Runs a program of tests/tools, as make test builds it into $BUILD/tests.
+test_tool() {
+	"${BUILD:?make test sets BUILD}/tests/$1" "${@:2}"
+}
+
+# Skips the test in a build with sanitizers (make check SANITIZE=1), for
+# the reason given.
+skip_if_sanitized() {
+	case "${BIN:-}${BUILD:-}" in
+	*sanitize*) skip "$1" ;;
+	esac
+}
+
+# Sets limit, a command prefix: a hard address-space limit of 200 MB,
+# generous for a normal run, far below what an unbounded parse of the
+# hostile fixtures took (0.4 to 0.9 GB). ASan reserves more address space
+# than that for itself, so sanitized builds skip the test.
+hard_limit() {
+	skip_if_sanitized "an ASan build reserves more address space than the limit"
+	command -v prlimit >/dev/null || skip "no prlimit"
+	limit="prlimit --as=209715200 --"
+}
+
+# A copy of the seed tests/fixtures/seeds/$1.yaml, which generates some
+# number of jobs, that generates $2 instead: that number replaced wherever
+# it stands (the expected effects, a queue named after it). Prints the
+# copy's path.
+sized_seed() {
+	local fixture="$BATS_TEST_DIRNAME/fixtures/seeds/$1.yaml" copy="$BATS_TEST_TMPDIR/$1-$2.yaml" count
+	count=$(sed -n 's/^generate: { count: \([0-9]*\) }$/\1/p' "$fixture")
+	[ -n "$count" ] || { echo "$fixture generates no jobs" >&2; return 1; }
+	sed "s/$count/$2/g" "$fixture" >"$copy"
+	echo "$copy"
 }
 
 # One value from the sandbox database.
@@ -65,11 +142,37 @@ assert_refused() {
 	assert_golden "$BATS_TEST_TMPDIR/refused.err" "$golden"
 }
 
+# Fails unless the text $1 holds each of the texts after it, naming the
+# first it lacks.
+assert_contains() {
+	local text=$1 part
+	shift
+	for part; do
+		[[ "$text" == *"$part"* ]] || { printf 'missing: %s\nin: %s\n' "$part" "$text" >&2; return 1; }
+	done
+}
+
 assert_equal() {
 	if [ "$1" != "$2" ]; then
 		printf 'got:  %s\nwant: %s\n' "$1" "$2" >&2
 		return 1
 	fi
+}
+
+# run_pipeline SEED DEADLINE WORKER...: the seed through seed-gen,
+# count-effects --before, dup-publish, kill-at -D DEADLINE running the
+# worker, and count-effects; the stream in $out, what the programs said
+# in $err, the status in $status.
+run_pipeline() {
+	status=0
+	seed-gen "$1" | count-effects --before | dup-publish |
+		kill-at -D "$2" -- "${@:3}" | count-effects >"$out" 2>"$err" || status=$?
+}
+
+# The observed value of the total count row $1 (effects, duplicates, ...)
+# after the run, in the stream $out.
+total() {
+	awk -F '\t' -v n="$1" '$1 == "count" && $2 == "after" && $3 == "total" && $4 == n { print $6 }' "$out"
 }
 
 # The number of rows of one kind in a stream file.
@@ -94,7 +197,7 @@ readable() {
 	[ -z "$output" ] || { echo "raw milliseconds: $output"; return 1; }
 	run grep -nE 'T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z' "$md"
 	[ -z "$output" ] || { echo "microsecond timestamps: $output"; return 1; }
-	"$BUILD/tests/mermaid-check" "$md"
+	test_tool mermaid-check "$md"
 	# and Mermaid's own parser, from tests/node
 	node "$BATS_TEST_DIRNAME/node/mermaid-parse.mjs" "$md"
 	if command -v xmllint >/dev/null; then

@@ -9,21 +9,11 @@ setup() {
 	out="$BATS_TEST_TMPDIR/out"
 }
 
-# A hard address-space limit, generous for a normal run, far below what an
-# unbounded parse of these files took (0.4 to 0.9 GB). ASan reserves more
-# address space than that for itself, so sanitized builds skip it.
-hard_limit() {
-	case "${BIN:-}${BUILD:-}" in
-	*sanitize*) skip "an ASan build reserves more address space than the limit" ;;
-	esac
-	command -v prlimit >/dev/null || skip "no prlimit"
-	limit="prlimit --as=209715200 --"
-}
-
-# A seed whose line 7 has $1 (as printf writes it) from column 11.
+# The smallest seed, tests/fixtures/seeds/tiny.yaml, whose last line, 7,
+# lists its job; its key "id", from column 11, is made "$1d" (as printf
+# writes it).
 bad_byte_seed() {
-	printf 'rehearsal: r\njob_type: t\nqueue: q\neffect: { table: t.t, key: [k] }\n'
-	printf 'payload_schema: { k: string }\nexpect: { effects: 1 }\n'
+	sed '$d' tests/fixtures/seeds/tiny.yaml
 	printf 'jobs: [ { '"$1"'d: j, payload: { k: k } } ]\n'
 }
 
@@ -43,18 +33,7 @@ bad_byte_seed() {
 }
 
 @test "a payload shared through an alias is accepted" {
-	cat >"$BATS_TEST_TMPDIR/shared.yaml" <<-'EOF'
-	rehearsal: shared
-	job_type: t
-	queue: q
-	effect: { table: t.t, key: [k] }
-	payload_schema: { k: string, lines: array }
-	expect: { effects: 1 }
-	jobs:
-	  - { id: a, payload: &p { k: one, lines: [ { sku: x, n: 1 }, { sku: y, n: 2 } ] } }
-	  - { id: b, payload: *p }
-	EOF
-	seed-gen "$BATS_TEST_TMPDIR/shared.yaml" >"$out"
+	seed-gen tests/fixtures/seeds/alias-payload.yaml >"$out"
 	assert_equal "$(grep '^job' "$out" | cut -f 4 | sort -u)" '{"k":"one","lines":[{"n":1,"sku":"x"},{"n":2,"sku":"y"}]}'
 	assert_equal "$(rows_of job "$out")" 2
 }
@@ -80,12 +59,12 @@ bad_byte_seed() {
 }
 
 @test "a seed of more nodes, or more bytes, than the limits is refused, named" {
-	python3 - "$BATS_TEST_TMPDIR" <<-'EOF'
+	# the smallest seed, and a list, or a comment, at the end
+	python3 - tests/fixtures/seeds/tiny.yaml "$BATS_TEST_TMPDIR" <<-'EOF'
 	import sys
-	head = ("rehearsal: r\njob_type: t\nqueue: q\neffect: { table: t.t, key: [k] }\n"
-	        "payload_schema: { k: string }\nexpect: { effects: 1 }\njobs: [ { id: j, payload: { k: k } } ]\n")
-	open(sys.argv[1] + "/nodes.yaml", "w").write(head + "cannot_reproduce: [" + "x," * 1000000 + "x]\n")
-	open(sys.argv[1] + "/bytes.yaml", "w").write(head + "# " + "x" * (16 << 20) + "\n")
+	head = open(sys.argv[1]).read()
+	open(sys.argv[2] + "/nodes.yaml", "w").write(head + "cannot_reproduce: [" + "x," * 1000000 + "x]\n")
+	open(sys.argv[2] + "/bytes.yaml", "w").write(head + "# " + "x" * (16 << 20) + "\n")
 	EOF
 	run seed-gen "$BATS_TEST_TMPDIR/nodes.yaml"
 	[ "$status" -eq 2 ]
@@ -159,14 +138,13 @@ laughs.yaml: no signature: laughs.yaml.sig: No such file or directory"
 @test "the history audit reads a hostile record as verify-record does: its signature first" {
 	signed_record laughs
 	cd "$BATS_TEST_TMPDIR"
-	git init -q -b main repo
-	mkdir repo/records
-	cp laughs.yaml repo/records/signed.yaml
-	cp laughs.yaml.sig repo/records/signed.yaml.sig
-	cp laughs.yaml repo/records/unsigned.yaml
-	git -C repo add records
-	git -C repo -c user.name=t -c user.email=t@example.org commit -q -m "records: hostile"
-	cd repo
+	new_repo repo
+	mkdir records
+	cp ../laughs.yaml records/signed.yaml
+	cp ../laughs.yaml.sig records/signed.yaml.sig
+	cp ../laughs.yaml records/unsigned.yaml
+	git add records
+	git commit -q -m "records: hostile"
 	run verify-record -f ../allowed_signers --history -t
 	[ "$status" -eq 1 ]
 	assert_equal "$(grep '^audit	record' <<<"$output" | cut -f 3-)" "records/signed.yaml	FAIL	records/signed.yaml:4:8: alias *a: aliases are not allowed in a record
@@ -198,9 +176,7 @@ records/unsigned.yaml	FAIL	no signature: records/unsigned.yaml.sig: No such file
 # resident memory, GNU time's peak (ASan's shadow memory counts there too,
 # so a sanitized build skips it; the time is make bench's, BENCH=hostile).
 @test "each hostile seed and record is refused within 50 MB, signed or not" {
-	case "${BIN:-}${BUILD:-}" in
-	*sanitize*) skip "an ASan build's shadow memory is resident memory too" ;;
-	esac
+	skip_if_sanitized "an ASan build's shadow memory is resident memory too"
 	for seed in tests/fixtures/hostile/*.yaml; do
 		/usr/bin/time -f %M -o "$BATS_TEST_TMPDIR/rss" seed-gen "$seed" >/dev/null 2>&1 || true
 		[ "$(tail -n 1 "$BATS_TEST_TMPDIR/rss")" -lt 51200 ] ||

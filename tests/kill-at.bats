@@ -6,21 +6,13 @@
 load helper
 load sandbox-tests
 
-# A seed with jobs a (and b, for same-key) of one invoice line and one
-# scenario; a short visibility timeout keeps retries quick.
+# The seed of job a of one invoice line (tests/fixtures/seeds/matrix.yaml,
+# whose short visibility timeout keeps retries quick) with the scenario
+# named, none for none, and the expect row that goes with it; same-key
+# adds job b of the same line.
 seed_for() {
 	local scenario=$1
-	cat <<-YAML
-		rehearsal: matrix
-		job_type: invoice.add_line
-		queue: rehearsal_matrix
-		retry: { visibility_timeout: 300ms, max_attempts: 5 }
-		reconciliation_owner: billing-oncall
-		effect: { table: demo.invoice_lines, key: [invoice_id, line_no] }
-		payload_schema: { invoice_id: string, line_no: integer, amount_cents: integer, currency: string }
-		jobs:
-		  - { id: a, payload: { invoice_id: inv-1, line_no: 1, amount_cents: 100, currency: EUR } }
-	YAML
+	sed '/^expect:/d' "$BATS_TEST_DIRNAME/fixtures/seeds/matrix.yaml"
 	case $scenario in
 	same-key)
 		echo '  - { id: b, payload: { invoice_id: inv-1, line_no: 1, amount_cents: 100, currency: EUR } }' ;;

@@ -9,16 +9,13 @@ load helper
 fixtures="$BATS_TEST_DIRNAME/fixtures/handoff"
 fixture_key="$BATS_TEST_DIRNAME/fixtures/keys/idem-test-fixture-NOT-SECRET_ed25519"
 
+# A repository with the fixture's seed committed, then the signers, which
+# allow the fixture key.
 setup() {
-	new_repo "$BATS_TEST_TMPDIR/repo"
+	signing_repo "$BATS_TEST_TMPDIR/repo" "$fixture_key"
 	cp "$fixtures/pass.yaml" .
 	git add pass.yaml
 	git commit -q -m "seed"
-	key="$BATS_TEST_TMPDIR/key"
-	cp "$fixture_key" "$key"
-	chmod 600 "$key"
-	mkdir records
-	echo "eng@example.org namespaces=\"idem-record,git\" $(cat "$fixture_key.pub")" >records/allowed_signers
 	git add records
 	git commit -q -m "signers"
 }
@@ -35,7 +32,7 @@ traced() {
 	traced %file
 	r=$(cat "$BATS_TEST_TMPDIR/made")
 	[ -f "$r" ]
-	assert_equal "$(git -c gpg.ssh.allowedSignersFile=records/allowed_signers log -1 --format=%G? HEAD)" G
+	assert_equal "$(git_ssh log -1 --format=%G? HEAD)" G
 	# Debian's libgit2 on mbed TLS parsed the whole system bundle at start
 	run grep -E 'open(at)?\(.*"/etc/ssl/|open(at)?\(.*/ca-certificates' "$BATS_TEST_TMPDIR/trace"
 	assert_equal "$output" ""

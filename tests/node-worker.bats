@@ -17,19 +17,12 @@ rehearse() {
 	local worker=tests/fixtures/workers/$1
 	shift
 	node "$worker" --setup "$@"
-	status=0
-	seed-gen "$seed" | count-effects --before | dup-publish |
-		kill-at -D 30s -- node "$worker" "$@" | count-effects >"$out" 2>"$err" || status=$?
+	run_pipeline "$seed" 30s node "$worker" "$@"
 }
 
 # The branches of each attempt, "job:attempt:branches,", sorted.
 branches() {
 	awk -F '\t' '$1 == "attempt" { printf "%s:%s:%s\n", $2, $4, $10 }' "$out" | sort | tr '\n' ,
-}
-
-# The observed value of a total count row.
-total() {
-	awk -F '\t' -v n="$1" '$1 == "count" && $2 == "after" && $3 == "total" && $4 == n { print $6 }' "$out"
 }
 
 # Lines whose transaction also acked a message: the same transaction id.

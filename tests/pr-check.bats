@@ -4,20 +4,16 @@
 # team's repository with a base branch and a pull request's branch.
 
 load helper
+load sandbox-tests
 load records-helper
 
-setup_file() {
-	sandbox_up
+sandbox_file_setup() {
 	invoice_line_run
 	export FAILING="$IDEM_TEST_ROOT/failing.tsv"
 	# the same run as kill-at writes it when the race was never reached
 	{ cat "$RUN"; printf 'missed\trace\ttwo-workers-race\t["inv-1005",1]\t\\N\tbefore-write\n'; } >"$FAILING"
 	export WORKFLOW="$BATS_TEST_DIRNAME/../examples/github/idem-records.yml"
 	export RUNNER="$BATS_TEST_DIRNAME/tools/run-workflow-step"
-}
-
-teardown_file() {
-	sandbox_down
 }
 
 # The team's repository (main: the seed, allowed_signers and one record),
@@ -28,8 +24,7 @@ setup() {
 	on_main=$(mkrecord -k "$key" -c <"$RUN")
 	git clone -q "$BATS_TEST_TMPDIR/team" "$BATS_TEST_TMPDIR/workspace"
 	cd "$BATS_TEST_TMPDIR/workspace"
-	git config user.name "Test Engineer"
-	git config user.email "eng@example.org"
+	as_engineer
 	git checkout -q -b pull-request
 	summary="$BATS_TEST_TMPDIR/step-summary"
 	echo "an earlier step's summary" >"$summary"
@@ -121,8 +116,7 @@ check_step() {
 	r=$(mkrecord -k "$key" <"$RUN")
 	sed -i 's/^  definition: "UNIQUE (invoice_id, line_no)"$/  definition: "UNIQUE (`a`) | <b>*x*<\/b>"/' "$r"
 	grep -qF 'definition: "UNIQUE (`a`) | <b>*x*</b>"' "$r"
-	rm "$r.sig"
-	ssh-keygen -q -Y sign -f "$key" -n idem-record "$r"
+	resign "$r"
 	git rm -q "$on_main" "$on_main.sig" "${on_main%.yaml}.md"
 	git add records
 	signed_commit -m "records: a new record in place of the old one"

@@ -17,13 +17,7 @@ pipeline() {
 	local queue
 	queue=$(awk '$1 == "queue:" { gsub(/[{},]/, ""); print $5 }' "$seed")
 	node "$worker" --setup "$2" "$queue"
-	status=0
-	seed-gen "$seed" | count-effects --before | dup-publish |
-		kill-at -D 120s -- node "$worker" "$2" | count-effects >"$out" 2>"$err" || status=$?
-}
-
-total() {
-	awk -F '\t' -v n="$1" '$1 == "count" && $2 == "after" && $3 == "total" && $4 == n { print $6 }' "$out"
+	run_pipeline "$seed" 120s node "$worker" "$2"
 }
 
 # "step:job:attempt:action:observed," of the step rows, sorted.
@@ -123,18 +117,13 @@ check_every_scenario() {
 		exec node tests/fixtures/workers/pgboss-worker.js unique
 	SH
 	chmod +x "$BATS_TEST_TMPDIR/intruder.sh"
-	status=0
-	seed-gen tests/fixtures/seeds/pgboss-invoice-line.yaml | count-effects --before | dup-publish |
-		kill-at -D 120s -- "$BATS_TEST_TMPDIR/intruder.sh" | count-effects >"$out" 2>"$err" || status=$?
+	run_pipeline tests/fixtures/seeds/pgboss-invoice-line.yaml 120s "$BATS_TEST_TMPDIR/intruder.sh"
 	check_every_scenario
 	log=$(awk -F '\t' '$1 == "log" { print $5 }' "$out")
 	# its own queue's row only, and none of the other's jobs
-	[[ "$log" == *"seen=0"* ]]
-	[[ "$log" == *"queues=1"* ]]
-	[[ "$log" == *"ERROR:  permission denied for table ${other#pgboss.}"* ]]
-	[[ "$log" == *"UPDATE 0"* ]]
-	[[ "$log" == *"ERROR:  new row violates row-level security policy for table"* ]]
-	[[ "$log" == *"ERROR:  permission denied for table job"* ]]
+	assert_contains "$log" "seen=0" "queues=1" "ERROR:  permission denied for table ${other#pgboss.}" \
+		"UPDATE 0" "ERROR:  new row violates row-level security policy for table" \
+		"ERROR:  permission denied for table job"
 	# the other queue's job is as it was; the account could not read it
 	assert_equal "$(sql "SELECT state FROM pgboss.job WHERE name = 'other-rehearsal'")" created
 	assert_equal "$(awk -F '\t' -v t="$other" '$1 == "denied" && $3 == t { print $4 ":" $5 }' "$out")" "SELECT:no"

@@ -3,41 +3,23 @@
 # ssh-keygen and git as referees, both ways.
 
 load helper
+load sandbox-tests
 load records-helper
 
-setup_file() {
-	sandbox_up
+sandbox_file_setup() {
 	invoice_line_run
 	export REPRODUCE="idem-worker --setup -g unique && seed-gen seed.yaml | count-effects --before | dup-publish | kill-at -- idem-worker --guard unique | count-effects"
 }
 
-teardown_file() {
-	sandbox_down
-}
-
-# A fresh repository with the seed committed, a key and allowed_signers.
+# A fresh repository with the seed committed, a key and allowed_signers;
+# the run's queue is left as it was.
 setup() {
 	repo="$BATS_TEST_TMPDIR/repo"
-	new_repo "$repo"
-	cp "$IDEM_TEST_ROOT/seed.yaml" seed.yaml
-	git add seed.yaml
-	git commit -q -m "seed"
-	ssh-keygen -q -t ed25519 -N '' -C test-key -f "$BATS_TEST_TMPDIR/key"
-	mkdir -p records
-	echo "eng@example.org namespaces=\"idem-record,git\" $(cat "$BATS_TEST_TMPDIR/key.pub")" >records/allowed_signers
-	git add records/allowed_signers
-	key="$BATS_TEST_TMPDIR/key"
-	git -c gpg.format=ssh -c user.signingkey="$key" commit -q -S -m "allowed signers"
+	seed_repo "$repo"
 }
 
 record() {
 	mkrecord -k "$key" -c -r "$REPRODUCE" "$@" <"$RUN"
-}
-
-# Signs an edited record again with the allowed key, as ssh-keygen would.
-resign() {
-	rm -f "$1.sig"
-	ssh-keygen -q -Y sign -f "$key" -n idem-record "$1"
 }
 
 # The run's stream with the queue row that dup-publish writes replaced by
@@ -129,10 +111,6 @@ as_format_2() {
 		{ print }'
 }
 
-git_ssh() {
-	git -c gpg.format=ssh -c gpg.ssh.allowedSignersFile=records/allowed_signers "$@"
-}
-
 @test "ssh-keygen accepts the record's signature; git accepts the signed commit; fsck is clean" {
 	r=$(record)
 	[ -f "$r" ] && [ -f "$r.sig" ] && [ -f "${r%.yaml}.md" ]
@@ -151,7 +129,7 @@ git_ssh() {
 	git cat-file commit HEAD | sed '1,/^$/d' >"$BATS_TEST_TMPDIR/message"
 	git reset -q --soft HEAD~1
 	GIT_AUTHOR_DATE="$when" GIT_COMMITTER_DATE="$when" \
-		git -c gpg.format=ssh -c user.signingkey="$key" commit -q -S --cleanup=verbatim -F "$BATS_TEST_TMPDIR/message"
+		signed_commit --cleanup=verbatim -F "$BATS_TEST_TMPDIR/message"
 	assert_equal "$(git rev-parse HEAD)" "$ours"
 }
 
@@ -169,7 +147,7 @@ git_ssh() {
 	record >/dev/null
 	echo "note" >records/NOTE
 	git add records/NOTE
-	git -c gpg.format=ssh -c user.signingkey="$key" commit -q -S -m "records: a note"
+	signed_commit -m "records: a note"
 	run verify-record --history
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"ok     signed by eng@example.org: records: a note"* ]]
@@ -665,7 +643,7 @@ database: "the PG* environment (idem-sandbox)"'
 	grep -q "	record	$graphile	stale	the graphile-worker queue's schema is version $graphile_version in the database, the record rehearsed version 1: " <<<"$output"
 	# the pg-boss record alone, newest of its own rehearsal
 	git rm -q "$graphile" "$graphile.sig" "${graphile%.yaml}.md" "${graphile%.yaml}.svg"
-	git_ssh -c user.signingkey="$key" commit -q -S -m "records: one queue at a time"
+	signed_commit -m "records: one queue at a time"
 	queue_in_seed pg-boss
 	node -e 'process.stdout.write(require("pg-boss").getConstructionPlans())' | psql -X -q -v ON_ERROR_STOP=1 >/dev/null
 	run verify-record --history -t -d "$db"
@@ -686,7 +664,7 @@ database: "the PG* environment (idem-sandbox)"'
 	! grep -q '^  kind: ' "$r"
 	resign "$r"
 	git add records
-	git_ssh -c user.signingkey="$key" commit -q -S -m "records: format 1"
+	signed_commit -m "records: format 1"
 	run -0 verify-record "$r"
 	sql "UPDATE idem.sandbox SET schema_version = schema_version + 1" >/dev/null
 	run verify-record --history -d "host=$PGHOST port=$PGPORT dbname=idem user=idem"
@@ -945,7 +923,7 @@ with_seed() {
 	sed -i 's/^  result: "enforced"$/  result: "not-enforced"/' "$r"
 	grep -q '^  result: "not-enforced"$' "$r"
 	resign "$r"
-	git add records && git_ssh -c user.signingkey="$key" commit -q -S -m "record"
+	git add records && signed_commit -m "record"
 	line=$(grep -n '^guards:' "$r" | cut -d : -f 1)
 	run -1 verify-record --history -g
 	[[ "$output" == *"::warning file=$r,line=$line::record warn: verdict pass with no enforced guard"* ]]

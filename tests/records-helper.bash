@@ -16,27 +16,22 @@ invoice_line_run() {
 }
 
 # A repository in $1, made the current directory, with the seed committed,
-# an engineer's key ($key) allowed to sign records and commits, and an
-# owner's key ($owner) allowed to approve records only.
-team_repo() {
-	key="$BATS_TEST_TMPDIR/engineer"
-	owner="$BATS_TEST_TMPDIR/owner"
-	ssh-keygen -q -t ed25519 -N '' -C engineer -f "$key"
-	ssh-keygen -q -t ed25519 -N '' -C owner -f "$owner"
-	new_repo "$1"
+# then records/allowed_signers, the lines given added to the engineer's, in
+# a commit signed by the engineer's key, $key (signing_repo).
+seed_repo() {
+	signing_repo "$1"
 	cp "$IDEM_TEST_ROOT/seed.yaml" seed.yaml
 	git add seed.yaml
 	git commit -q -m "seed"
-	mkdir records
-	{
-		echo "eng@example.org namespaces=\"idem-record,git\" $(cat "$key.pub")"
-		echo "owner@example.org namespaces=\"idem-approval\" $(cat "$owner.pub")"
-	} >records/allowed_signers
+	[ $# -lt 2 ] || printf '%s\n' "${@:2}" >>records/allowed_signers
 	git add records/allowed_signers
 	signed_commit -m "allowed signers"
 }
 
-# A commit signed with the engineer's key.
-signed_commit() {
-	git -c gpg.format=ssh -c user.signingkey="$key" commit -q -S "$@"
+# The repository of seed_repo in $1, where an owner's key ($owner) is
+# allowed too, to approve records only.
+team_repo() {
+	owner="$BATS_TEST_TMPDIR/owner"
+	ssh-keygen -q -t ed25519 -N '' -C owner -f "$owner"
+	seed_repo "$1" "owner@example.org namespaces=\"idem-approval\" $(cat "$owner.pub")"
 }

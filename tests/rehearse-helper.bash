@@ -3,29 +3,23 @@
 
 # Sets root, the source tree, and T, rehearse's TMPDIR: every process it
 # starts inherits a TMPDIR under it (as root, the sandbox's server user
-# passes through). Makes the work tree $repo, with seeds/ and
-# records/allowed_signers listing $key, an ed25519 key of the engineer, and
-# goes there; commit_signed commits it.
+# passes through). Makes the work tree $repo (signing_repo: $key allowed in
+# records/allowed_signers) with seeds/, and goes there; commit_signed
+# commits it.
 rehearse_setup() {
 	root=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
 	T=$(mktemp -d /tmp/idem-rehearse-test.XXXXXX)
 	chmod 711 "$T"
 	unset PGHOST PGPORT PGDATABASE PGUSER PGSERVICE IDEM_SANDBOX IDEM_DATABASE
 	repo="$BATS_TEST_TMPDIR/repo"
-	mkdir -p "$repo/seeds" "$repo/records"
-	cd "$repo"
-	git init -q -b main .
-	git config user.name "Test Engineer"
-	git config user.email "eng@example.org"
-	key="$BATS_TEST_TMPDIR/key"
-	ssh-keygen -q -t ed25519 -N '' -C test-key -f "$key"
-	echo "eng@example.org namespaces=\"idem-record,git\" $(cat "$key.pub")" >records/allowed_signers
+	signing_repo "$repo"
+	mkdir seeds
 }
 
 # Commits everything in the work tree, signed with $key.
 commit_signed() {
 	git add .
-	git -c gpg.format=ssh -c user.signingkey="$key" commit -q -S -m "$1"
+	signed_commit -m "$1"
 }
 
 # The processes of this test's rehearsals, with their command lines.

@@ -222,7 +222,7 @@ mkrecord_writing() {
 		[ -f "$r" ] && [ -f "$r.sig" ] && [ -f "${r%.yaml}.md" ] && [ -f "${r%.yaml}.svg" ]
 		assert_equal "$(git status --porcelain)" ""
 		verify-record -f records/allowed_signers "$r"
-		git -c gpg.ssh.allowedSignersFile=records/allowed_signers verify-commit HEAD 2>/dev/null
+		git_ssh verify-commit HEAD 2>/dev/null
 		assert_equal "$(ls -A records | grep -c '^\.')" 0
 		git reset -q --hard "$head"
 	done

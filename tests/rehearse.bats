@@ -34,7 +34,7 @@ nothing_left() {
 	[ -f "$r" ] && [ -f "$r.sig" ] && [ -f "${r%.yaml}.md" ]
 	[[ "$stderr" == *"+ idem-worker --guard unique --setup && seed-gen seeds/invoice-line.yaml | count-effects --before | dup-publish | kill-at -- idem-worker --guard unique | count-effects | mkrecord"* ]]
 	ssh-keygen -Y verify -f records/allowed_signers -I eng@example.org -n idem-record -s "$r.sig" <"$r"
-	git -c gpg.format=ssh -c gpg.ssh.allowedSignersFile=records/allowed_signers verify-commit HEAD
+	git_ssh verify-commit HEAD
 	grep -q '^verdict: "pass"$' "$r"
 	# the handoff of a real run, as make demo writes one, reads as the
 	# golden ones do, its timeline accepted by Mermaid's parser

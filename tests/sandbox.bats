@@ -3,14 +3,7 @@
 # roles and marker, and a stop that leaves nothing behind.
 
 load helper
-
-setup_file() {
-	sandbox_up
-}
-
-teardown_file() {
-	sandbox_down
-}
+load sandbox-tests
 
 postmaster_pid() {
 	head -n 1 "$IDEM_TEST_ROOT/sandbox/data/postmaster.pid"

@@ -1,17 +1,16 @@
 #!/usr/bin/env bats
 # allowed_signers, case by case, with ssh-keygen -Y verify of OpenSSH as the
-# referee: every line below goes through ssh-keygen and through idem's own
-# check (signers-check, which verify-record's code path runs with the
-# identity and the time given), at the same instant, and both must give
-# the verdict the table expects. The first table goes through
-# verify-record itself too. No PostgreSQL: only keys, a record and its
-# signature.
+# referee: every line of the tables of tests/fixtures/allowed-signers goes
+# through ssh-keygen and through idem's own check (signers-check, which
+# verify-record's code path runs with the identity and the time given), at
+# the same instant, and both must give the verdict the table expects. The
+# lines of lines.table go through verify-record itself too. No PostgreSQL:
+# only keys, a record and its signature.
 
 load helper
 
 setup_file() {
 	cd "$BATS_TEST_DIRNAME/.."
-	export CHECK="${BUILD:?make test sets BUILD}/tests/signers-check"
 	# the project's own record, signed by the test fixture key
 	RECORD=$(ls records/*.yaml | head -n 1)
 	export RECORD
@@ -67,7 +66,7 @@ referee() {
 
 ours() {
 	local status=0
-	TZ=$1 "$CHECK" -I "$2" -f "$BATS_TEST_TMPDIR/allowed" -n idem-record -s "$RECORD.sig" \
+	TZ=$1 test_tool signers-check -I "$2" -f "$BATS_TEST_TMPDIR/allowed" -n idem-record -s "$RECORD.sig" \
 		-t "$3" <"$RECORD" >/dev/null 2>"$BATS_TEST_TMPDIR/check.err" || status=$?
 	case $status in
 	0) echo yes ;;
@@ -82,10 +81,11 @@ trim() {
 	printf '%s' "${s%"${s##*[![:space:]]}"}"
 }
 
-# Runs a table: "expected | identity | time zone | epoch | line", where
-# expected is "yes" or "no", or, with verify-record in the run, "yes/no"
-# for ssh-keygen -I identity and then verify-record, which asks for no
-# identity. Every disagreement is listed; any one fails the test.
+# Runs a table on standard input: "expected | identity | time zone | epoch
+# | line", where expected is "yes" or "no", or, with verify-record in the
+# run, "yes/no" for ssh-keygen -I identity and then verify-record, which
+# asks for no identity; a line whose expected begins with # is a comment.
+# Every disagreement is listed; any one fails the test.
 run_table() {
 	local with_verify_record=$1 failed=0 n=0 expected identity tz when line want_any got_any
 	while IFS='|' read -r expected identity tz when line; do
@@ -147,142 +147,11 @@ around_now() {
 
 @test "allowed_signers lines: ssh-keygen, idem and verify-record give the same verdicts" {
 	around_now
-	run_table yes <<-'TABLE'
-		# plain
-		yes/yes | eng | UTC | now | eng @KEY@
-		# namespaces: an OpenSSH pattern list that idem-record must match
-		yes/yes | eng | UTC | now | eng namespaces="idem-record" @KEY@
-		yes/yes | eng | UTC | now | eng namespaces="*" @KEY@
-		no/no   | eng | UTC | now | eng namespaces="*,!idem-record" @KEY@
-		no/no   | eng | UTC | now | eng namespaces="!idem-record,*" @KEY@
-		no/no   | eng | UTC | now | eng namespaces="" @KEY@
-		no/no   | eng | UTC | now | eng namespaces="git" @KEY@
-		yes/yes | eng | UTC | now | eng namespaces="idem-*" @KEY@
-		yes/yes | eng | UTC | now | eng namespaces="idem-recor?" @KEY@
-		no/no   | eng | UTC | now | eng namespaces="idem" @KEY@
-		no/no   | eng | UTC | now | eng namespaces="idem-record?" @KEY@
-		yes/yes | eng | UTC | now | eng namespaces="git,idem-record" @KEY@
-		yes/yes | eng | UTC | now | eng namespaces="git,,idem-record" @KEY@
-		yes/yes | eng | UTC | now | eng namespaces="*,!git" @KEY@
-		no/no   | eng | UTC | now | eng namespaces="git, idem-record" @KEY@
-		no/no   | eng | UTC | now | eng namespaces="IDEM-RECORD" @KEY@
-		yes/yes | eng | UTC | now | eng NameSpaces="idem-record" @KEY@
-		yes/yes | eng | UTC | now | eng namespaces="a\\"b,idem-record" @KEY@
-		no/no   | eng | UTC | now | eng namespaces=idem-record @KEY@
-		no/no   | eng | UTC | now | eng namespaces="idem-record @KEY@
-		no/no   | eng | UTC | now | eng namespaces="git",namespaces="idem-record" @KEY@
-		no/no   | eng | UTC | now | eng namespaces="idem-record,@LONG@" @KEY@
-		yes/yes | eng | UTC | now | eng namespaces="idem-record,@LONG1022@" @KEY@
-		# principals: an OpenSSH pattern list that the identity must match
-		no/yes  | eng | UTC | now | bob @KEY@
-		no/yes  | Eng | UTC | now | eng @KEY@
-		yes/yes | eng | UTC | now | e?g @KEY@
-		yes/yes | eng | UTC | now | e* @KEY@
-		yes/yes | eng | UTC | now | bob,eng @KEY@
-		yes/yes | eng | UTC | now | !bob,* @KEY@
-		no/yes  | bob | UTC | now | !bob,* @KEY@
-		no/no   | eng | UTC | now | !* @KEY@
-		no/no   | eng | UTC | now | *,!* @KEY@
-		yes/yes | eng@example.org | UTC | now | *@example.org @KEY@
-		yes/yes | a b | UTC | now | "a b" @KEY@
-		no/no   | @LONG@ | UTC | now | @LONG@ @KEY@
-		# cert-authority: a key that signs certificates, never a plain signature
-		no/no   | eng | UTC | now | eng cert-authority @KEY@
-		no/no   | eng | UTC | now | eng CERT-AUTHORITY,namespaces="idem-record" @KEY@
-		no/no   | eng | UTC | now | eng cert-authorityx @KEY@
-		# validity, at the current time
-		yes/yes | eng | UTC | now | eng valid-after="@PAST@" @KEY@
-		no/no   | eng | UTC | now | eng valid-after="@FUTURE@" @KEY@
-		yes/yes | eng | UTC | now | eng valid-before="@FUTURE@" @KEY@
-		no/no   | eng | UTC | now | eng valid-before="@PAST@" @KEY@
-		yes/yes | eng | UTC | now | eng valid-after="@PAST@",valid-before="@FUTURE@" @KEY@
-		yes/yes | eng | Europe/Berlin | now | eng valid-after="@PAST@Z" @KEY@
-		yes/yes | eng | Europe/Berlin | now | eng valid-after="@PASTHM@" @KEY@
-		no/no   | eng | Europe/Berlin | now | eng valid-after="@FUTUREHM@Z" @KEY@
-		yes/yes | eng | Europe/Berlin | now | eng valid-after="@PASTHMS@Z" @KEY@
-		no/no   | eng | Europe/Berlin | now | eng valid-before="@PASTHMS@" @KEY@
-		yes/yes | eng | UTC | now | eng valid-before="@FUTUREHMS@" @KEY@
-		yes/yes | eng | UTC | now | eng valid-after="@PAST@utc" @KEY@
-		no/no   | eng | UTC | now | eng valid-after="@PAST@",valid-after="@PAST@" @KEY@
-		no/no   | eng | UTC | now | eng valid-before="@FUTURE@",valid-before="@FUTURE@" @KEY@
-		no/no   | eng | UTC | now | eng valid-after="@FUTURE@",valid-before="@PAST@" @KEY@
-		no/no   | eng | UTC | now | eng valid-after="@PAST@",valid-before="@PAST@" @KEY@
-		no/no   | eng | UTC | now | eng valid-after="20261301" @KEY@
-		no/no   | eng | UTC | now | eng valid-after="2026010" @KEY@
-		no/no   | eng | UTC | now | eng valid-after="19700101Z" @KEY@
-		no/no   | eng | UTC | now | eng valid-after="2026-01-01" @KEY@
-		no/no   | eng | UTC | now | eng valid-after=@PAST@ @KEY@
-		# options: unknown ones, empty ones, a trailing comma
-		no/no   | eng | UTC | now | eng foo @KEY@
-		no/no   | eng | UTC | now | eng foo="x" @KEY@
-		no/no   | eng | UTC | now | eng namespaces="idem-record", @KEY@
-		yes/yes | eng | UTC | now | eng ,namespaces="idem-record" @KEY@
-		no/no   | eng | UTC | now | eng , @KEY@
-		# keys
-		no/no   | eng | UTC | now | eng @OTHER@
-		no/no   | eng | UTC | now | eng ssh-ed25519 @TRAILING@
-		no/no   | eng | UTC | now | eng ssh-ed25519 @FLIPPED@
-		no/no   | eng | UTC | now | eng ssh-rsa @B64@
-		yes/yes | eng | UTC | now | eng ssh-ed25519 @B64CR@
-		yes/yes | eng | UTC | now | eng @KEY@ a comment, with words
-		no/no   | eng | UTC | now | eng
-		no/no   | eng | UTC | now | eng namespaces="idem-record"
-		no/no   | eng | UTC | now |
-		# several lines: a later one that allows
-		yes/yes | eng | UTC | now | eng @OTHER@\neng @KEY@
-		yes/yes | eng | UTC | now | bob @KEY@\neng @KEY@
-		yes/yes | eng | UTC | now | eng namespaces="git" @KEY@\neng namespaces="idem-record" @KEY@
-		yes/yes | eng | UTC | now | eng valid-after="@FUTURE@" @KEY@\neng @KEY@
-		yes/yes | eng | UTC | now | eng cert-authority @KEY@\neng @KEY@
-		yes/yes | eng | UTC | now | eng foo @KEY@\neng @KEY@
-		yes/yes | eng | UTC | now | eng ssh-rsa AAAA\neng @KEY@
-		yes/yes | eng | UTC | now | eng ssh-foo AAAA\neng @KEY@
-		yes/yes | eng | UTC | now | eng namespaces="git",namespaces="idem-record" @KEY@\neng @KEY@
-		yes/yes | eng | UTC | now | eng valid-after="@FUTURE@",valid-before="@PAST@" @KEY@\neng @KEY@
-		# white space, CRLF, comments, blank lines
-		yes/yes | eng | UTC | now |    eng @KEY@
-		no/no   | eng | UTC | now | \reng @KEY@
-		no/no   | eng | UTC | now |  \r eng @KEY@
-		yes/yes | eng | UTC | now | \r\n \t\r\neng @KEY@
-		yes/yes | eng | UTC | now | \teng\tnamespaces="idem-record"\t@KEY@
-		yes/yes | eng | UTC | now | eng   namespaces="idem-record"   ssh-ed25519   @B64@
-		yes/yes | eng | UTC | now | eng @KEY@\r
-		yes/yes | eng | UTC | now | # a comment\r\n\r\neng namespaces="idem-record" @KEY@\r\n# the end\r
-		yes/yes | eng | UTC | now | # eng namespaces="git" @KEY@\n\n   \neng @KEY@
-		no/no   | eng | UTC | now | #eng @KEY@
-		no/no   | eng | UTC | now |    # eng @KEY@
-	TABLE
+	run_table yes <"$BATS_TEST_DIRNAME/fixtures/allowed-signers/lines.table"
 }
 
 @test "valid-after and valid-before at exact instants, in local time, in UTC, across summer time" {
-	run_table no <<-'TABLE'
-		# both ends included, to the second
-		yes | eng | UTC | 1781524800 | eng valid-after="20260615120000Z" @KEY@
-		no  | eng | UTC | 1781524800 | eng valid-after="20260615120001Z" @KEY@
-		yes | eng | UTC | 1781524800 | eng valid-before="20260615120000Z" @KEY@
-		no  | eng | UTC | 1781524800 | eng valid-before="20260615115959Z" @KEY@
-		yes | eng | UTC | 1781524800 | eng valid-after="202606151200Z" @KEY@
-		no  | eng | UTC | 1781524800 | eng valid-after="202606151201Z" @KEY@
-		yes | eng | UTC | 1781524800 | eng valid-after="20260615Z" @KEY@
-		no  | eng | UTC | 1781524800 | eng valid-after="20260616Z" @KEY@
-		yes | eng | UTC | 1781524800 | eng valid-after="20260615utc" @KEY@
-		# second 60 and the 31st of February are what the C library makes of them
-		yes | eng | UTC | 1781524800 | eng valid-after="20260615115960Z" @KEY@
-		no  | eng | UTC | 1772452800 | eng valid-after="20260231Z" @KEY@
-		yes | eng | UTC | 1772496000 | eng valid-after="20260231Z" @KEY@
-		# local time is standard time, summer or not: 1 July in Berlin
-		# begins at 23:00 UTC the day before, as OpenSSH reads it
-		no  | eng | Europe/Berlin | 1782858600 | eng valid-after="20260701" @KEY@
-		yes | eng | Europe/Berlin | 1782860400 | eng valid-after="20260701" @KEY@
-		yes | eng | Europe/Berlin | 1782858600 | eng valid-before="20260701" @KEY@
-		no  | eng | Europe/Berlin | 1782860401 | eng valid-before="20260701" @KEY@
-		no  | eng | Europe/Berlin | 1798757999 | eng valid-after="20270101" @KEY@
-		yes | eng | Europe/Berlin | 1798758000 | eng valid-after="20270101" @KEY@
-		no  | eng | Europe/Berlin | 1782863999 | eng valid-after="20260701Z" @KEY@
-		yes | eng | Europe/Berlin | 1782864000 | eng valid-after="20260701Z" @KEY@
-		yes | eng | Europe/Berlin | 1782860400 | eng valid-after="202607010000" @KEY@
-		no  | eng | Europe/Berlin | 1782860399 | eng valid-after="20260701000000" @KEY@
-	TABLE
+	run_table no <"$BATS_TEST_DIRNAME/fixtures/allowed-signers/times.table"
 }
 
 @test "verify-record names a line it skips and goes on to the next, as ssh-keygen does" {
@@ -331,7 +200,7 @@ verify-record: $BATS_TEST_TMPDIR/allowed:2: \"valid-before\" time is before \"va
 		esac
 		ssh=$(ssh-keygen -Y verify -f "$BATS_TEST_TMPDIR/allowed" -I eng -n idem-record \
 			-s "$sig" <"$RECORD" >/dev/null 2>&1 && echo yes || echo no)
-		idem=$("$CHECK" -I eng -f "$BATS_TEST_TMPDIR/allowed" -n idem-record -s "$sig" \
+		idem=$(test_tool signers-check -I eng -f "$BATS_TEST_TMPDIR/allowed" -n idem-record -s "$sig" \
 			-t "$(date +%s)" <"$RECORD" >/dev/null 2>&1 && echo yes || echo no)
 		if [ "$ssh" != "$idem" ]; then
 			echo "$how: ssh-keygen $ssh, idem $idem" >&2

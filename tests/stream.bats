@@ -4,6 +4,7 @@
 # the database: one reader checks every row (idem-tsv(5)).
 
 load helper
+load sandbox-tests
 
 # Each bad stream of tests/fixtures/streams/bad is good.tsv up to one
 # broken line; the message every reader gives for it, after its own name.
@@ -59,21 +60,13 @@ refusals() {
 	EOF
 }
 
-setup_file() {
-	sandbox_up
+sandbox_file_setup() {
 	idem-worker --setup -g unique
 }
 
-teardown_file() {
-	sandbox_down
-}
-
 setup() {
-	cd "$BATS_TEST_DIRNAME/.."
-	queue_reset
+	sandbox_test_setup
 	streams="$BATS_TEST_DIRNAME/fixtures/streams"
-	out="$BATS_TEST_TMPDIR/out"
-	err="$BATS_TEST_TMPDIR/err"
 	records="$BATS_TEST_TMPDIR/records"
 }
 
@@ -149,11 +142,8 @@ reader() {
 
 @test "verify-record --rerun reads the rerun's stream as the programs do" {
 	repo="$BATS_TEST_TMPDIR/repo"
-	new_repo "$repo"
-	mkdir records
+	signing_repo "$repo"
 	cp "$BATS_TEST_DIRNAME/fixtures/seeds/minimal.yaml" seed.yaml
-	ssh-keygen -q -t ed25519 -N '' -C test-key -f "$BATS_TEST_TMPDIR/key"
-	echo "eng@example.org namespaces=\"idem-record,git\" $(cat "$BATS_TEST_TMPDIR/key.pub")" >records/allowed_signers
 	sql "CREATE TABLE IF NOT EXISTS demo.minimal (id integer)" >/dev/null
 	seed-gen seed.yaml | count-effects >run.tsv || true
 	# the rerun gives the recorded stream with a job given twice at its end:
@@ -161,7 +151,7 @@ reader() {
 	{ cat run.tsv; grep -m 1 '^job	' run.tsv; } >rerun.tsv
 	git add seed.yaml records/allowed_signers run.tsv rerun.tsv
 	git commit -q -m "seed"
-	r=$(mkrecord -k "$BATS_TEST_TMPDIR/key" -r "cat rerun.tsv" <run.tsv)
+	r=$(mkrecord -k "$key" -r "cat rerun.tsv" <run.tsv)
 	run verify-record --rerun -d "host=$PGHOST" "$r"
 	[ "$status" -eq 1 ]
 	[[ "$output" == *"$r: rerun output:$(wc -l <rerun.tsv): job row, field job_id: job \"a\" appears twice in the stream"* ]]

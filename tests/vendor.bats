@@ -20,22 +20,16 @@ example() {
 		seeds/invoice-line.yaml >"$seed"
 }
 
-# pipeline WORKER...: the seed through the pipeline, the worker under
-# kill-at; the stream in $out, the status in $status.
+# pipeline WORKER...: the test's seed through run_pipeline, the worker
+# given 60 s.
 pipeline() {
-	status=0
-	seed-gen "$seed" | count-effects --before | dup-publish |
-		kill-at -D 60s -- "$@" | count-effects >"$out" 2>"$err" || status=$?
+	run_pipeline "$seed" 60s "$@"
 }
 
 # The fixture seed with no scenario and no pending table.
 no_scenarios() {
 	sed -e '/pending:/d' -e '/^scenarios:/,/^expect:/{/^expect:/!d}' \
 		tests/fixtures/seeds/external.yaml >"$seed"
-}
-
-total() {
-	awk -F '\t' -v n="$1" '$1 == "count" && $2 == "after" && $3 == "total" && $4 == n { print $6 }' "$out"
 }
 
 # "business key:answer:effect," of the call rows of one method, in order.

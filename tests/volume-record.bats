@@ -6,13 +6,9 @@
 load helper
 
 setup() {
-	new_repo "$BATS_TEST_TMPDIR/repo"
-	ssh-keygen -q -t ed25519 -N '' -C test-key -f "$BATS_TEST_TMPDIR/key"
-	key="$BATS_TEST_TMPDIR/key"
-	mkdir -p records
-	echo "eng@example.org namespaces=\"idem-record,git\" $(cat "$key.pub")" >records/allowed_signers
+	signing_repo "$BATS_TEST_TMPDIR/repo"
 	git add records/allowed_signers
-	git -c gpg.format=ssh -c user.signingkey="$key" commit -q -S -m "allowed signers"
+	signed_commit -m "allowed signers"
 }
 
 # The stream of a run of $1 generated jobs as the pipeline would write it,
@@ -20,10 +16,7 @@ setup() {
 # attempt acked and a count of 1 for every job, except every 1000th job,
 # killed at after-commit on its first attempt and acked on its second.
 volume_stream() {
-	printf '%s\n' 'rehearsal: volume' 'job_type: bench.volume' 'queue: rehearsal_volume' \
-		'effect: { table: demo.invoice_lines, key: [invoice_id, line_no] }' \
-		'payload_schema: { invoice_id: string, line_no: integer, amount_cents: integer, currency: string }' \
-		"generate: { count: $1 }" "expect: { effects: $1 }" >seed.yaml
+	cp "$(sized_seed bench-volume "$1")" seed.yaml
 	git add seed.yaml
 	git commit -q -m "seed of $1 jobs"
 	seed-gen seed.yaml | awk -F '\t' -v OFS='\t' '

@@ -6,9 +6,9 @@
 # is measured on its own, at 2,000 and 20,000 jobs.
 
 load helper
+load sandbox-tests
 
-setup_file() {
-	sandbox_up
+sandbox_file_setup() {
 	psql -X -q -v ON_ERROR_STOP=1 -c 'CREATE SCHEMA vol' \
 		-c 'CREATE TABLE vol.lines (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
 			invoice_id text NOT NULL, line_no integer NOT NULL, UNIQUE (invoice_id, line_no))' \
@@ -16,17 +16,11 @@ setup_file() {
 			job_id text NOT NULL, flag boolean NOT NULL UNIQUE)'
 }
 
-teardown_file() {
-	sandbox_down
-}
-
 setup() {
-	cd "$BATS_TEST_DIRNAME/.."
+	sandbox_test_setup
 	# ASan keeps freed memory in quarantine and shadows the rest: its peak
 	# grows with whatever was ever allocated, so only a plain build is measured
-	case "${BIN:-}${BUILD:-}" in
-	*sanitize*) skip "an ASan build's peak memory counts its quarantine" ;;
-	esac
+	skip_if_sanitized "an ASan build's peak memory counts its quarantine"
 }
 
 # Runs seed-gen, count-effects --before, dup-publish, the worker's part
@@ -69,21 +63,12 @@ assert_bounded() {
 reader_kib=$(( (200000 - 20000) * 32 / 1024 ))
 fixed_kib=4096
 
-seed_of() {
-	printf '%s\n' 'rehearsal: volume' 'job_type: volume.line' "queue: rehearsal_volume_$1" \
-		"effect: { table: $2, key: [$3] }" "payload_schema: { $4 }" \
-		"generate: { count: $1 }" 'scenarios: [ { name: twice, every: 100, duplicates: 1 } ]' \
-		"expect: { effects: $5 }" >"$BATS_TEST_TMPDIR/seed-$1.yaml"
-	echo "$BATS_TEST_TMPDIR/seed-$1.yaml"
-}
-
 @test "at 200,000 jobs with as many keys, seed-gen and dup-publish need no more memory than at 20,000; count-effects only its entry per key" {
 	local n worker
 	worker="INSERT INTO vol.lines (invoice_id, line_no)
 		SELECT payload->>'invoice_id', (payload->>'line_no')::integer FROM idem.message WHERE copy = 0"
 	for n in 20000 200000; do
-		pipeline "$(seed_of $n vol.lines 'invoice_id, line_no' \
-			'invoice_id: string, line_no: integer, amount_cents: integer' $n)" "$worker" $((n / 1000))k
+		pipeline "$(sized_seed volume-lines $n)" "$worker" $((n / 1000))k
 	done
 	assert_bounded seed-gen $((fixed_kib + reader_kib))
 	assert_bounded dup-publish $((fixed_kib + reader_kib))
@@ -98,7 +83,7 @@ seed_of() {
 	worker="INSERT INTO vol.flags (job_id, flag)
 		SELECT DISTINCT ON (payload->>'flag') job_id, (payload->>'flag')::boolean FROM idem.message"
 	for n in 20000 200000; do
-		pipeline "$(seed_of $n vol.flags flag 'flag: boolean' 2)" "$worker" $((n / 1000))k
+		pipeline "$(sized_seed volume-flags $n)" "$worker" $((n / 1000))k
 	done
 	assert_equal "$(grep -c '^count	after	key	' "$BATS_TEST_TMPDIR/200k/4")" 2
 	assert_bounded seed-gen $((fixed_kib + reader_kib))
@@ -122,12 +107,7 @@ seed_of() {
 		mkdir -p "$dir"
 		queue_reset
 		psql -X -q -c 'TRUNCATE demo.invoice_lines, demo.pending_calls, demo.provider_calls'
-		printf '%s\n' 'rehearsal: volume' 'job_type: volume.kill' "queue: rehearsal_volume_kill_$n" \
-			'retry: { visibility_timeout: 60s, max_attempts: 5 }' \
-			'effect: { table: demo.invoice_lines, key: [invoice_id, line_no] }' \
-			'payload_schema: { invoice_id: string, line_no: integer, amount_cents: integer, currency: string }' \
-			"generate: { count: $n }" "expect: { effects: $n }" >"$dir/seed.yaml"
-		seed-gen "$dir/seed.yaml" | dup-publish -s 0 >"$dir/published"
+		seed-gen "$(sized_seed volume-kill $n)" | dup-publish -s 0 >"$dir/published"
 		/usr/bin/time -f "%M" -o "$dir/rss" \
 			kill-at -n 4 -D 10m -- idem-worker --guard unique <"$dir/published" >"$dir/out"
 		# the run did its work: every job's attempt, every effect once

@@ -19,35 +19,42 @@ refused(const char *name, const char *want)
 	idem_seed_free(&s);
 }
 
+/* The text the templates see under key in the seed's JSON, or NULL. */
+static const char *
+seen_by_templates(const struct idem_seed *s, const char *key)
+{
+	static char text[256];
+	json_t *json = idem_seed_to_json(s);
+	const char *value = json_string_value(json_object_get(json, key));
+
+	if (value != NULL)
+		snprintf(text, sizeof(text), "%s", value);
+	json_decref(json);
+	return value != NULL ? text : NULL;
+}
+
 /* The queue: a text is idem's queue of that name; a mapping names its kind. */
 static void
 queue(void)
 {
 	struct idem_seed s;
 	struct idem_error err;
-	json_t *json;
 	char kinds[64] = "";
 	char *k;
 
 	CHECK(idem_seed_load(&s, "tests/fixtures/seeds/minimal.yaml", &err) == 0, "minimal seed loads");
 	CHECK_STR(s.queue, "rehearsal_minimal", "a text queue is its name");
 	CHECK_STR(s.queue_kind, "idem", "a text queue is idem's");
-	json = idem_seed_to_json(&s);
-	CHECK_STR(json_string_value(json_object_get(json, "queue_kind")), "idem",
-	    "the templates see the kind");
-	json_decref(json);
+	CHECK_STR(seen_by_templates(&s, "queue_kind"), "idem", "the templates see the kind");
 	idem_seed_free(&s);
 
 	CHECK(idem_seed_load(&s, "tests/fixtures/seeds/queue-pg-boss.yaml", &err) == 0,
 	    "a mapping queue loads");
 	CHECK_STR(s.queue, "send-confirmation", "a mapping queue's name");
 	CHECK_STR(s.queue_kind, "pg-boss", "a mapping queue's kind");
-	json = idem_seed_to_json(&s);
-	CHECK_STR(json_string_value(json_object_get(json, "queue")), "send-confirmation",
+	CHECK_STR(seen_by_templates(&s, "queue"), "send-confirmation",
 	    "the templates see the name as queue");
-	CHECK_STR(json_string_value(json_object_get(json, "queue_kind")), "pg-boss",
-	    "and the kind as queue_kind");
-	json_decref(json);
+	CHECK_STR(seen_by_templates(&s, "queue_kind"), "pg-boss", "and the kind as queue_kind");
 	idem_seed_free(&s);
 
 	CHECK(idem_seed_load(&s, "tests/fuzz/corpus/seed/queue-graphile-worker.yaml", &err) == 0,

@@ -23,7 +23,38 @@ load(const char *text, size_t len, const struct idem_yaml_limits *limits)
 	return "";
 }
 
-#define LOAD(text, limits) load(text, sizeof(text) - 1, limits)
+/* Texts and what loading them within limits says. */
+static const struct {
+	const char *text;
+	const struct idem_yaml_limits *limits;
+	const char *want, *name;
+} loads[] = {
+	{ "[a, b, c, d]", &tight, "", "five nodes: at the limit" },
+	{ "[a, b, c, d, e]", &tight, "t:1:14: more than 5 nodes (scalars, mappings and lists)",
+	    "six: over it, named" },
+	{ "[[a]]", &tight, "", "two deep: at the limit" },
+	{ "[[[a]]]", &tight, "t:1:3: mappings and lists nested more than 2 deep", "three deep: over it" },
+	{ "[&x [a, b], *x]", &tight, "", "an alias counts what it stands for: 7" },
+	{ "[&x [a, b], *x, *x]", &tight, "t:1:17: aliases expand to more than 7 nodes",
+	    "one more alias: 10, over it, at the alias" },
+	{ "[&x [a, *x]]", &tight, "t:1:9: alias *x is inside the node it names",
+	    "an alias inside its own node: a cycle" },
+	{ "[*x, &x a]", &tight, "t:1:2: YAML: alias *x names no anchor before it",
+	    "an alias before its anchor" },
+	{ "[&x a, &x b]", &tight, "t:1:8: YAML: anchor &x given twice", "an anchor twice" },
+	{ "a: &x 1\nb: *x\n", &no_aliases, "t:2:4: alias *x: aliases are not allowed in a test",
+	    "aliases refused" },
+	{ "a: 1\n---\nb: 2\n", &no_aliases, "t: more than one YAML document", "one document" },
+	{ "a: \"x\\0y\"\n", &no_aliases, "t:1:4: a text holds a NUL character (\\0)", "a NUL by escape" },
+	{ "a: 1\nb: 'caf\xc3\xa9 \x01'\n", &no_aliases,
+	    "t:2:10: YAML: control characters are not allowed (U+0001)",
+	    "a control character: line and column in characters, from the offset" },
+	{ "a: 1\r\nb: 2\rc: \xff\n", &no_aliases, "t:3:4: YAML: invalid leading UTF-8 octet (byte 0xFF)",
+	    "CR LF and CR end lines" },
+	{ "a: [1, 2\n", &no_aliases,
+	    "t:2:1: YAML: did not find expected ',' or ']' while parsing a flow sequence",
+	    "a syntax error: libyaml's mark and words" },
+};
 
 int
 main(void)
@@ -32,36 +63,11 @@ main(void)
 	yaml_document_t doc;
 	char big[101];
 	json_t *v;
+	size_t i;
 
-	CHECK_STR(LOAD("[a, b, c, d]", &tight), "", "five nodes: at the limit");
-	CHECK_STR(LOAD("[a, b, c, d, e]", &tight),
-	    "t:1:14: more than 5 nodes (scalars, mappings and lists)", "six: over it, named");
-	CHECK_STR(LOAD("[[a]]", &tight), "", "two deep: at the limit");
-	CHECK_STR(LOAD("[[[a]]]", &tight), "t:1:3: mappings and lists nested more than 2 deep",
-	    "three deep: over it");
-	CHECK_STR(LOAD("[&x [a, b], *x]", &tight), "", "an alias counts what it stands for: 7");
-	CHECK_STR(LOAD("[&x [a, b], *x, *x]", &tight), "t:1:17: aliases expand to more than 7 nodes",
-	    "one more alias: 10, over it, at the alias");
-	CHECK_STR(LOAD("[&x [a, *x]]", &tight), "t:1:9: alias *x is inside the node it names",
-	    "an alias inside its own node: a cycle");
-	CHECK_STR(LOAD("[*x, &x a]", &tight), "t:1:2: YAML: alias *x names no anchor before it",
-	    "an alias before its anchor");
-	CHECK_STR(LOAD("[&x a, &x b]", &tight), "t:1:8: YAML: anchor &x given twice",
-	    "an anchor twice");
-	CHECK_STR(LOAD("a: &x 1\nb: *x\n", &no_aliases),
-	    "t:2:4: alias *x: aliases are not allowed in a test", "aliases refused");
-	CHECK_STR(LOAD("a: 1\n---\nb: 2\n", &no_aliases), "t: more than one YAML document",
-	    "one document");
-	CHECK_STR(LOAD("a: \"x\\0y\"\n", &no_aliases), "t:1:4: a text holds a NUL character (\\0)",
-	    "a NUL by escape");
-	CHECK_STR(LOAD("a: 1\nb: 'caf\xc3\xa9 \x01'\n", &no_aliases),
-	    "t:2:10: YAML: control characters are not allowed (U+0001)",
-	    "a control character: line and column in characters, from the offset");
-	CHECK_STR(LOAD("a: 1\r\nb: 2\rc: \xff\n", &no_aliases),
-	    "t:3:4: YAML: invalid leading UTF-8 octet (byte 0xFF)", "CR LF and CR end lines");
-	CHECK_STR(LOAD("a: [1, 2\n", &no_aliases),
-	    "t:2:1: YAML: did not find expected ',' or ']' while parsing a flow sequence",
-	    "a syntax error: libyaml's mark and words");
+	for (i = 0; i < sizeof(loads) / sizeof(loads[0]); i++)
+		CHECK_STR(load(loads[i].text, strlen(loads[i].text), loads[i].limits), loads[i].want,
+		    loads[i].name);
 	memset(big, ' ', sizeof(big));
 	CHECK_STR(load(big, sizeof(big), &no_aliases), "t: larger than 100 bytes", "bytes");
 	CHECK(idem_yaml_load(&doc, "# nothing\n", 10, "t", &tight, 2, &err) == 0 &&
