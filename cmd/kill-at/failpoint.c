@@ -474,17 +474,27 @@ idem_failpoint_armed(const struct idem_failpoint *fp)
 	return fp->npoints;
 }
 
+/* A session from the first three columns of a row: its server process,
+ * client port and start. */
+static void
+read_session(const PGresult *res, int row, struct idem_failpoint_session *s)
+{
+	s->backend_pid = atoi(PQgetvalue(res, row, 0));
+	s->client_port = atoi(PQgetvalue(res, row, 1));
+	s->backend_start_us = strtoll(PQgetvalue(res, row, 2), NULL, 10);
+}
+
 int
 idem_failpoint_sessions(struct idem_failpoint *fp, struct idem_failpoint_session **out, size_t *n,
 			struct idem_error *err)
 {
-	char a[16], b[16];
-	const char *params[2] = { a, b };
+	char own[2][16];
+	const char *params[2] = { own[0], own[1] };
 	PGresult *res;
-	int i;
+	size_t i;
 
-	snprintf(a, sizeof(a), "%d", fp->conn_pid[0]);
-	snprintf(b, sizeof(b), "%d", fp->conn_pid[1]);
+	for (i = 0; i < 2; i++)
+		snprintf(own[i], sizeof(own[i]), "%d", fp->conn_pid[i]);
 	res = idem_pg_exec(fp->conn[0], "watching the sessions", err,
 	    "SELECT pid, coalesce(client_port, -1), (extract(epoch FROM backend_start) * 1000000)::bigint"
 	    " FROM pg_stat_activity WHERE backend_type = 'client backend'"
@@ -493,11 +503,8 @@ idem_failpoint_sessions(struct idem_failpoint *fp, struct idem_failpoint_session
 		return -1;
 	*n = (size_t)PQntuples(res);
 	*out = idem_ereallocarray(NULL, *n + 1, sizeof(**out));
-	for (i = 0; i < PQntuples(res); i++) {
-		(*out)[i].backend_pid = atoi(PQgetvalue(res, i, 0));
-		(*out)[i].client_port = atoi(PQgetvalue(res, i, 1));
-		(*out)[i].backend_start_us = strtoll(PQgetvalue(res, i, 2), NULL, 10);
-	}
+	for (i = 0; i < *n; i++)
+		read_session(res, (int)i, &(*out)[i]);
 	PQclear(res);
 	return 0;
 }
@@ -528,12 +535,10 @@ idem_failpoint_waiters(struct idem_failpoint *fp, struct idem_failpoint_waiter *
 		return -1;
 	*n = (size_t)PQntuples(res);
 	*out = idem_ereallocarray(NULL, *n + 1, sizeof(**out));
-	for (i = 0; i < PQntuples(res); i++) {
+	for (i = 0; i < (int)*n; i++) {
 		struct idem_failpoint_waiter *w = &(*out)[i];
 
-		w->session.backend_pid = atoi(PQgetvalue(res, i, 0));
-		w->session.client_port = atoi(PQgetvalue(res, i, 1));
-		w->session.backend_start_us = strtoll(PQgetvalue(res, i, 2), NULL, 10);
+		read_session(res, i, &w->session);
 		w->slot = atoi(PQgetvalue(res, i, 3));
 		w->step = atoi(PQgetvalue(res, i, 4));
 		w->armed = atoi(PQgetvalue(res, i, 5));
