@@ -29,7 +29,6 @@
 #include "plan.h"
 #include "queue.h"
 #include "role.h"
-#include "runrows.h"
 #include "seed.h"
 #include "step.h"
 #include "tsv.h"
@@ -1019,7 +1018,7 @@ write_calls(void)
 	if (k.vendor == NULL)
 		return;
 	idem_vendor_stop(k.vendor, &calls, &n);
-	if (idem_runrows_calls(k.out, calls, n, k.skew_us) < 0)
+	if (idem_evidence_calls(k.out, calls, n, k.skew_us) < 0)
 		idem_die(IDEM_EXIT_ENV, "holding the rows:");
 }
 
@@ -1028,7 +1027,7 @@ write_calls(void)
 static void
 write_worker(void)
 {
-	if (idem_runrows_worker(k.out, k.command, k.command == k.shell ? k.plan.worker_command : NULL) < 0)
+	if (idem_evidence_worker(k.out, k.command, k.command == k.shell ? k.plan.worker_command : NULL) < 0)
 		idem_die(IDEM_EXIT_ENV, "holding the rows:");
 }
 
@@ -1039,11 +1038,11 @@ write_missed(void)
 	size_t i;
 
 	for (i = 0; i < k.plan.nkills; i++)
-		if (!k.kills[i].fired && idem_runrows_missed(k.out, "kill", k.kills[i].plan->scenario,
+		if (!k.kills[i].fired && idem_evidence_missed(k.out, "kill", k.kills[i].plan->scenario,
 		    k.kills[i].plan->job_id, k.kills[i].plan->attempt, k.kills[i].plan->step) < 0)
 			idem_die(IDEM_EXIT_ENV, "holding the rows:");
 	for (i = 0; i < k.plan.nraces; i++)
-		if (!k.races[i].done && idem_runrows_missed(k.out, "race", k.races[i].plan->scenario,
+		if (!k.races[i].done && idem_evidence_missed(k.out, "race", k.races[i].plan->scenario,
 		    k.races[i].plan->business_key, 0, k.races[i].plan->step) < 0)
 			idem_die(IDEM_EXIT_ENV, "holding the rows:");
 }
@@ -1057,7 +1056,7 @@ grouped_ledger(void *fp, const char **sql, struct idem_error *err)
 /*
  * The step, kill and log rows, then the attempt rows, one per delivery,
  * with the rows each wrote from the effect ledger, and the recover rows,
- * from the kill to the ack of the retry: see lib/evidence.
+ * from the kill to the ack of the retry: see evidence.h.
  */
 static void
 write_evidence(void)
