@@ -138,6 +138,24 @@ attempt_key(const char *job_id, long long attempt, char *buf, size_t size)
 		free(var);							\
 } while (0)
 
+static void
+kill_free(struct kill *k)
+{
+	free(k->scenario);
+	free(k->job_id);
+	free(k->step);
+	free(k->msg_id);
+}
+
+static void
+branch_clear(struct branch *b)
+{
+	free(b->id);
+	free(b->attempt);
+	free(b->names);
+	*b = (struct branch){ 0 };
+}
+
 struct idem_evidence *
 idem_evidence_new(void)
 {
@@ -162,19 +180,12 @@ idem_evidence_free(struct idem_evidence *ev)
 	for (i = 0; i < NSPOOLS; i++)
 		if (ev->spool[i] != NULL)
 			fclose(ev->spool[i]);
-	for (i = 0; i < ev->nk; i++) {
-		free(ev->k[i].scenario);
-		free(ev->k[i].job_id);
-		free(ev->k[i].step);
-		free(ev->k[i].msg_id);
-	}
+	for (i = 0; i < ev->nk; i++)
+		kill_free(&ev->k[i]);
 	free(ev->k);
 	lists_free(&ev->kills);
-	for (i = 0; i < ev->nbranch; i++) {
-		free(ev->branch[i].id);
-		free(ev->branch[i].attempt);
-		free(ev->branch[i].names);
-	}
+	for (i = 0; i < ev->nbranch; i++)
+		branch_clear(&ev->branch[i]);
 	free(ev->branch);
 	free(ev->deliveries_sql);
 	free(ev->msg_ids);
@@ -315,10 +326,7 @@ spool_branch(struct idem_evidence *ev, struct branch *b)
 	if (b->names == NULL)
 		return;
 	spool_names(ev, b->by_msg, b->id, b->attempt, b->names);
-	free(b->id);
-	free(b->attempt);
-	free(b->names);
-	*b = (struct branch){ 0 };
+	branch_clear(b);
 }
 
 static int
