@@ -310,15 +310,60 @@ close_all(struct idem_failpoint *fp)
 	free(fp);
 }
 
+/* The lock of the run, which one run of a database at a time holds. */
+static int
+take_run_lock(PGconn *conn, struct idem_error *err)
+{
+	char run_class[16];
+	const char *params[1] = { run_class };
+	PGresult *res;
+	long long got;
+
+	snprintf(run_class, sizeof(run_class), "%d", IDEM_FAILPOINT_CLASS_RUN);
+	if ((got = exec_number(conn, "taking the run lock",
+	    "SELECT pg_try_advisory_lock($1::integer, 0)::integer", 1, params, err)) < 0)
+		return -1;
+	if (got > 0)
+		return 0;
+	res = PQexecParams(conn, "SELECT string_agg(pid::text, ', ') FROM pg_locks "
+	    "WHERE locktype = 'advisory' AND classid = $1::oid AND objid = 0 AND objsubid = 2 "
+	    "AND granted", 1, NULL, params, NULL, NULL, 0);
+	idem_error_set(err, IDEM_EXIT_ENV, "another kill-at run holds the kill points of this "
+	    "database (server process %s); one run at a time",
+	    PQresultStatus(res) == PGRES_TUPLES_OK ? PQgetvalue(res, 0, 0) : "?");
+	PQclear(res);
+	return -1;
+}
+
+/* Runs the script that installs the run's schema, in one transaction. */
+static int
+exec_script(PGconn *conn, const char *sql, struct idem_error *err)
+{
+	PGresult *res;
+	char msg[768];
+
+	if (exec_ok(conn, "installing the kill points", "BEGIN", 0, NULL, err) < 0)
+		return -1;
+	res = PQexec(conn, sql);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+		idem_error_set(err, IDEM_EXIT_ENV, "installing the kill points: %s",
+		    idem_pg_message(conn, res, msg, sizeof(msg)));
+		PQclear(res);
+		PQclear(PQexec(conn, "ROLLBACK"));
+		return -1;
+	}
+	PQclear(res);
+	return exec_ok(conn, "installing the kill points", "COMMIT", 0, NULL, err);
+}
+
 struct idem_failpoint *
 idem_failpoint_install(const char *conninfo, const struct idem_queue *q, const char *effect_table,
 		       const char *key_columns, unsigned steps, struct idem_error *err)
 {
 	struct idem_failpoint *fp = idem_emalloc(sizeof(*fp));
-	char *table = NULL, *key = NULL, *sql = NULL, run_class[16], gate_class[16], slots[16];
-	const char *params[3];
+	char *table = NULL, *key = NULL, *sql = NULL, gate_class[16], slots[16];
+	const char *params[2];
 	PGresult *res;
-	long long got;
 	int i;
 
 	memset(fp, 0, sizeof(*fp));
@@ -330,21 +375,8 @@ idem_failpoint_install(const char *conninfo, const struct idem_queue *q, const c
 		fp->conn_pid[i] = PQbackendPID(fp->conn[i]);
 		PQsetNoticeProcessor(fp->conn[i], ignore_notice, NULL);
 	}
-	snprintf(run_class, sizeof(run_class), "%d", IDEM_FAILPOINT_CLASS_RUN);
-	params[0] = run_class;
-	if ((got = exec_number(fp->conn[0], "taking the run lock",
-	    "SELECT pg_try_advisory_lock($1::integer, 0)::integer", 1, params, err)) < 0)
+	if (take_run_lock(fp->conn[0], err) < 0)
 		goto fail;
-	if (got == 0) {
-		res = PQexecParams(fp->conn[0], "SELECT string_agg(pid::text, ', ') FROM pg_locks "
-		    "WHERE locktype = 'advisory' AND classid = $1::oid AND objid = 0 AND objsubid = 2 "
-		    "AND granted", 1, NULL, params, NULL, NULL, 0);
-		idem_error_set(err, IDEM_EXIT_ENV, "another kill-at run holds the kill points of this "
-		    "database (server process %s); one run at a time",
-		    PQresultStatus(res) == PGRES_TUPLES_OK ? PQgetvalue(res, 0, 0) : "?");
-		PQclear(res);
-		goto fail;
-	}
 	if (effect_table != NULL && *effect_table != '\0') {
 		table = idem_pg_quote_table(fp->conn[0], effect_table);
 		params[0] = table;
@@ -361,20 +393,7 @@ idem_failpoint_install(const char *conninfo, const struct idem_queue *q, const c
 		}
 	}
 	sql = install_sql(fp->conn[0], q, fp->ledger ? table : NULL, key, steps);
-	if (exec_ok(fp->conn[0], "installing the kill points", "BEGIN", 0, NULL, err) < 0)
-		goto fail;
-	res = PQexec(fp->conn[0], sql);
-	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-		char msg[768];
-
-		idem_error_set(err, IDEM_EXIT_ENV, "installing the kill points: %s",
-		    idem_pg_message(fp->conn[0], res, msg, sizeof(msg)));
-		PQclear(res);
-		PQclear(PQexec(fp->conn[0], "ROLLBACK"));
-		goto fail;
-	}
-	PQclear(res);
-	if (exec_ok(fp->conn[0], "installing the kill points", "COMMIT", 0, NULL, err) < 0)
+	if (exec_script(fp->conn[0], sql, err) < 0)
 		goto fail;
 	snprintf(gate_class, sizeof(gate_class), "%d", IDEM_FAILPOINT_CLASS_GATE);
 	snprintf(slots, sizeof(slots), "%d", IDEM_FAILPOINT_SLOTS);
