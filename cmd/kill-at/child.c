@@ -125,6 +125,7 @@ child_of(const struct child *workers, int n, pid_t pid)
 			return i;
 	return -1;
 }
+
 int
 child_watchdog(size_t max_groups, const char *const *leftovers, struct idem_error *err)
 {

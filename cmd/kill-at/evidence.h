@@ -1,8 +1,10 @@
-/* evidence.h: the rows kill-at(1) appends (step, kill, log, attempt and
- * recover), the last two joined from the queue's delivery log, the effect
- * ledger and what the controller saw. What is given waits in temporary
- * files, not in memory, and the database joins it at the end; a temporary
- * file that cannot be written fails idem_evidence_write. */
+/* evidence.h: the rows kill-at(1) appends (idem-tsv(5)). The step, kill,
+ * log, attempt and recover rows, the last two joined from the queue's
+ * delivery log, the effect ledger and what the controller saw: what is
+ * given waits in temporary files, not in memory, and the database joins
+ * it at the end; a temporary file that cannot be written fails
+ * idem_evidence_write. Beside them, written at once, the rows about the
+ * run: the worker, the calls of the vendor double, what was missed. */
 #ifndef IDEM_EVIDENCE_H
 #define IDEM_EVIDENCE_H
 
@@ -12,6 +14,7 @@
 #include <libpq-fe.h>
 
 #include "failpoint.h"
+#include "vendor.h"
 #include "error.h"
 
 struct idem_evidence;
@@ -70,5 +73,22 @@ void idem_evidence_kill(struct idem_evidence *ev, const char *scenario, const ch
  * transaction of its own. -1 with err set on a write or database error. */
 int idem_evidence_write(struct idem_evidence *ev, PGconn *conn, FILE *out,
 			struct idem_error *err);
+
+/* The worker row: the argument vector executed, the file it runs and the
+ * first later argument that names a regular file, with their hashes. For
+ * a command text run by the shell (command not NULL), the words of the
+ * text, split at blanks, stand for the arguments. -1 on a write error. */
+int idem_evidence_worker(FILE *out, char *const *argv, const char *command);
+
+/* The call rows: every request the vendor double took, their times moved
+ * by skew_us onto the database's clock. -1 on a write error. */
+int idem_evidence_calls(FILE *out, struct idem_vendor_call *const *calls, size_t n,
+			long long skew_us);
+
+/* A missed row: what ("kill" or "race"), its scenario, the job (or the
+ * business key of a race), the attempt (0 for none) and the step. -1 on a
+ * write error. */
+int idem_evidence_missed(FILE *out, const char *what, const char *scenario, const char *id,
+			 long long attempt, const char *step);
 
 #endif

@@ -3,8 +3,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <jansson.h>
-
+#include "embed.h"
 #include "failpoint.h"
 #include "map.h"
 #include "pg.h"
@@ -52,203 +51,208 @@ idem_failpoint_step_name(int step)
 	    step_names[step] : NULL;
 }
 
-/* A string appended to with printf. Running out of memory exits, as the
- * idem_e* functions do. */
-struct text {
-	char *s;
-	size_t len;
-	FILE *f;
+EMBED(idem_sql_failpoint, "cmd/kill-at/failpoint.sql");
+extern const char idem_sql_failpoint[];
+
+/* A section of failpoint.sql: its text, and for the body of a function,
+ * what CREATE FUNCTION names ("NAME(ARGUMENTS) RETURNS TYPE"). */
+struct section {
+	const char *text, *function;
+	size_t len, function_len;
 };
 
-static void
-text_open(struct text *t)
+/* A placeholder of failpoint.sql, and what it stands for (NULL: nothing,
+ * the placeholder stays as it is). */
+struct fill {
+	const char *name, *value;
+};
+
+static int
+comment_or_blank(const char *line, const char *end)
 {
-	t->s = NULL;
-	t->len = 0;
-	if ((t->f = open_memstream(&t->s, &t->len)) == NULL)
-		idem_die(IDEM_EXIT_ENV, "open_memstream:");
+	while (line < end && (*line == ' ' || *line == '\t'))
+		line++;
+	return line == end || (end - line >= 2 && line[0] == '-' && line[1] == '-');
 }
 
+/* The section "-- @name" or "-- @function name(...)" of failpoint.sql: it
+ * runs to the next one, without the blank lines and comments that end
+ * it. */
+static struct section
+find_section(const char *name)
+{
+	struct section s = { NULL, NULL, 0, 0 };
+	size_t n = strlen(name);
+	const char *at, *end, *line;
+
+	for (at = strstr(idem_sql_failpoint, "\n-- @"); at != NULL; at = strstr(at + 1, "\n-- @")) {
+		line = at + 5;
+		if (strncmp(line, "function ", 9) == 0 && strncmp(line + 9, name, n) == 0 &&
+		    line[9 + n] == '(')
+			s.function = line + 9;
+		else if (strncmp(line, name, n) != 0 || line[n] != '\n')
+			continue;
+		break;
+	}
+	if (at == NULL)
+		idem_die(IDEM_EXIT_ENV, "failpoint.sql has no section %s", name);
+	s.text = strchr(at + 1, '\n') + 1;
+	if (s.function != NULL)
+		s.function_len = (size_t)(s.text - 1 - s.function);
+	if ((end = strstr(s.text, "\n-- @")) == NULL)
+		end = s.text + strlen(s.text);
+	/* the lines before the next section are about it */
+	while (end > s.text) {
+		for (line = end; line > s.text && line[-1] != '\n'; line--)
+			;
+		if (!comment_or_blank(line, end))
+			break;
+		end = line > s.text ? line - 1 : line;
+	}
+	s.len = (size_t)(end - s.text);
+	return s;
+}
+
+/* The fill of a placeholder, ":name" at p (a colon of a "::" cast is
+ * none), or NULL; *name_end: where the name ends. */
+static const struct fill *
+placeholder(const char *p, const char *end, const struct fill *fills, size_t nfills,
+	    const char **name_end)
+{
+	const char *name = p + 1, *q = name;
+	size_t i;
+
+	if (p[-1] == ':' || *name == ':')
+		return NULL;
+	while (q < end && (*q == '_' || (*q >= 'a' && *q <= 'z')))
+		q++;
+	*name_end = q;
+	for (i = 0; i < nfills; i++)
+		if (fills[i].value != NULL && strncmp(fills[i].name, name, (size_t)(q - name)) == 0 &&
+		    fills[i].name[q - name] == '\0')
+			return &fills[i];
+	return NULL;
+}
+
+/*
+ * A section of failpoint.sql with its placeholders filled, as a string
+ * (caller frees). What is filled in is not read again. An empty fill
+ * alone on its line leaves no line.
+ */
 static char *
-text_close(struct text *t)
+filled(const char *name, const struct fill *fills, size_t nfills)
 {
-	if (fclose(t->f) != 0)
+	struct section s = find_section(name);
+	const char *p, *end = s.text + s.len, *name_end;
+	const struct fill *fill;
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	if (f == NULL)
 		idem_die(IDEM_EXIT_ENV, "open_memstream:");
-	return t->s;
+	for (p = s.text; p < end; p++) {
+		if (*p != ':' || (fill = placeholder(p, end, fills, nfills, &name_end)) == NULL) {
+			putc(*p, f);
+			continue;
+		}
+		fputs(fill->value, f);
+		if (*fill->value == '\0' && p[-1] == '\n' && *name_end == '\n')
+			name_end++;
+		p = name_end - 1;
+	}
+	if (fclose(f) != 0)
+		idem_die(IDEM_EXIT_ENV, "open_memstream:");
+	return text;
 }
 
-static char *
-quote_literal(PGconn *conn, const char *value)
-{
-	char *q = PQescapeLiteral(conn, value, strlen(value)), *out;
-
-	if (q == NULL)
-		idem_die(IDEM_EXIT_ENV, "quoting a literal: %s", PQerrorMessage(conn));
-	out = idem_estrdup(q);
-	PQfreemem(q);
-	return out;
-}
-
-/* CREATE FUNCTION idem_run.NAME() with a body given as a literal, so that
- * nothing in it can end a dollar quote. */
+/* Writes a section of failpoint.sql to f, filled; a function's body goes
+ * to CREATE FUNCTION as a string literal quoted for conn, so that nothing
+ * filled in can end it. */
 static void
-function_sql(FILE *f, PGconn *conn, const char *name, const char *returns, const char *body)
+put_section(FILE *f, PGconn *conn, const char *name, const struct fill *fills, size_t nfills)
 {
-	char *literal = quote_literal(conn, body);
+	struct section s = find_section(name);
+	char *text = filled(name, fills, nfills), *literal;
 
-	fprintf(f, "CREATE FUNCTION idem_run.%s RETURNS %s LANGUAGE plpgsql SECURITY DEFINER "
-	    "SET search_path = pg_catalog, pg_temp AS %s;\n", name, returns, literal);
-	free(literal);
+	if (s.function == NULL) {
+		fprintf(f, "%s\n", text);
+	} else {
+		literal = idem_pg_quote_literal(conn, text);
+		fprintf(f, "CREATE FUNCTION idem_run.%.*s LANGUAGE plpgsql SECURITY DEFINER "
+		    "SET search_path = pg_catalog, pg_temp AS %s;\n", (int)s.function_len, s.function,
+		    literal);
+		free(literal);
+	}
+	free(text);
 }
 
+/* The numbers of failpoint.h that failpoint.sql names. */
+static const struct {
+	const char *name;
+	int value;
+} numbers[] = {
+	{ "slots", IDEM_FAILPOINT_SLOTS },
+	{ "last_slot", IDEM_FAILPOINT_SLOTS - 1 },
+	{ "slot_class", IDEM_FAILPOINT_CLASS_SLOT },
+	{ "gate_class", IDEM_FAILPOINT_CLASS_GATE },
+	{ "point_class", IDEM_FAILPOINT_CLASS_POINT },
+	{ "before_write", IDEM_FAILPOINT_BEFORE_WRITE },
+	{ "before_commit", IDEM_FAILPOINT_BEFORE_COMMIT },
+	{ "after_commit", IDEM_FAILPOINT_AFTER_COMMIT },
+	{ "ack_in_effect", IDEM_FAILPOINT_ACK_IN_EFFECT },
+};
+#define NNUMBERS (sizeof(numbers) / sizeof(numbers[0]))
+
+/*
+ * The script that installs the run's schema: the sections of failpoint.sql
+ * and the adapter's observe section. The point of after-commit only when
+ * the run may arm it, and the triggers of the effect table (table and key
+ * quoted; table NULL when it does not exist) only for the steps the run
+ * may arm: an unarmed point costs the writer nothing.
+ */
 static char *
 install_sql(PGconn *conn, const struct idem_queue *q, const char *table, const char *key,
 	    unsigned steps)
 {
-	struct text t, body;
-	char *observe;
+	static const char *const queue_part[] = { "schema", "hold", "acking", "acking_published",
+		"delivered", "ledger-deliveries" }, *const table_part[] = { "before_write",
+		"record_write", "before_commit", "ledger-trigger" };
+	struct fill fills[NNUMBERS + 4];
+	char text[NNUMBERS][16], *sql = NULL, *observe, *after_commit = NULL, *wrote = NULL;
+	size_t len = 0, i, n;
+	FILE *f;
 
-	text_open(&t);
-	fputs("SET LOCAL client_min_messages = warning;\n"
-	    "DROP SCHEMA IF EXISTS idem_run CASCADE;\n"
-	    "CREATE SCHEMA idem_run;\n"
-	    "COMMENT ON SCHEMA idem_run IS 'kill-at: kill points and effect ledger of the run in progress';\n"
-	    "CREATE UNLOGGED TABLE idem_run.armed (id integer PRIMARY KEY, step integer NOT NULL,"
-	    " business_key text NOT NULL, UNIQUE (business_key, step));\n"
-	    "CREATE UNLOGGED TABLE idem_run.ledger (xid xid8 NOT NULL DEFAULT pg_current_xact_id(),"
-	    " backend_pid integer NOT NULL DEFAULT pg_backend_pid(),"
-	    " operation text NOT NULL, business_key text,"
-	    " written_at timestamptz NOT NULL DEFAULT clock_timestamp());\n"
-	    /* what the queue's tables may not keep: each delivery and ack */
-	    "CREATE UNLOGGED TABLE idem_run.delivery (msg_id text NOT NULL, attempt integer NOT NULL,"
-	    " delivered_at timestamptz NOT NULL DEFAULT clock_timestamp(),"
-	    " backend_pid integer NOT NULL DEFAULT pg_backend_pid());\n"
-	    "CREATE INDEX ON idem_run.delivery (msg_id);\n"
-	    "CREATE UNLOGGED TABLE idem_run.ack (msg_id text NOT NULL,"
-	    " acked_at timestamptz NOT NULL DEFAULT clock_timestamp(),"
-	    " backend_pid integer NOT NULL DEFAULT pg_backend_pid(),"
-	    " xid xid8 NOT NULL DEFAULT pg_current_xact_id());\n"
-	    "CREATE INDEX ON idem_run.ack (msg_id);\n"
-	    /* the acks are counted from the last count's horizon on */
-	    "CREATE INDEX ON idem_run.ack (xid);\n", t.f);
-
-	text_open(&body);
-	fprintf(body.f, "DECLARE\n"
-	    "\tslot integer := nullif(current_setting('idem_run.slot', true), '')::integer;\n"
-	    "BEGIN\n"
-	    "\tIF slot IS NULL THEN\n"
-	    "\t\tslot := %d;\n"
-	    "\t\tFOR i IN 0..%d LOOP\n"
-	    "\t\t\tIF pg_try_advisory_xact_lock(%d, i) THEN slot := i; EXIT; END IF;\n"
-	    "\t\tEND LOOP;\n"
-	    "\t\tPERFORM set_config('idem_run.slot', slot::text, true);\n"
-	    "\tEND IF;\n"
-	    "\tPERFORM pg_advisory_lock_shared(%d + step, armed);\n"
-	    "\tPERFORM pg_advisory_lock_shared(%d, slot);\n"
-	    "\tPERFORM pg_advisory_unlock_shared(%d, slot);\n"
-	    "\tPERFORM pg_advisory_unlock_shared(%d + step, armed);\n"
-	    "END", IDEM_FAILPOINT_SLOTS, IDEM_FAILPOINT_SLOTS - 1, IDEM_FAILPOINT_CLASS_SLOT,
-	    IDEM_FAILPOINT_CLASS_POINT, IDEM_FAILPOINT_CLASS_GATE, IDEM_FAILPOINT_CLASS_GATE,
-	    IDEM_FAILPOINT_CLASS_POINT);
-	function_sql(t.f, conn, "hold(armed integer, step integer)", "void", text_close(&body));
-	free(body.s);
-
-	/* the ack of a message ($1) of a business key ($2), which the
-	 * adapter's trigger calls inside the ack's transaction; the point of
-	 * after-commit only when the run may arm it: an unarmed point costs
-	 * the writer nothing */
-	text_open(&body);
-	fputs("DECLARE\n\ta integer;\nBEGIN\n", body.f);
-	if (steps & 1u << IDEM_FAILPOINT_AFTER_COMMIT)
-		fprintf(body.f,
-		    "\tSELECT id INTO a FROM idem_run.armed WHERE step = %d AND business_key = $2;\n"
-		    "\tIF FOUND THEN\n"
-		    "\t\tPERFORM idem_run.hold(a, CASE WHEN current_setting('idem_run.wrote', true) = 'on'"
-		    " THEN %d ELSE %d END);\n"
-		    "\tEND IF;\n", IDEM_FAILPOINT_AFTER_COMMIT, IDEM_FAILPOINT_ACK_IN_EFFECT,
-		    IDEM_FAILPOINT_AFTER_COMMIT);
-	fputs("\tINSERT INTO idem_run.ack (msg_id) VALUES ($1);\nEND", body.f);
-	function_sql(t.f, conn, "acking(text, text)", "void", text_close(&body));
-	free(body.s);
-	/* for the queues whose messages idem.published names: the kind ($1)
-	 * and the library's id ($2); messages idem did not publish are not
-	 * the run's */
-	function_sql(t.f, conn, "acking_published(text, text)", "void",
-	    "DECLARE\n\tk text;\nBEGIN\n"
-	    "\tSELECT business_key INTO k FROM idem.published WHERE kind = $1 AND msg_id = $2;\n"
-	    "\tIF FOUND THEN\n\t\tPERFORM idem_run.acking($2, k);\n\tEND IF;\nEND");
-	function_sql(t.f, conn, "delivered(text, text, integer)", "void",
-	    "BEGIN\n"
-	    "\tIF EXISTS (SELECT FROM idem.published WHERE kind = $1 AND msg_id = $2) THEN\n"
-	    "\t\tINSERT INTO idem_run.delivery (msg_id, attempt) VALUES ($2, $3);\n"
-	    "\tEND IF;\nEND");
-	/* the deliveries of the queues whose tables keep none, as the adapters'
-	 * deliveries and deliveries-of-key sections read them */
-	fputs("CREATE FUNCTION idem_run.ledger_deliveries(kind text, msg_ids text[])"
-	    " RETURNS TABLE (msg_id text, job_id text, business_key text, attempt integer,"
-	    " delivered_at bigint, backend_pid integer, acked_at bigint)"
-	    " LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$\n"
-	    "SELECT d.msg_id, p.job_id, p.business_key, d.attempt,"
-	    " (extract(epoch FROM d.delivered_at) * 1000000)::bigint, d.backend_pid,"
-	    " CASE WHEN d.attempt = max(d.attempt) OVER (PARTITION BY d.msg_id) THEN"
-	    "  (SELECT (extract(epoch FROM min(a.acked_at)) * 1000000)::bigint"
-	    "   FROM idem_run.ack a WHERE a.msg_id = d.msg_id) END"
-	    " FROM idem_run.delivery d JOIN idem.published p ON p.kind = $1 AND p.msg_id = d.msg_id"
-	    " WHERE d.msg_id = ANY ($2) ORDER BY d.delivered_at, d.msg_id\n$$;\n"
-	    "CREATE FUNCTION idem_run.ledger_deliveries_of_key(kind text, queue text, business_key text)"
-	    " RETURNS TABLE (msg_id text, job_id text, attempt integer, backend_pid integer)"
-	    " LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$\n"
-	    "SELECT d.msg_id, p.job_id, d.attempt, d.backend_pid"
-	    " FROM idem_run.delivery d JOIN idem.published p ON p.kind = $1 AND p.msg_id = d.msg_id"
-	    " WHERE p.queue = $2 AND p.business_key = $3"
-	    " ORDER BY d.delivered_at DESC, d.msg_id DESC\n$$;\n", t.f);
-	/* the adapter's triggers on the queue's tables */
-	observe = idem_queue_sql(q, conn, "observe");
-	if (observe != NULL)
-		fprintf(t.f, "%s\n", observe);
+	for (n = 0; n < NNUMBERS; n++) {
+		snprintf(text[n], sizeof(text[n]), "%d", numbers[n].value);
+		fills[n] = (struct fill){ numbers[n].name, text[n] };
+	}
+	fills[n++] = (struct fill){ "table", table };
+	fills[n++] = (struct fill){ "key", key };
+	if (steps & 1u << IDEM_FAILPOINT_AFTER_COMMIT) {
+		after_commit = filled("after-commit-point", fills, n);
+		wrote = filled("wrote", fills, n);
+	}
+	fills[n++] = (struct fill){ "after_commit_point", after_commit ? after_commit : "" };
+	fills[n++] = (struct fill){ "wrote", wrote ? wrote : "" };
+	if ((f = open_memstream(&sql, &len)) == NULL)
+		idem_die(IDEM_EXIT_ENV, "open_memstream:");
+	for (i = 0; i < sizeof(queue_part) / sizeof(queue_part[0]); i++)
+		put_section(f, conn, queue_part[i], fills, n);
+	if ((observe = idem_queue_sql(q, conn, "observe")) != NULL)
+		fprintf(f, "%s\n", observe);
+	for (i = 0; table != NULL && i < sizeof(table_part) / sizeof(table_part[0]); i++)
+		put_section(f, conn, table_part[i], fills, n);
+	if (table != NULL && (steps & 1u << IDEM_FAILPOINT_BEFORE_WRITE))
+		put_section(f, conn, "before-write-trigger", fills, n);
+	if (table != NULL && (steps & 1u << IDEM_FAILPOINT_BEFORE_COMMIT))
+		put_section(f, conn, "before-commit-trigger", fills, n);
+	if (fclose(f) != 0)
+		idem_die(IDEM_EXIT_ENV, "open_memstream:");
 	free(observe);
-	if (table == NULL)
-		return text_close(&t);
-
-	text_open(&body);
-	fprintf(body.f, "DECLARE\n\ta integer;\nBEGIN\n"
-	    "\tSELECT id INTO a FROM idem_run.armed WHERE step = %d AND business_key = %s;\n"
-	    "\tIF FOUND THEN\n\t\tPERFORM idem_run.hold(a, %d);\n\tEND IF;\n"
-	    "\tRETURN NEW;\nEND", IDEM_FAILPOINT_BEFORE_WRITE, key, IDEM_FAILPOINT_BEFORE_WRITE);
-	function_sql(t.f, conn, "before_write()", "trigger", text_close(&body));
-	free(body.s);
-
-	text_open(&body);
-	fprintf(body.f, "BEGIN\n"
-	    "\tINSERT INTO idem_run.ledger (operation, business_key) VALUES (TG_OP, %s);\n%s"
-	    "\tRETURN NULL;\nEND", key, steps & 1u << IDEM_FAILPOINT_AFTER_COMMIT ?
-	    "\tPERFORM set_config('idem_run.wrote', 'on', true);\n" : "");
-	function_sql(t.f, conn, "record_write()", "trigger", text_close(&body));
-	free(body.s);
-
-	/* once per point and transaction, however many rows it wrote */
-	text_open(&body);
-	fprintf(body.f, "DECLARE\n\ta integer;\n"
-	    "\theld text := coalesce(current_setting('idem_run.held', true), '');\nBEGIN\n"
-	    "\tSELECT id INTO a FROM idem_run.armed WHERE step = %d AND business_key = %s;\n"
-	    "\tIF FOUND AND NOT a::text = ANY (string_to_array(held, ',')) THEN\n"
-	    "\t\tPERFORM set_config('idem_run.held', concat_ws(',', nullif(held, ''), a::text), true);\n"
-	    "\t\tPERFORM idem_run.hold(a, %d);\n"
-	    "\tEND IF;\n"
-	    "\tRETURN NULL;\nEND", IDEM_FAILPOINT_BEFORE_COMMIT, key, IDEM_FAILPOINT_BEFORE_COMMIT);
-	function_sql(t.f, conn, "before_commit()", "trigger", text_close(&body));
-	free(body.s);
-
-	fprintf(t.f, "CREATE TRIGGER idem_run_ledger AFTER INSERT OR UPDATE ON %s"
-	    " FOR EACH ROW EXECUTE FUNCTION idem_run.record_write();\n", table);
-	if (steps & 1u << IDEM_FAILPOINT_BEFORE_WRITE)
-		fprintf(t.f, "CREATE TRIGGER idem_run_before_write BEFORE INSERT OR UPDATE ON %s"
-		    " FOR EACH ROW EXECUTE FUNCTION idem_run.before_write();\n", table);
-	if (steps & 1u << IDEM_FAILPOINT_BEFORE_COMMIT)
-		fprintf(t.f, "CREATE CONSTRAINT TRIGGER idem_run_before_commit AFTER INSERT OR UPDATE ON %s"
-		    " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION idem_run.before_commit();\n",
-		    table);
-	return text_close(&t);
+	free(after_commit);
+	free(wrote);
+	return sql;
 }
 
 static int
@@ -306,15 +310,60 @@ close_all(struct idem_failpoint *fp)
 	free(fp);
 }
 
+/* The lock of the run, which one run of a database at a time holds. */
+static int
+take_run_lock(PGconn *conn, struct idem_error *err)
+{
+	char run_class[16];
+	const char *params[1] = { run_class };
+	PGresult *res;
+	long long got;
+
+	snprintf(run_class, sizeof(run_class), "%d", IDEM_FAILPOINT_CLASS_RUN);
+	if ((got = exec_number(conn, "taking the run lock",
+	    "SELECT pg_try_advisory_lock($1::integer, 0)::integer", 1, params, err)) < 0)
+		return -1;
+	if (got > 0)
+		return 0;
+	res = PQexecParams(conn, "SELECT string_agg(pid::text, ', ') FROM pg_locks "
+	    "WHERE locktype = 'advisory' AND classid = $1::oid AND objid = 0 AND objsubid = 2 "
+	    "AND granted", 1, NULL, params, NULL, NULL, 0);
+	idem_error_set(err, IDEM_EXIT_ENV, "another kill-at run holds the kill points of this "
+	    "database (server process %s); one run at a time",
+	    PQresultStatus(res) == PGRES_TUPLES_OK ? PQgetvalue(res, 0, 0) : "?");
+	PQclear(res);
+	return -1;
+}
+
+/* Runs the script that installs the run's schema, in one transaction. */
+static int
+exec_script(PGconn *conn, const char *sql, struct idem_error *err)
+{
+	PGresult *res;
+	char msg[768];
+
+	if (exec_ok(conn, "installing the kill points", "BEGIN", 0, NULL, err) < 0)
+		return -1;
+	res = PQexec(conn, sql);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+		idem_error_set(err, IDEM_EXIT_ENV, "installing the kill points: %s",
+		    idem_pg_message(conn, res, msg, sizeof(msg)));
+		PQclear(res);
+		PQclear(PQexec(conn, "ROLLBACK"));
+		return -1;
+	}
+	PQclear(res);
+	return exec_ok(conn, "installing the kill points", "COMMIT", 0, NULL, err);
+}
+
 struct idem_failpoint *
 idem_failpoint_install(const char *conninfo, const struct idem_queue *q, const char *effect_table,
 		       const char *key_columns, unsigned steps, struct idem_error *err)
 {
 	struct idem_failpoint *fp = idem_emalloc(sizeof(*fp));
-	char *table = NULL, *key = NULL, *sql = NULL, run_class[16], gate_class[16], slots[16];
-	const char *params[3];
+	char *table = NULL, *key = NULL, *sql = NULL, gate_class[16], slots[16];
+	const char *params[2];
 	PGresult *res;
-	long long got;
 	int i;
 
 	memset(fp, 0, sizeof(*fp));
@@ -326,21 +375,8 @@ idem_failpoint_install(const char *conninfo, const struct idem_queue *q, const c
 		fp->conn_pid[i] = PQbackendPID(fp->conn[i]);
 		PQsetNoticeProcessor(fp->conn[i], ignore_notice, NULL);
 	}
-	snprintf(run_class, sizeof(run_class), "%d", IDEM_FAILPOINT_CLASS_RUN);
-	params[0] = run_class;
-	if ((got = exec_number(fp->conn[0], "taking the run lock",
-	    "SELECT pg_try_advisory_lock($1::integer, 0)::integer", 1, params, err)) < 0)
+	if (take_run_lock(fp->conn[0], err) < 0)
 		goto fail;
-	if (got == 0) {
-		res = PQexecParams(fp->conn[0], "SELECT string_agg(pid::text, ', ') FROM pg_locks "
-		    "WHERE locktype = 'advisory' AND classid = $1::oid AND objid = 0 AND objsubid = 2 "
-		    "AND granted", 1, NULL, params, NULL, NULL, 0);
-		idem_error_set(err, IDEM_EXIT_ENV, "another kill-at run holds the kill points of this "
-		    "database (server process %s); one run at a time",
-		    PQresultStatus(res) == PGRES_TUPLES_OK ? PQgetvalue(res, 0, 0) : "?");
-		PQclear(res);
-		goto fail;
-	}
 	if (effect_table != NULL && *effect_table != '\0') {
 		table = idem_pg_quote_table(fp->conn[0], effect_table);
 		params[0] = table;
@@ -357,20 +393,7 @@ idem_failpoint_install(const char *conninfo, const struct idem_queue *q, const c
 		}
 	}
 	sql = install_sql(fp->conn[0], q, fp->ledger ? table : NULL, key, steps);
-	if (exec_ok(fp->conn[0], "installing the kill points", "BEGIN", 0, NULL, err) < 0)
-		goto fail;
-	res = PQexec(fp->conn[0], sql);
-	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-		char msg[768];
-
-		idem_error_set(err, IDEM_EXIT_ENV, "installing the kill points: %s",
-		    idem_pg_message(fp->conn[0], res, msg, sizeof(msg)));
-		PQclear(res);
-		PQclear(PQexec(fp->conn[0], "ROLLBACK"));
-		goto fail;
-	}
-	PQclear(res);
-	if (exec_ok(fp->conn[0], "installing the kill points", "COMMIT", 0, NULL, err) < 0)
+	if (exec_script(fp->conn[0], sql, err) < 0)
 		goto fail;
 	snprintf(gate_class, sizeof(gate_class), "%d", IDEM_FAILPOINT_CLASS_GATE);
 	snprintf(slots, sizeof(slots), "%d", IDEM_FAILPOINT_SLOTS);
@@ -470,17 +493,27 @@ idem_failpoint_armed(const struct idem_failpoint *fp)
 	return fp->npoints;
 }
 
+/* A session from the first three columns of a row: its server process,
+ * client port and start. */
+static void
+read_session(const PGresult *res, int row, struct idem_failpoint_session *s)
+{
+	s->backend_pid = atoi(PQgetvalue(res, row, 0));
+	s->client_port = atoi(PQgetvalue(res, row, 1));
+	s->backend_start_us = strtoll(PQgetvalue(res, row, 2), NULL, 10);
+}
+
 int
 idem_failpoint_sessions(struct idem_failpoint *fp, struct idem_failpoint_session **out, size_t *n,
 			struct idem_error *err)
 {
-	char a[16], b[16];
-	const char *params[2] = { a, b };
+	char own[2][16];
+	const char *params[2] = { own[0], own[1] };
 	PGresult *res;
-	int i;
+	size_t i;
 
-	snprintf(a, sizeof(a), "%d", fp->conn_pid[0]);
-	snprintf(b, sizeof(b), "%d", fp->conn_pid[1]);
+	for (i = 0; i < 2; i++)
+		snprintf(own[i], sizeof(own[i]), "%d", fp->conn_pid[i]);
 	res = idem_pg_exec(fp->conn[0], "watching the sessions", err,
 	    "SELECT pid, coalesce(client_port, -1), (extract(epoch FROM backend_start) * 1000000)::bigint"
 	    " FROM pg_stat_activity WHERE backend_type = 'client backend'"
@@ -489,11 +522,8 @@ idem_failpoint_sessions(struct idem_failpoint *fp, struct idem_failpoint_session
 		return -1;
 	*n = (size_t)PQntuples(res);
 	*out = idem_ereallocarray(NULL, *n + 1, sizeof(**out));
-	for (i = 0; i < PQntuples(res); i++) {
-		(*out)[i].backend_pid = atoi(PQgetvalue(res, i, 0));
-		(*out)[i].client_port = atoi(PQgetvalue(res, i, 1));
-		(*out)[i].backend_start_us = strtoll(PQgetvalue(res, i, 2), NULL, 10);
-	}
+	for (i = 0; i < *n; i++)
+		read_session(res, (int)i, &(*out)[i]);
 	PQclear(res);
 	return 0;
 }
@@ -524,12 +554,10 @@ idem_failpoint_waiters(struct idem_failpoint *fp, struct idem_failpoint_waiter *
 		return -1;
 	*n = (size_t)PQntuples(res);
 	*out = idem_ereallocarray(NULL, *n + 1, sizeof(**out));
-	for (i = 0; i < PQntuples(res); i++) {
+	for (i = 0; i < (int)*n; i++) {
 		struct idem_failpoint_waiter *w = &(*out)[i];
 
-		w->session.backend_pid = atoi(PQgetvalue(res, i, 0));
-		w->session.client_port = atoi(PQgetvalue(res, i, 1));
-		w->session.backend_start_us = strtoll(PQgetvalue(res, i, 2), NULL, 10);
+		read_session(res, i, &w->session);
 		w->slot = atoi(PQgetvalue(res, i, 3));
 		w->step = atoi(PQgetvalue(res, i, 4));
 		w->armed = atoi(PQgetvalue(res, i, 5));

@@ -330,17 +330,12 @@ idem_plan_steps(const struct idem_plan *p, const char ***names, const char ***jo
 void
 idem_plan_free(struct idem_plan *p)
 {
+	char *seed_texts[] = { p->queue, p->queue_kind, p->owner, p->effect_table, p->key_columns,
+	    p->worker_command, p->account, p->external_name, p->external_key_fields };
 	size_t i;
 
-	free(p->queue);
-	free(p->queue_kind);
-	free(p->owner);
-	free(p->effect_table);
-	free(p->key_columns);
-	free(p->worker_command);
-	free(p->account);
-	free(p->external_name);
-	free(p->external_key_fields);
+	for (i = 0; i < sizeof(seed_texts) / sizeof(seed_texts[0]); i++)
+		free(seed_texts[i]);
 	idem_free_list(p->scenario_names, p->nscenarios);
 	idem_free_list(p->scenario_faults, p->nscenarios);
 	idem_free_list(p->scenario_steps, p->nscenarios);

@@ -2,7 +2,7 @@
  * the seed's queue, effect and worker, the jobs a fault is planned for,
  * every message, and the kill points, races and vendor faults they make.
  * The plan does not change once made; what becomes of each kill point and
- * race is the conductor's (cmd/kill-at.c). */
+ * race is the conductor's (kill-at.c). */
 #ifndef IDEM_PLAN_H
 #define IDEM_PLAN_H
 

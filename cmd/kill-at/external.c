@@ -1,0 +1,88 @@
+/* external.c: the kill points at the external call (external.h) */
+#include <stdlib.h>
+#include <string.h>
+
+#include "run.h"
+#include "database.h"
+#include "external.h"
+#include "workers.h"
+
+static const char VENDOR[] = "vendor";
+
+static void
+arm_vendor(const char *business_key)
+{
+	size_t i;
+
+	for (i = 0; i < run.plan.nkills; i++)
+		if (!run.kills[i].fired && strcmp(run.kills[i].plan->step, "external-call") == 0 &&
+		    strcmp(idem_plan_job(&run.plan, run.kills[i].plan->job_id)->business_key,
+		    business_key) == 0) {
+			idem_vendor_arm(run.vendor, business_key);
+			return;
+		}
+}
+
+static void
+handle_vendor_call(const struct idem_vendor_held *h)
+{
+	struct idem_failpoint_delivery d;
+	struct kill_point *kp = NULL;
+	struct idem_error err;
+	size_t nsame = 0;
+	int *same = idem_peer_backends(&run.sessions, h->worker, &nsame);
+
+	if (idem_failpoint_delivery(run.fp, h->business_key, -1, same, nsame, &d, &err) < 0)
+		idem_die_error(&err);
+	free(same);
+	if (d.job_id != NULL)
+		kp = kill_for("external-call", d.job_id, d.attempt);
+	if (kp == NULL) {
+		record_step(h->worker, h->pid, "external-call", d.job_id ? d.job_id : "", d.attempt,
+		    "go", VENDOR);
+		idem_vendor_release(run.vendor, h->id, 0);
+	} else {
+		kill_point_reached(kp, h->worker, h->pid, d.msg_id, VENDOR);
+		workers_kill(h->worker, h->pid);
+		idem_vendor_release(run.vendor, h->id, 1);
+	}
+	arm_vendor(h->business_key);
+	free(d.job_id);
+	free(d.msg_id);
+}
+
+void
+external_watch(void)
+{
+	struct idem_vendor_held held[MAX_WORKERS];
+	size_t n, i;
+
+	if (run.vendor == NULL)
+		return;
+	idem_vendor_drain(run.vendor);
+	n = idem_vendor_held(run.vendor, held, MAX_WORKERS);
+	if (n > 0)
+		database_watch_sessions();
+	for (i = 0; i < n; i++) {
+		handle_vendor_call(&held[i]);
+		free(held[i].business_key);
+	}
+}
+
+void
+external_start(void)
+{
+	struct idem_error err;
+	size_t i;
+
+	if (run.plan.external_name == NULL)
+		return;
+	if ((run.vendor = idem_vendor_start(run.plan.external_name, run.plan.external_key_fields,
+	    run.plan.honours_idempotency_key, &err)) == NULL)
+		idem_die_error(&err);
+	for (i = 0; i < run.plan.nfaults; i++)
+		idem_vendor_fault(run.vendor, run.plan.faults[i].business_key, run.plan.faults[i].fault);
+	for (i = 0; i < run.plan.nkills; i++)
+		if (strcmp(run.kills[i].plan->step, "external-call") == 0)
+			arm_vendor(idem_plan_job(&run.plan, run.kills[i].plan->job_id)->business_key);
+}
