@@ -65,7 +65,7 @@ FUZZ_DEBS = clang libclang-rt-14-dev
 all: $(addprefix $(BIN)/,$(PROGS))
 
 $(BUILD)/lib/libidem.a: $(LIBOBJ)
-	ar rcs $@ $(LIBOBJ)
+	rm -f $@ && ar rcs $@ $(LIBOBJ)
 
 .SECONDEXPANSION:
 $(BUILD)/%.o: %.c $(HEADERS) $$(wildcard $$(EMBEDDED_$$*))
@@ -74,7 +74,7 @@ $(BUILD)/%.o: %.c $(HEADERS) $$(wildcard $$(EMBEDDED_$$*))
 
 define room
 $(BUILD)/cmd/$(1)/$(1).a: $(patsubst %.c,$(BUILD)/%.o,$(call room_src,$(1)))
-	ar rcs $$@ $$^
+	rm -f $$@ && ar rcs $$@ $$^
 $(BIN)/$(1): $(BUILD)/cmd/$(1)/$(1).o $(BUILD)/cmd/$(1)/$(1).a $(BUILD)/lib/libidem.a
 	@mkdir -p $$(@D)
 	$$(CC) $$(LDFLAGS) -o $$@ $$^ $$(LDLIBS)
@@ -103,9 +103,9 @@ $(BUILD)/fuzz/%_replay: tests/fuzz/%.c tests/fuzz/replay.c tests/fuzz/scratch.c 
 # the same archives as the tests link, of objects built for libFuzzer
 FUZZLIB = $(patsubst $(BUILD)/%,build/fuzz/%,$(ROOMLIB)) build/fuzz/lib/libidem.a
 build/fuzz/lib/libidem.a: $(patsubst $(BUILD)/%,build/fuzz/%,$(LIBOBJ))
-	ar rcs $@ $^
+	rm -f $@ && ar rcs $@ $^
 $(foreach r,$(ROOMS),$(eval build/fuzz/cmd/$(r)/$(r).a: \
-	$(patsubst %.c,build/fuzz/%.o,$(call room_src,$(r))); ar rcs $$@ $$^))
+	$(patsubst %.c,build/fuzz/%.o,$(call room_src,$(r))); rm -f $$@ && ar rcs $$@ $$^))
 build/fuzz/%.o: %.c $(HEADERS) $$(wildcard $$(EMBEDDED_$$*))
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link \

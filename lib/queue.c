@@ -5,6 +5,7 @@
 #include "embed.h"
 #include "pg.h"
 #include "queue.h"
+#include "sql.h"
 
 EMBED(idem_sql_queue_idem, "lib/queues/idem.sql");
 EMBED(idem_sql_queue_pgboss, "lib/queues/pg-boss.sql");
@@ -40,33 +41,21 @@ header(const char *text, const char *key)
 	return NULL;
 }
 
-/* Splits the text at its "-- @name" lines; a section runs to the next one,
- * without its trailing blank lines. */
+/* The adapter's sections (lib/sql.h). */
 static void
 split(struct idem_queue *q, const char *text)
 {
-	const char *line, *end, *body;
+	struct idem_sql_section s, *prev = NULL;
 
-	for (line = strstr(text, "-- @"); line != NULL; line = strstr(end, "\n-- @")) {
-		struct idem_queue_section *s;
+	while (idem_sql_section_next(text, prev, &s)) {
+		struct idem_queue_section *qs;
 
-		if (*line == '\n')
-			line++;
-		end = strchr(line, '\n');
-		if (end == NULL)
-			end = line + strlen(line);
 		q->sections = idem_ereallocarray(q->sections, q->nsections + 1, sizeof(*q->sections));
-		s = &q->sections[q->nsections++];
-		s->name = idem_estrndup(line + 4, (size_t)(end - line - 4));
-		body = *end ? end + 1 : end;
-		end = strstr(body, "\n-- @");
-		if (end == NULL)
-			end = body + strlen(body);
-		s->sql = body;
-		s->len = (size_t)(end - body);
-		while (s->len > 0 && (body[s->len - 1] == '\n' || body[s->len - 1] == '\t' ||
-		    body[s->len - 1] == ' '))
-			s->len--;
+		qs = &q->sections[q->nsections++];
+		qs->name = idem_estrndup(s.head, s.head_len);
+		qs->sql = s.text;
+		qs->len = s.len;
+		prev = &s;
 	}
 }
 

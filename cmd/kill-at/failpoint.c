@@ -7,6 +7,7 @@
 #include "failpoint.h"
 #include "map.h"
 #include "pg.h"
+#include "sql.h"
 
 static const char *const step_names[] = {
 	NULL, "before-write", "before-commit", "after-commit", "after-commit"
@@ -67,50 +68,35 @@ struct fill {
 	const char *name, *value;
 };
 
+/* Whether a section's head names it: "name", or "function name(...)". */
 static int
-comment_or_blank(const char *line, const char *end)
+names(const struct idem_sql_section *at, const char *name, size_t n)
 {
-	while (line < end && (*line == ' ' || *line == '\t'))
-		line++;
-	return line == end || (end - line >= 2 && line[0] == '-' && line[1] == '-');
+	if (at->head_len > 9 + n && strncmp(at->head, "function ", 9) == 0)
+		return strncmp(at->head + 9, name, n) == 0 && at->head[9 + n] == '(';
+	return at->head_len == n && strncmp(at->head, name, n) == 0;
 }
 
-/* The section "-- @name" or "-- @function name(...)" of failpoint.sql: it
- * runs to the next one, without the blank lines and comments that end
- * it. */
+/* The section "-- @name" or "-- @function name(...)" of failpoint.sql. */
 static struct section
 find_section(const char *name)
 {
+	struct idem_sql_section at, *prev = NULL;
 	struct section s = { NULL, NULL, 0, 0 };
 	size_t n = strlen(name);
-	const char *at, *end, *line;
 
-	for (at = strstr(idem_sql_failpoint, "\n-- @"); at != NULL; at = strstr(at + 1, "\n-- @")) {
-		line = at + 5;
-		if (strncmp(line, "function ", 9) == 0 && strncmp(line + 9, name, n) == 0 &&
-		    line[9 + n] == '(')
-			s.function = line + 9;
-		else if (strncmp(line, name, n) != 0 || line[n] != '\n')
+	for (; idem_sql_section_next(idem_sql_failpoint, prev, &at); prev = &at) {
+		if (!names(&at, name, n))
 			continue;
-		break;
+		if (strncmp(at.head, "function ", 9) == 0) {
+			s.function = at.head + 9;
+			s.function_len = at.head_len - 9;
+		}
+		s.text = at.text;
+		s.len = at.len;
+		return s;
 	}
-	if (at == NULL)
-		idem_die(IDEM_EXIT_ENV, "failpoint.sql has no section %s", name);
-	s.text = strchr(at + 1, '\n') + 1;
-	if (s.function != NULL)
-		s.function_len = (size_t)(s.text - 1 - s.function);
-	if ((end = strstr(s.text, "\n-- @")) == NULL)
-		end = s.text + strlen(s.text);
-	/* the lines before the next section are about it */
-	while (end > s.text) {
-		for (line = end; line > s.text && line[-1] != '\n'; line--)
-			;
-		if (!comment_or_blank(line, end))
-			break;
-		end = line > s.text ? line - 1 : line;
-	}
-	s.len = (size_t)(end - s.text);
-	return s;
+	idem_die(IDEM_EXIT_ENV, "failpoint.sql has no section %s", name);
 }
 
 /* The fill of a placeholder, ":name" at p (a colon of a "::" cast is
