@@ -17,6 +17,7 @@
 #include <jansson.h>
 #include <libpq-fe.h>
 
+#include "json.h"
 #include "pg.h"
 #include "seed.h"
 #include "step.h"

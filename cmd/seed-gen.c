@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json.h"
 #include "seed.h"
 #include "template.h"
 #include "tsv.h"

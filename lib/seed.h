@@ -5,7 +5,6 @@
 #include <jansson.h>
 
 #include "error.h"
-#include "json.h"
 #include "yamljson.h"
 
 enum idem_payload_type {

@@ -9,9 +9,9 @@
 #include <jansson.h>
 
 #include "evidence.h"
+#include "json.h"
 #include "map.h"
 #include "pg.h"
-#include "seed.h"
 #include "tsv.h"
 #include "file.h"
 #include "text.h"
