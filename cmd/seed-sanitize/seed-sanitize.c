@@ -56,6 +56,7 @@ load_key(struct idem_sanitizer *s, const char *path)
 		idem_die_error(&err);
 	if (len < KEY_MIN) {
 		sodium_memzero(key, len);
+		free(key);
 		idem_die(IDEM_EXIT_USAGE, "%s: shorter than %d bytes", path, KEY_MIN);
 	}
 	idem_sanitize_init(s, (const unsigned char *)key, len);
