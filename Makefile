@@ -41,7 +41,7 @@ EMBEDDED_cmd/seed-gen = templates/seed.yaml templates/ticket.md
 EMBEDDED_cmd/mkrecord/mkrecord = templates/handoff.md
 EMBEDDED_cmd/kill-at/failpoint = cmd/kill-at/failpoint.sql
 UNIT = tsv text file seed template sig yamljson pg map record queue timeline handoff step plan
-FUZZ = tsv seed record sshsig signers key template vendor sanitize step
+FUZZ = tsv seed record sshsig signers key template vendor sanitize step sql
 FUZZ_SECONDS = 60
 FUZZ_CC = clang
 FUZZ_FLAGS = -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
