@@ -58,7 +58,7 @@ DEBS = make gcc libc6-dev pkg-config libpq-dev libssl-dev libyaml-dev libgit2-de
 NODE_DEBS = nodejs npm
 # Referees of the tests: Chromium draws the record's timeline as a browser
 # would; strace sees what mkrecord reads and syncs.
-CHECK_DEBS = chromium strace
+CHECK_DEBS = chromium strace faketime
 BENCH_DEBS = hyperfine
 FUZZ_DEBS = clang libclang-rt-14-dev
 

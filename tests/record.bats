@@ -346,6 +346,19 @@ as_format_2() {
 	[[ "$output" == *"stale  next review date 2020-01-01 passed"* ]]
 }
 
+@test "200 days on, the audit calls the newest record of a rehearsal stale and no superseded one" {
+	old=$(faketime -f '-1d' mkrecord -k "$key" -c -r "$REPRODUCE" <"$RUN")
+	new=$(record)
+	run faketime -f '+200d' verify-record --history -t
+	[ "$status" -eq 1 ]
+	stale=$(awk -F '\t' '$4 == "stale"' <<<"$output")
+	assert_equal "$(cut -f 3 <<<"$stale")" "$new"
+	[[ "$(cut -f 5 <<<"$stale")" == "next review date "*" passed"* ]]
+	grep -qF "	$old	ok	" <<<"$output"
+	# today, neither is stale
+	run -0 verify-record --history -t
+}
+
 @test "a failed commit leaves neither a half record nor a half commit" {
 	head=$(git rev-parse HEAD)
 	git checkout -q --detach

@@ -219,10 +219,12 @@ idem_staleness(struct idem_staleness *s, const json_t *record, const char *now, 
 	const char *next = idem_json_str(record, "next_review");
 
 	out[0] = '\0';
-	if (next && strcmp(next, now) < 0)
-		stale_reason(out, size, "next review date %s passed", next);
+	/* a superseded record is history: only the newest of a rehearsal can
+	 * go stale, for its review date as for anything else */
 	if (!newest)
 		return 0;
+	if (next && strcmp(next, now) < 0)
+		stale_reason(out, size, "next review date %s passed", next);
 	seed_staleness(record, out, size);
 	worker_file_staleness(record, out, size);
 	if (s->db != NULL)
