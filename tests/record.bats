@@ -137,7 +137,7 @@ as_format_2() {
 	r=$(record)
 	run verify-record "$r"
 	[ "$status" -eq 0 ]
-	assert_equal "$output" "$r: verified, signed by eng@example.org"
+	assert_equal "$output" "$r: verified, signed by eng@example.org; verdict pass"
 	resign "$r"
 	run verify-record "$r"
 	[ "$status" -eq 0 ]
@@ -465,7 +465,7 @@ $base-2000.yaml.sig"
 	assert_equal "$(ls records/*.yaml | wc -l)" 100
 	run verify-record records/*.yaml
 	[ "$status" -eq 0 ]
-	assert_equal "$(grep -c ': verified, signed by eng@example.org$' <<<"$output")" 100
+	assert_equal "$(grep -c ': verified, signed by eng@example.org; verdict pass$' <<<"$output")" 100
 }
 
 @test "a record whose totals summary says pass against its own count rows is refused" {
@@ -908,6 +908,9 @@ with_seed() {
 	line=$(grep -n '^verdict:' "$r" | cut -d : -f 1)
 	run -1 verify-record --history -g
 	[[ "$output" == *"::error file=$r,line=$line::record FAIL: verdict fail: the current record of invoice-line fails"* ]]
+	# the reviewer's one-record check shows the verdict, and fails on it
+	run -1 verify-record "$r"
+	assert_equal "$output" "$r: verified, signed by eng@example.org; verdict fail"
 	# a newer passing record makes the failing one history
 	record >/dev/null
 	run -0 verify-record --history
@@ -923,12 +926,16 @@ with_seed() {
 	grep -q '^expected_verdict: "fail"$' "$r"
 	run -0 verify-record --history
 	[[ "$output" == *"record  $r"*" ok     fail as the seed expects, signed by eng@example.org"* ]]
+	run -0 verify-record "$r"
+	assert_equal "$output" "$r: verified, signed by eng@example.org; verdict fail, as the seed expects"
 	with_seed >"$BATS_TEST_TMPDIR/passes.tsv"
 	r=$(mkrecord -k "$key" -c -r "$REPRODUCE" <"$BATS_TEST_TMPDIR/passes.tsv")
 	grep -q '^verdict: "pass"$' "$r"
 	line=$(grep -n '^verdict:' "$r" | cut -d : -f 1)
 	run -1 verify-record --history --format github
 	[[ "$output" == *"::error file=$r,line=$line::record FAIL: verdict pass, but the seed expects this example to fail"* ]]
+	run -1 verify-record "$r"
+	assert_equal "$output" "$r: verified, signed by eng@example.org; verdict pass, but the seed expects fail"
 }
 
 @test "a pass with no enforced guard is a warning at the guards' line" {

@@ -76,7 +76,7 @@ peak_kib() {
 	r=$(mkrecord -k "$key" -c <stream.tsv)
 	run verify-record -f records/allowed_signers "$r"
 	[ "$status" -eq 0 ]
-	[ "$output" = "$r: verified, signed by eng@example.org" ]
+	[ "$output" = "$r: verified, signed by eng@example.org; verdict pass" ]
 	evidence=records/$(sed -n '/^evidence_file:/,/^[a-z]/s/^  path: "\(.*\)"$/\1/p' "$r")
 	[ -f "$evidence" ]
 	# named by its hash, committed with the record

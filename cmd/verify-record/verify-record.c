@@ -14,6 +14,7 @@
 #include "git.h"
 #include "rerun.h"
 #include "error.h"
+#include "yamljson.h"
 
 static const char synopsis[] =
 	"usage: verify-record [-f allowed-signers] record ...\n"
@@ -27,18 +28,38 @@ struct options {
 	struct idem_audit_options audit;	/* and the conninfo of --rerun */
 };
 
-static void
+/*
+ * The line of a record checked: NOT verified with its reasons, or
+ * verified with its signer and its verdict against the one its seed
+ * expects (pass, unless it says fail). Returns IDEM_EXIT_FINDING for a
+ * record not verified and for a verdict other than the expected one: a
+ * reviewer's one-record check shows the verdict, and fails on it.
+ */
+static int
 print_check(const struct check *c)
 {
+	const char *verdict, *expected;
 	size_t i;
 
-	if (c->nreasons == 0) {
-		printf("%s: verified, signed by %s\n", c->path, c->principal);
-		return;
+	if (c->nreasons > 0) {
+		printf("%s: NOT verified\n", c->path);
+		for (i = 0; i < c->nreasons; i++)
+			printf("%s: %s\n", c->path, c->reasons[i]);
+		return IDEM_EXIT_FINDING;
 	}
-	printf("%s: NOT verified\n", c->path);
-	for (i = 0; i < c->nreasons; i++)
-		printf("%s: %s\n", c->path, c->reasons[i]);
+	verdict = idem_json_str(c->record, "verdict");
+	if ((expected = idem_json_str(c->record, "expected_verdict")) == NULL)
+		expected = "pass";
+	printf("%s: verified, signed by %s; verdict %s", c->path, c->principal,
+	    verdict ? verdict : "none");
+	if (verdict == NULL || strcmp(verdict, expected) == 0) {
+		printf("%s\n", verdict && strcmp(verdict, "pass") != 0 ? ", as the seed expects" : "");
+		return 0;
+	}
+	if (strcmp(expected, "pass") != 0)
+		printf(", but the seed expects %s", expected);
+	printf("\n");
+	return IDEM_EXIT_FINDING;
 }
 
 /* Reruns a record that verified; 1 when the rerun differs. */
@@ -54,7 +75,8 @@ rerun(const struct check *c, const char *conninfo)
 }
 
 /* Checks each record, and with --rerun reruns it when it verified;
- * IDEM_EXIT_FINDING when one does not verify or its rerun differs. */
+ * IDEM_EXIT_FINDING when one does not verify, gives a verdict its seed
+ * does not expect, or its rerun differs. */
 static int
 verify(char **paths, int n, int do_rerun, const char *conninfo, struct checker *k)
 {
@@ -64,10 +86,9 @@ verify(char **paths, int n, int do_rerun, const char *conninfo, struct checker *
 		struct check chk = { .path = paths[i] };
 
 		idem_check_record(k, &chk);
-		print_check(&chk);
-		if (chk.nreasons > 0)
+		if (print_check(&chk) != 0)
 			rc = IDEM_EXIT_FINDING;
-		else if (do_rerun && rerun(&chk, conninfo))
+		if (chk.nreasons == 0 && do_rerun && rerun(&chk, conninfo))
 			rc = IDEM_EXIT_FINDING;
 		idem_check_free(&chk);
 	}
