@@ -40,9 +40,9 @@ teardown() {
 	# the handoff's line, folded to stay readable
 	tr '\n' ' ' <"${r%.yaml}.md" |
 		grep -q 'Baseline (jobs in no scenario, run first with one worker; jobs: 2): \*\*failed\*\*, 2 of 1 effects; \*\*baseline failed'
-	# the record is whole: it verifies, and its verdict agrees
-	run verify-record -f records/allowed_signers "$r"
-	[ "$status" -eq 0 ]
+	# the record is whole: it verifies, its verdict agrees, and the fail is a finding
+	run -1 verify-record -f records/allowed_signers "$r"
+	assert_equal "$output" "$r: verified, signed by eng@example.org; verdict fail"
 }
 
 @test "rehearse -W passes the waiting times to mkrecord: the record's waiting is filled" {
