@@ -466,18 +466,19 @@ touches(git_commit *commit, const char *path, struct remembered *last)
 	return changed;
 }
 
-/* A commit's signature and the bytes it signs, to be checked. */
+/* A commit's signature and the bytes it signs, to be checked against
+ * the signers its place in the history trusts. */
 struct signed_commit {
 	size_t check;			/* index of its idem_git_commit_check */
 	char *armor, *data;
 	size_t armor_len, data_len;
+	const struct idem_signers *signers;
 };
 
 struct checker {
 	struct signed_commit *pending;
 	size_t npending, first, step;
 	struct idem_git_commit_check *out;
-	const void *signers;
 };
 
 static void *
@@ -494,7 +495,7 @@ check_some(void *arg)
 
 		if (idem_sig_parse(&sig, p->armor, p->armor_len, "git", &why) < 0) {
 			snprintf(c->reason, sizeof(c->reason), "%s", why.text);
-		} else if ((c->principal = idem_signers_find(k->signers, sig.public_key, "git", c->when,
+		} else if ((c->principal = idem_signers_find(p->signers, sig.public_key, "git", c->when,
 		    &why)) == NULL) {
 			snprintf(c->reason, sizeof(c->reason), "%s", why.text);
 		} else if (idem_sig_check(&sig, "git", p->data, p->data_len, &why) < 0) {
@@ -508,8 +509,7 @@ check_some(void *arg)
 
 /* Checks the signatures on every core: each is independent of the others. */
 static void
-check_all(struct signed_commit *pending, size_t npending, struct idem_git_commit_check *out,
-	  const void *signers)
+check_all(struct signed_commit *pending, size_t npending, struct idem_git_commit_check *out)
 {
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 	size_t nthreads = cores > 1 ? (size_t)(cores > IDEM_PARALLEL_MAX ? IDEM_PARALLEL_MAX :
@@ -519,7 +519,7 @@ check_all(struct signed_commit *pending, size_t npending, struct idem_git_commit
 	if (npending < 64)
 		nthreads = 1;
 	for (t = 0; t < nthreads; t++)
-		k[t] = (struct checker){ pending, npending, t, nthreads, out, signers };
+		k[t] = (struct checker){ pending, npending, t, nthreads, out };
 	idem_parallel(check_some, k, sizeof(k[0]), nthreads);
 	for (i = 0; i < npending; i++) {
 		free(pending[i].armor);
@@ -559,9 +559,25 @@ open_dir(git_repository **repo, const char *dir, char *pathspec, size_t size,
 	return 0;
 }
 
+/* The signers a commit is checked against: those of the last trust
+ * whose commit it descends from, else the first. */
+static const struct idem_signers *
+trusted_at(git_repository *repo, const git_oid *id, const struct idem_git_trust *trust,
+	   size_t ntrust)
+{
+	git_oid from;
+	size_t i;
+
+	for (i = ntrust; i-- > 1;)
+		if (git_oid_fromstr(&from, trust[i].from) == 0 &&
+		    git_graph_descendant_of(repo, id, &from) == 1)
+			return trust[i].signers;
+	return trust[0].signers;
+}
+
 int
-idem_git_history(const char *dir, const char *since, const void *signers,
-		 struct idem_git_commit_check **out, size_t *n, struct idem_error *err)
+idem_git_history(const char *dir, const char *since, const struct idem_git_trust *trust,
+		 size_t ntrust, struct idem_git_commit_check **out, size_t *n, struct idem_error *err)
 {
 	git_repository *repo = NULL;
 	git_revwalk *walk = NULL;
@@ -602,7 +618,7 @@ idem_git_history(const char *dir, const char *since, const void *signers,
 		/* a history that cannot be read whole (a shallow clone) is no audit */
 		if (walked != 0 || git_commit_lookup(&commit, repo, &id) != 0) {
 			git_fail(err, "walking the history (a shallow clone? the audit needs it whole)");
-			check_all(pending, npending, *out, signers);
+			check_all(pending, npending, *out);
 			goto out;
 		}
 		if (!touches(commit, pathspec, &last)) {
@@ -627,13 +643,14 @@ idem_git_history(const char *dir, const char *since, const void *signers,
 			pending[npending].data = idem_emalloc(data.size + 1);
 			memcpy(pending[npending].data, data.ptr, data.size);
 			pending[npending].data_len = data.size;
+			pending[npending].signers = trusted_at(repo, &id, trust, ntrust);
 			npending++;
 		}
 		git_buf_dispose(&armor);
 		git_buf_dispose(&data);
 		git_commit_free(commit);
 	}
-	check_all(pending, npending, *out, signers);
+	check_all(pending, npending, *out);
 	rc = 0;
 out:
 	git_revwalk_free(walk);
@@ -775,4 +792,127 @@ out:
 	git_object_free(head);
 	git_repository_free(repo);
 	return rc;
+}
+
+/* What a commit holds at path, with a NUL past it; NULL when nothing. */
+static char *
+blob_at(git_repository *repo, git_commit *commit, const char *path, size_t *len)
+{
+	git_oid id;
+	git_blob *blob = NULL;
+	char *out = NULL;
+
+	*len = 0;
+	entry_id(commit, path, &id);
+	if (git_oid_is_zero(&id) || git_blob_lookup(&blob, repo, &id) != 0)
+		return NULL;
+	*len = (size_t)git_blob_rawsize(blob);
+	out = idem_emalloc(*len + 1);
+	memcpy(out, git_blob_rawcontent(blob), *len);
+	out[*len] = '\0';
+	git_blob_free(blob);
+	return out;
+}
+
+/* One commit that changed the file, kept with its signature and the file
+ * before and after it. */
+static void
+keep_change(git_repository *repo, git_commit *commit, const char *path,
+	    struct idem_git_file_change *c)
+{
+	git_buf armor = GIT_BUF_INIT, data = GIT_BUF_INIT;
+	git_commit *parent = NULL;
+	git_oid id;
+
+	memset(c, 0, sizeof(*c));
+	git_oid_cpy(&id, git_commit_id(commit));
+	git_oid_tostr(c->id, sizeof(c->id), &id);
+	snprintf(c->summary, sizeof(c->summary), "%s", git_commit_summary(commit) ?
+	    git_commit_summary(commit) : "");
+	c->when = (time_t)git_commit_committer(commit)->when.time;
+	if (git_commit_extract_signature(&armor, &data, repo, &id, NULL) == 0) {
+		c->armor = idem_emalloc(armor.size + 1);
+		memcpy(c->armor, armor.ptr, armor.size);
+		c->armor[c->armor_len = armor.size] = '\0';
+		c->data = idem_emalloc(data.size + 1);
+		memcpy(c->data, data.ptr, data.size);
+		c->data[c->data_len = data.size] = '\0';
+	}
+	git_buf_dispose(&armor);
+	git_buf_dispose(&data);
+	if (git_commit_parentcount(commit) > 0 && git_commit_parent(&parent, commit, 0) == 0)
+		c->before = blob_at(repo, parent, path, &c->before_len);
+	c->after = blob_at(repo, commit, path, &c->after_len);
+	git_commit_free(parent);
+}
+
+int
+idem_git_file_history(const char *file, const char *since, struct idem_git_file_history *h,
+		      struct idem_error *err)
+{
+	git_repository *repo = NULL;
+	git_revwalk *walk = NULL;
+	git_object *base = NULL;
+	struct remembered last = { .valid = 0 };
+	char dir[PATH_MAX];
+	git_oid id;
+	int rc = -1, walked;
+
+	memset(h, 0, sizeof(*h));
+	dir_of(file, dir, sizeof(dir));
+	if (open_repo(&repo, dir, dir, err) < 0)
+		return -1;
+	if (relative(repo, file, h->path, sizeof(h->path), err) < 0)
+		goto out;
+	if (git_revparse_single(&base, repo, since) != 0 ||
+	    git_object_peel((git_object **)&base, base, GIT_OBJECT_COMMIT) != 0) {
+		idem_error_set(err, IDEM_EXIT_USAGE, "--since %s: no such revision", since);
+		goto out;
+	}
+	git_oid_tostr(h->base, sizeof(h->base), git_object_id(base));
+	h->at_base = blob_at(repo, (git_commit *)base, h->path, &h->at_base_len);
+	if (git_revwalk_new(&walk, repo) != 0 || git_revwalk_push_head(walk) != 0 ||
+	    git_revwalk_hide(walk, git_object_id(base)) != 0) {
+		git_fail(err, "walking the history");
+		goto out;
+	}
+	git_revwalk_sorting(walk, GIT_SORT_TOPOLOGICAL | GIT_SORT_REVERSE);
+	while ((walked = git_revwalk_next(&id, walk)) == 0) {
+		git_commit *commit = NULL;
+
+		if (git_commit_lookup(&commit, repo, &id) != 0)
+			break;
+		last.valid = 0;
+		if (touches(commit, h->path, &last)) {
+			h->changes = idem_ereallocarray(h->changes, h->nchanges + 1, sizeof(*h->changes));
+			keep_change(repo, commit, h->path, &h->changes[h->nchanges++]);
+		}
+		git_commit_free(commit);
+	}
+	if (walked != GIT_ITEROVER) {
+		git_fail(err, "walking the history (a shallow clone? the audit needs it whole)");
+		goto out;
+	}
+	rc = 0;
+out:
+	git_revwalk_free(walk);
+	git_object_free(base);
+	git_repository_free(repo);
+	return rc;
+}
+
+void
+idem_git_file_history_free(struct idem_git_file_history *h)
+{
+	size_t i;
+
+	for (i = 0; i < h->nchanges; i++) {
+		free(h->changes[i].armor);
+		free(h->changes[i].data);
+		free(h->changes[i].before);
+		free(h->changes[i].after);
+	}
+	free(h->changes);
+	free(h->at_base);
+	memset(h, 0, sizeof(*h));
 }

@@ -32,8 +32,17 @@ void idem_git_close(void);
 int idem_git_commit(const char *const *files, size_t nfiles, const char *message,
 		    const struct idem_key *key, char commit_out[41], struct idem_error *err);
 
+/* Which allowed signers a commit is checked against: trust[0].signers,
+ * unless it descends from the commit trust[i].from (i >= 1, the last such
+ * i), whose signers then count. */
+struct idem_git_trust {
+	char from[41];
+	const struct idem_signers *signers;
+};
+
 /* Every commit reachable from HEAD (or in since..HEAD) that changed a path
- * under dir, newest first, with its signature checked against signers. */
+ * under dir, newest first, with its signature checked against the signers
+ * its place in the history trusts (ntrust >= 1). */
 struct idem_git_commit_check {
 	char id[41];
 	char summary[256];
@@ -42,8 +51,30 @@ struct idem_git_commit_check {
 	char reason[1024];		/* why not, when not */
 };
 int idem_git_history(const char *dir, const char *since,
-		     const void *signers, struct idem_git_commit_check **out, size_t *n,
-		     struct idem_error *err);
+		     const struct idem_git_trust *trust, size_t ntrust,
+		     struct idem_git_commit_check **out, size_t *n, struct idem_error *err);
+
+/* A file through since..HEAD: what since holds at its path, and each
+ * commit that changed it, oldest first, with its signature and the bytes
+ * it signs (armor NULL when unsigned), and the file at its first parent
+ * and at it (NULL where absent; each with a NUL past its length). */
+struct idem_git_file_change {
+	char id[41], summary[256];
+	time_t when;
+	char *armor, *data, *before, *after;
+	size_t armor_len, data_len, before_len, after_len;
+};
+struct idem_git_file_history {
+	char path[1024];		/* relative to the work tree */
+	char base[41];			/* since, as a commit id */
+	char *at_base;			/* NULL when since has no such file */
+	size_t at_base_len;
+	struct idem_git_file_change *changes;
+	size_t nchanges;
+};
+int idem_git_file_history(const char *file, const char *since, struct idem_git_file_history *h,
+			  struct idem_error *err);
+void idem_git_file_history_free(struct idem_git_file_history *h);
 
 /* The names of the files directly in dir whose contents differ between
  * HEAD and its merge base with since (a pull request's base branch): what

@@ -814,16 +814,27 @@ struct idem_signers *
 idem_signers_load(const char *path, struct idem_error *err)
 {
 	struct idem_signers *signers;
-	char *text, *line, *end;
+	char *text;
 	size_t len;
+
+	if ((text = idem_read_file_max(path, IDEM_SIGNERS_FILE_MAX, &len, err)) == NULL)
+		return NULL;
+	signers = idem_signers_parse(path, text, len, err);
+	free(text);
+	return signers;
+}
+
+struct idem_signers *
+idem_signers_parse(const char *name, char *text, size_t len, struct idem_error *err)
+{
+	struct idem_signers *signers;
+	char *line, *end;
 	long line_no = 0;
 
 	if (sodium_init() < 0) {
 		idem_error_set(err, IDEM_EXIT_ENV, "libsodium could not start");
 		return NULL;
 	}
-	if ((text = idem_read_file_max(path, IDEM_SIGNERS_FILE_MAX, &len, err)) == NULL)
-		return NULL;
 	if ((signers = calloc(1, sizeof(*signers))) == NULL)
 		idem_die(IDEM_EXIT_ENV, "calloc:");
 	/* line by line, as getline reads them: a NUL byte ends its line only */
@@ -846,14 +857,13 @@ idem_signers_load(const char *path, struct idem_error *err)
 		if (rc < 0) {
 			char *msg;
 
-			if (asprintf(&msg, "%s:%ld: %s", path, line_no, why) < 0)
+			if (asprintf(&msg, "%s:%ld: %s", name, line_no, why) < 0)
 				idem_die(IDEM_EXIT_ENV, "asprintf:");
 			signers->skipped = idem_ereallocarray(signers->skipped, signers->nskipped + 1,
 			    sizeof(char *));
 			signers->skipped[signers->nskipped++] = msg;
 		}
 	}
-	free(text);
 	return signers;
 }
 

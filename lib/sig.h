@@ -61,6 +61,12 @@ int idem_sig_check(const struct idem_sig *sig, const char *namespace, const void
  * ("file:line: why"), NULL past the last. */
 struct idem_signers;
 struct idem_signers *idem_signers_load(const char *path, struct idem_error *err);
+/* The same from text in memory (a file as a commit holds it), named name
+ * in what is skipped: len bytes and a byte past them, as
+ * idem_read_file_max and idem_git_read_at give it; its newlines are
+ * overwritten. */
+struct idem_signers *idem_signers_parse(const char *name, char *text, size_t len,
+					struct idem_error *err);
 void idem_signers_free(struct idem_signers *signers);
 const char *idem_signers_skipped(const struct idem_signers *signers, size_t i);
 

@@ -177,17 +177,40 @@ connect_read_only(const char *conninfo)
 	return db;
 }
 
-/* Each commit touching the directory since o->since: signed by a trusted
- * key, or why not. */
+/* The trust root from the base: each commit that changed allowed_signers,
+ * accepted or refused at the line it added, and a base without the file,
+ * which trusts nobody. */
+static void
+audit_trust(struct audit *a)
+{
+	const struct trust *t = a->o->trust;
+	char detail[1400];
+	size_t i;
+
+	if (!t->at_base) {
+		snprintf(detail, sizeof(detail), "%s: not in %s, so no key is trusted; give one with "
+		    "-f", t->label, a->o->since);
+		emit(a, "signers", t->path, "FAIL", detail, t->path, 0);
+	}
+	for (i = 0; i < t->nchanges; i++)
+		emit(a, "signers", t->changes[i].id, t->changes[i].accepted ? "ok" : "FAIL",
+		    t->changes[i].detail, t->path, t->changes[i].line);
+}
+
+/* Each commit touching the directory since o->since: signed by a key
+ * trusted where it stands in the history, or why not. */
 static void
 audit_commits(struct audit *a)
 {
+	struct idem_git_trust only = { .from = "", .signers = a->k->signers };
+	const struct trust *t = a->o->trust;
 	struct idem_git_commit_check *commits;
 	struct idem_error err;
 	char detail[1600];
 	size_t ncommits, i;
 
-	if (idem_git_history(a->o->dir, a->o->since, a->k->signers, &commits, &ncommits, &err) < 0)
+	if (idem_git_history(a->o->dir, a->o->since, t ? t->epochs : &only, t ? t->nepochs : 1,
+	    &commits, &ncommits, &err) < 0)
 		idem_die_error(&err);
 	for (i = 0; i < ncommits; i++) {
 		if (commits[i].principal)
@@ -324,6 +347,8 @@ idem_audit(const struct idem_audit_options *o, struct checker *k)
 	a.now = idem_date_from_now(0);
 	if (o->format == IDEM_AUDIT_TSV)
 		idem_tsv_write_header(stdout);
+	if (o->trust != NULL)
+		audit_trust(&a);
 	audit_commits(&a);
 	if (!o->commits_only)
 		paths = record_paths(o->dir, &n);

@@ -4,6 +4,7 @@
 #define IDEM_AUDIT_H
 
 #include "check.h"
+#include "trust.h"
 
 /* How the audit's entries are written: a table, idem-tsv audit rows, or
  * GitHub annotations. */
@@ -17,6 +18,7 @@ struct idem_audit_options {
 	int format;			/* IDEM_AUDIT_TABLE, _TSV or _GITHUB */
 	int commits_only;		/* -c */
 	int require_approval;		/* -a */
+	const struct trust *trust;	/* the trust root from since, or NULL for k's signers */
 };
 
 /* Audits the history with the signers and seeds of k, writing an entry

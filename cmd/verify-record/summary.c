@@ -349,6 +349,16 @@ idem_summary_write(const struct idem_summary *s, const char *summary_path,
 		}
 	if (nunsigned > 0)
 		fputc('\n', f);
+	/* the changes to the trusted keys, accepted or not: a reviewer reads
+	 * each one */
+	for (i = 0, j = 0; i < s->nentries; i++)
+		if (strcmp(s->entries[i].kind, "signers") == 0) {
+			md(f, "- **%s** allowed_signers, %c: %t\n", s->entries[i].status, s->entries[i].id,
+			    s->entries[i].detail);
+			j++;
+		}
+	if (j > 0)
+		fputc('\n', f);
 	for (i = 0; i < nshown; i++) {
 		for (j = 0; j < nrecords && strcmp(records[j].path, shown[i]) != 0; j++)
 			;

@@ -13,6 +13,7 @@
 #include "check.h"
 #include "git.h"
 #include "rerun.h"
+#include "trust.h"
 #include "error.h"
 #include "yamljson.h"
 
@@ -24,6 +25,7 @@ static const char synopsis[] =
 
 struct options {
 	const char *signers_path;
+	int signers_given;		/* -f: the root is kept outside the history */
 	int do_rerun, do_history;
 	struct idem_audit_options audit;	/* and the conninfo of --rerun */
 };
@@ -129,7 +131,7 @@ parse_options(int argc, char *argv[], struct options *o)
 
 	while ((c = getopt_long(argc, argv, "f:d:s:actgm:hV", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'f': o->signers_path = optarg; break;
+		case 'f': o->signers_path = optarg; o->signers_given = 1; break;
 		case 'R': o->do_rerun = 1; break;
 		case 'd': a->conninfo = optarg; break;
 		case 'H': o->do_history = 1; break;
@@ -150,6 +152,34 @@ parse_options(int argc, char *argv[], struct options *o)
 		idem_usage(synopsis, IDEM_EXIT_USAGE);
 }
 
+/*
+ * The audit. Given a base and no -f, the keys trusted are those of
+ * allowed_signers as the base holds it, changed only by the commits a key
+ * it trusts to approve signed: the change under review cannot trust
+ * itself.
+ */
+static int
+history(struct options *o, struct checker *k)
+{
+	struct idem_error err;
+	struct trust t;
+	int rc;
+
+	if (o->audit.since == NULL || o->signers_given) {
+		idem_checker_init(k, o->signers_path);
+		return idem_audit(&o->audit, k);
+	}
+	if (idem_trust_from_base(o->signers_path, o->audit.since, &t, &err) < 0)
+		idem_die_error(&err);
+	k->signers = idem_trust_now(&t);
+	idem_checker_init(k, t.label);
+	o->audit.trust = &t;
+	rc = idem_audit(&o->audit, k);
+	k->signers = NULL;	/* the trust's */
+	idem_trust_free(&t);
+	return rc;
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -161,14 +191,14 @@ main(int argc, char *argv[])
 	argv0 = "verify-record";
 	argv[0] = (char *)argv0;
 	parse_options(argc, argv, &o);
-	idem_checker_init(&k, o.signers_path);
 	if (o.do_history) {
 		if (argc - optind > 1)
 			idem_usage(synopsis, IDEM_EXIT_USAGE);
 		if (optind < argc)
 			o.audit.dir = argv[optind];
-		rc = idem_audit(&o.audit, &k);
+		rc = history(&o, &k);
 	} else {
+		idem_checker_init(&k, o.signers_path);
 		if (optind == argc || (o.do_rerun && argc - optind != 1))
 			idem_usage(synopsis, IDEM_EXIT_USAGE);
 		rc = verify(argv + optind, argc - optind, o.do_rerun, o.audit.conninfo, &k);
