@@ -36,8 +36,17 @@ check_step() {
 		"$RUNNER" "${1:-$WORKFLOW}" records "Check the records"
 }
 
+# The owner's approval of the record $1, committed.
+approve() {
+	mkrecord --approve "$1" -k "$owner" >/dev/null
+	git add "$1.approval.sig"
+	signed_commit -m "records: approved by the owner"
+}
+
 @test "a pull request adding a passing record passes the check and shows the record in the step summary" {
 	r=$(mkrecord -k "$key" -c <"$RUN")
+	approve "$r"
+	day=$(TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%d)
 	run --separate-stderr check_step
 	[ "$status" -eq 0 ]
 	assert_equal "$output" ""
@@ -45,14 +54,14 @@ check_step() {
 	sed 1d "$summary" >"$BATS_TEST_TMPDIR/ours"
 	# what a reviewer reads, line by line
 	grep -qxF '## idem records: the check passes' "$BATS_TEST_TMPDIR/ours"
-	grep -qxF '1 record added, changed or removed since `origin/main`; 1 commit touching `records`, all signed by trusted keys.' "$BATS_TEST_TMPDIR/ours"
+	grep -qxF '1 record added, changed or removed since `origin/main`; 2 commits touching `records`, all signed by trusted keys.' "$BATS_TEST_TMPDIR/ours"
 	grep -qxF "### ok \`$r\`" "$BATS_TEST_TMPDIR/ours"
 	grep -qxF -- '- **verdict:** pass; signed by eng@example.org' "$BATS_TEST_TMPDIR/ours"
 	grep -qxF -- '- **counts:** effects 6 (expected 6), duplicates 0 (expected 0), missing 0 (expected 0), pending 0 (expected 0), external 6 (expected 6), external_duplicates 0 (expected 0)' "$BATS_TEST_TMPDIR/ours"
 	grep -qxF -- '- **guard:** constraint `invoice_lines_once` `UNIQUE (invoice_id, line_no)`, probe: enforced' "$BATS_TEST_TMPDIR/ours"
 	grep -qx -- '- \*\*kill points:\*\* 3 reached: after-commit (`job-0002`, attempt 1, recovered in [0-9]* ms), before-commit (`job-0003`, attempt 1, recovered in [0-9]* ms), external-call (`job-0004`, attempt 1, recovered in [0-9]* ms); none missed' "$BATS_TEST_TMPDIR/ours"
 	grep -qxF -- "- **staleness:** not stale; next review $(grep '^next_review:' "$r" | cut -d '"' -f 2)" "$BATS_TEST_TMPDIR/ours"
-	grep -qxF -- '- **approval:** awaiting approval' "$BATS_TEST_TMPDIR/ours"
+	grep -qxF -- "- **approval:** approved by owner@example.org on $day" "$BATS_TEST_TMPDIR/ours"
 	# the record already on main is not the pull request's
 	! grep -qF "$on_main" "$BATS_TEST_TMPDIR/ours"
 }
@@ -62,7 +71,8 @@ check_step() {
 	line=$(grep -n '^verdict:' "$r" | cut -d : -f 1)
 	run --separate-stderr check_step
 	[ "$status" -eq 1 ]
-	assert_equal "$output" "::error file=$r,line=$line::record FAIL: verdict fail: the current record of invoice-line fails"
+	assert_equal "$output" "::error file=$r,line=$line::record FAIL: verdict fail: the current record of invoice-line fails
+::error file=$r::record FAIL: awaiting approval"
 	sed 1d "$summary" >"$BATS_TEST_TMPDIR/ours"
 	grep -qxF '## idem records: the check fails' "$BATS_TEST_TMPDIR/ours"
 	grep -qxF "### FAIL \`$r\`" "$BATS_TEST_TMPDIR/ours"
@@ -73,6 +83,7 @@ check_step() {
 
 @test "an unsigned commit in the pull request fails the check and is named in the summary" {
 	r=$(mkrecord -k "$key" <"$RUN")
+	mkrecord --approve "$r" -k "$owner" >/dev/null
 	git add records
 	git commit -q -m "records: unsigned"
 	run --separate-stderr check_step
@@ -83,22 +94,26 @@ check_step() {
 	grep -qxF "### ok \`$r\`" "$summary"
 }
 
-@test "with REQUIRE_APPROVAL, the check waits for the owner's approval and then names the owner" {
-	sed 's/REQUIRE_APPROVAL: "false"/REQUIRE_APPROVAL: "true"/' "$WORKFLOW" >"$BATS_TEST_TMPDIR/workflow.yml"
+@test "the check requires the owner's approval by default, and then names the owner" {
+	grep -qxF '      REQUIRE_APPROVAL: "true"' "$WORKFLOW"
 	r=$(mkrecord -k "$key" -c <"$RUN")
-	run --separate-stderr check_step "$BATS_TEST_TMPDIR/workflow.yml"
+	run --separate-stderr check_step
 	[ "$status" -eq 1 ]
 	assert_equal "$output" "::error file=$r::record FAIL: awaiting approval"
 	grep -qxF "### FAIL \`$r\`" "$summary"
-	mkrecord --approve "$r" -k "$owner" >/dev/null
-	git add "$r.approval.sig"
-	signed_commit -m "records: approved by the owner"
+	approve "$r"
 	: >"$summary"
-	run --separate-stderr check_step "$BATS_TEST_TMPDIR/workflow.yml"
+	run --separate-stderr check_step
 	[ "$status" -eq 0 ]
 	day=$(TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%d)
 	grep -qxF "### ok \`$r\`" "$summary"
 	grep -qxF -- "- **approval:** approved by owner@example.org on $day" "$summary"
+	# a team that keeps approval out of the check says so in the workflow
+	sed 's/REQUIRE_APPROVAL: "true"/REQUIRE_APPROVAL: "false"/' "$WORKFLOW" >"$BATS_TEST_TMPDIR/workflow.yml"
+	git rm -q "$r.approval.sig"
+	signed_commit -m "records: the approval withdrawn"
+	run --separate-stderr check_step "$BATS_TEST_TMPDIR/workflow.yml"
+	[ "$status" -eq 0 ]
 }
 
 @test "the workflow starts on a pull request that touches records/ only, and builds idem from its sources" {
@@ -120,9 +135,10 @@ check_step() {
 	git rm -q "$on_main" "$on_main.sig" "${on_main%.yaml}.md"
 	git add records
 	signed_commit -m "records: a new record in place of the old one"
+	approve "$r"
 	run --separate-stderr check_step
 	[ "$status" -eq 0 ]
-	grep -qxF '2 records added, changed or removed since `origin/main`; 1 commit touching `records`, all signed by trusted keys.' "$summary"
+	grep -qxF '2 records added, changed or removed since `origin/main`; 2 commits touching `records`, all signed by trusted keys.' "$summary"
 	grep -qxF -- '- **guard:** constraint `invoice_lines_once` `` UNIQUE (`a`) | <b>*x*</b> ``, probe: enforced' "$summary"
 	grep -qxF "### removed \`$on_main\`" "$summary"
 	grep -qxF "The change removes this record." "$summary"
