@@ -679,7 +679,7 @@ subtree_at(git_repository *repo, git_commit *commit, const char *path)
 }
 
 int
-idem_git_changed(const char *dir, const char *since, char ***names, size_t *n,
+idem_git_changed(const char *dir, const char *since, int whole, char ***names, size_t *n,
 		 struct idem_error *err)
 {
 	git_repository *repo = NULL;
@@ -695,6 +695,8 @@ idem_git_changed(const char *dir, const char *since, char ***names, size_t *n,
 	*n = 0;
 	if (open_dir(&repo, dir, pathspec, sizeof(pathspec), err) < 0)
 		return -1;
+	if (whole)
+		pathspec[0] = '\0';
 	if (git_revparse_single(&head, repo, "HEAD^{commit}") != 0) {
 		git_fail(err, "HEAD");
 		goto out;
@@ -724,7 +726,7 @@ idem_git_changed(const char *dir, const char *since, char ***names, size_t *n,
 		const git_diff_delta *d = git_diff_get_delta(diff, i);
 		const char *path = d->status == GIT_DELTA_DELETED ? d->old_file.path : d->new_file.path;
 
-		if (strchr(path, '/') != NULL)
+		if (!whole && strchr(path, '/') != NULL)
 			continue;
 		*names = idem_ereallocarray(*names, *n + 1, sizeof(char *));
 		(*names)[(*n)++] = idem_estrdup(path);

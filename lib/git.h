@@ -78,9 +78,10 @@ void idem_git_file_history_free(struct idem_git_file_history *h);
 
 /* The names of the files directly in dir whose contents differ between
  * HEAD and its merge base with since (a pull request's base branch): what
- * the commits since then added, changed or removed there, in name order.
- * Caller frees each name and the list (idem_free_list). */
-int idem_git_changed(const char *dir, const char *since, char ***names, size_t *n,
+ * the commits since then added, changed or removed there, in name order;
+ * with whole, every such file of the repository, as a path from the top
+ * of its work tree. Caller frees each name and the list (idem_free_list). */
+int idem_git_changed(const char *dir, const char *since, int whole, char ***names, size_t *n,
 		     struct idem_error *err);
 
 /* The committer time of the newest commit reachable from HEAD that changed

@@ -1123,10 +1123,32 @@ load_rehearsal(struct loader *l, const yaml_node_t *root)
 	return 0;
 }
 
+/* The worker's sources: paths from the top of the repository, which a
+ * pull-request check watches, so none leaves it. */
+static int
+load_worker_sources(struct loader *l, const yaml_node_t *worker)
+{
+	struct idem_seed *s = l->seed;
+	size_t i;
+
+	if (get_text_list(l, worker, "worker", "sources", &s->worker_sources,
+	    &s->nworker_sources) < 0)
+		return -1;
+	for (i = 0; i < s->nworker_sources; i++) {
+		const char *p = s->worker_sources[i];
+
+		if (*p == '/' || strcmp(p, "..") == 0 || strncmp(p, "../", 3) == 0 ||
+		    strstr(p, "/../") != NULL || (strlen(p) >= 3 && strcmp(p + strlen(p) - 3, "/..") == 0))
+			return fail_at(l, lookup(l, worker, "sources"), "worker.sources",
+			    "%s: a path from the top of the repository, without ..", p);
+	}
+	return 0;
+}
+
 static int
 load_worker_and_retry(struct loader *l, const yaml_node_t *root)
 {
-	static const char *const worker_keys[] = { "image", "version", "command", NULL };
+	static const char *const worker_keys[] = { "image", "version", "command", "sources", NULL };
 	static const char *const retry_keys[] = { "visibility_timeout", "max_attempts", NULL };
 	struct idem_seed *s = l->seed;
 	yaml_node_t *n;
@@ -1135,7 +1157,8 @@ load_worker_and_retry(struct loader *l, const yaml_node_t *root)
 	    (check_mapping(l, n, "worker", worker_keys) < 0 ||
 	     get_text(l, n, "worker", "image", 0, &s->worker_image) < 0 ||
 	     get_text(l, n, "worker", "version", 0, &s->worker_version) < 0 ||
-	     get_text(l, n, "worker", "command", 0, &s->worker_command) < 0))
+	     get_text(l, n, "worker", "command", 0, &s->worker_command) < 0 ||
+	     load_worker_sources(l, n) < 0))
 		return -1;
 	s->visibility_timeout_ms = 30000;
 	s->max_attempts = 5;
@@ -1312,6 +1335,7 @@ idem_seed_free(struct idem_seed *s)
 	for (i = 0; i < sizeof(texts) / sizeof(texts[0]); i++)
 		free(texts[i]);
 	idem_free_list(s->key, s->nkey);
+	idem_free_list(s->worker_sources, s->nworker_sources);
 	idem_free_list(s->cannot_reproduce, s->ncannot_reproduce);
 	idem_free_list(s->external.key, s->external.nkey);
 	idem_free_list(s->guard_key, s->nguard_key);

@@ -58,6 +58,8 @@ struct idem_seed {
 	char *rehearsal, *job_type, *queue, *database, *sandbox_account;
 	const char *queue_kind;	/* idem, pg-boss or graphile-worker (static) */
 	char *worker_image, *worker_version, *worker_command;
+	char **worker_sources;	/* paths from the top of the repository */
+	size_t nworker_sources;
 	long long visibility_timeout_ms, max_attempts;
 	char *effect_name, *effect_table, *key_scope, *duplicate_acceptor;
 	char **key;

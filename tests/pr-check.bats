@@ -127,6 +127,59 @@ approve() {
 	grep -qF 'fetch-depth: 0' "$WORKFLOW"
 }
 
+# The example run's stream, with the seed's rows as seed.yaml now gives
+# them: a run of the seed as it was changed, where the change alters no
+# count.
+run_of_seed() {
+	seed-gen seed.yaml
+	awk -F '\t' '$1 !~ /^(#idem-tsv|seed|expect|external|scenario|job)$/' "$RUN"
+}
+
+@test "the workflow starts on a pull request that changes a seed or the worker's sources" {
+	grep -qxF '      - "seeds/**"' "$WORKFLOW"
+	mkdir -p seeds worker
+	echo "rehearsal: another" >seeds/another.yaml
+	git add seeds
+	signed_commit -m "a seed"
+	run check_step
+	[ "$status" -ne 78 ]
+	git checkout -q -b worker-only origin/main
+	echo "echo work" >worker/run.sh
+	git add worker
+	signed_commit -m "the worker"
+	run check_step
+	[ "$status" -ne 78 ]
+}
+
+@test "a pull request that changes a seed or a worker source without a new record fails: stale" {
+	# main's record of the seed, now with the worker's sources declared
+	sed -i 's/^  command: \(.*\)$/  command: \1\n  sources: [worker\/]/' seed.yaml
+	grep -qxF '  sources: [worker/]' seed.yaml
+	mkdir -p worker
+	echo "echo work" >worker/run.sh
+	git add seed.yaml worker
+	git commit -q -m "the seed names the worker's sources"
+	r=$(run_of_seed | mkrecord -k "$key" -c)
+	base=$(git rev-parse HEAD)
+	run -0 verify-record --history -t --since "$base"
+	# the worker changes, and no new record comes with it
+	echo "echo more work" >>worker/run.sh
+	git add worker
+	git commit -q -m "the worker does more"
+	run -1 verify-record --history -g --since "$base"
+	assert_equal "$output" "::error file=worker/run.sh::record FAIL: stale: worker/run.sh changed in this pull request"
+	# the seed changes
+	sed -i 's/^  version: .*$/  version: "1.4.3"/' seed.yaml
+	git commit -q -am "the seed's version"
+	run -1 verify-record --history -t --since "$base"
+	assert_equal "$(grep -c 'stale: ' <<<"$output")" 1
+	grep -qxF "audit	record	$r	FAIL	stale: seed.yaml changed in this pull request" <<<"$output"
+	# a new record of the rehearsal answers both
+	run_of_seed | mkrecord -k "$key" -c >/dev/null
+	run -0 verify-record --history -t --since "$base"
+	! grep -q 'stale' <<<"$output"
+}
+
 @test "text from a record cannot format the summary, and a record the pull request removes is named" {
 	r=$(mkrecord -k "$key" <"$RUN")
 	sed -i 's/^  definition: "UNIQUE (invoice_id, line_no)"$/  definition: "UNIQUE (`a`) | <b>*x*<\/b>"/' "$r"

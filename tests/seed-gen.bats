@@ -263,3 +263,14 @@ PY
 	run -2 seed-gen "$BATS_TEST_TMPDIR/odd.yaml"
 	[[ "$output" == *"odd.yaml:"*"expect.verdict: expected pass or fail, got \"maybe\""* ]]
 }
+
+@test "worker.sources are paths from the top of the repository, without .." {
+	sed 's/^  command: \(.*\)$/  command: \1\n  sources: [worker\/, lib\/billing.py]/' seeds/invoice-line.yaml >"$BATS_TEST_TMPDIR/sources.yaml"
+	run -0 seed-gen "$BATS_TEST_TMPDIR/sources.yaml"
+	for bad in /etc/worker ../elsewhere worker/../../x; do
+		sed "s|^  command: \(.*\)$|  command: \1\n  sources: [worker/, $bad]|" seeds/invoice-line.yaml >"$BATS_TEST_TMPDIR/bad.yaml"
+		run -2 seed-gen "$BATS_TEST_TMPDIR/bad.yaml"
+		[[ "$output" == "seed-gen: $BATS_TEST_TMPDIR/bad.yaml:9:"*"worker.sources: $bad: a path from the top of the repository, without .."* ]]
+		[ ! -s "$out" ] || false
+	done
+}

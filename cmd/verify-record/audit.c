@@ -15,6 +15,7 @@
 #include "check.h"
 #include "git.h"
 #include "pg.h"
+#include "seed.h"
 #include "staleness.h"
 #include "summary.h"
 #include "tsv.h"
@@ -332,6 +333,77 @@ audit_record(struct audit *a, const struct check *c, int newest)
 	idem_approval_free(&approval);
 }
 
+/* Whether path is the source named, or a file under it. */
+static int
+under(const char *path, const char *source)
+{
+	size_t len = strlen(source);
+
+	while (len > 0 && source[len - 1] == '/')
+		len--;
+	return strncmp(path, source, len) == 0 && (path[len] == '\0' || path[len] == '/');
+}
+
+/* The first file the pull request changed that a record depends on: its
+ * seed, or a worker source the seed declares; NULL when none. */
+static const char *
+changed_dependency(const json_t *record, char **changed, size_t nchanged)
+{
+	const char *seed_path = idem_json_str(record, "seed.path");
+	const char *repo_path = idem_json_str(record, "seed.repo_path");
+	const char *found = NULL;
+	struct idem_seed seed;
+	struct idem_error err;
+	size_t i, j;
+
+	for (i = 0; repo_path && i < nchanged && !found; i++)
+		if (strcmp(changed[i], repo_path) == 0)
+			found = changed[i];
+	if (found || seed_path == NULL)
+		return found;
+	/* the seed as the pull request leaves it names the sources */
+	if (idem_seed_load(&seed, seed_path, &err) == 0)
+		for (i = 0; i < nchanged && !found; i++)
+			for (j = 0; j < seed.nworker_sources && !found; j++)
+				if (under(changed[i], seed.worker_sources[j]))
+					found = changed[i];
+	idem_seed_free(&seed);
+	return found;
+}
+
+/*
+ * With a base: a pull request that changes what the newest record of a
+ * rehearsal depends on (its seed, or the worker sources the seed
+ * declares), and brings no new record of it, leaves the record speaking
+ * of another system. The record is stale, and the check fails on it.
+ */
+static void
+audit_changes(struct audit *a, const struct check *checks, size_t n, const int *newest)
+{
+	char **changed = NULL, **in_dir = NULL, detail[1200];
+	size_t nchanged = 0, nin_dir = 0, i, j;
+	struct idem_error err;
+
+	if (idem_git_changed(a->o->dir, a->o->since, 1, &changed, &nchanged, &err) < 0 ||
+	    idem_git_changed(a->o->dir, a->o->since, 0, &in_dir, &nin_dir, &err) < 0)
+		idem_die_error(&err);
+	for (i = 0; i < n; i++) {
+		const char *name = strrchr(checks[i].path, '/'), *file;
+
+		name = name ? name + 1 : checks[i].path;
+		if (!newest[i] || checks[i].nreasons > 0)
+			continue;
+		for (j = 0; j < nin_dir && strcmp(in_dir[j], name) != 0; j++)
+			;
+		if (j < nin_dir || (file = changed_dependency(checks[i].record, changed, nchanged)) == NULL)
+			continue;
+		snprintf(detail, sizeof(detail), "stale: %s changed in this pull request", file);
+		emit(a, "record", checks[i].path, "FAIL", detail, file, 0);
+	}
+	idem_free_list(changed, nchanged);
+	idem_free_list(in_dir, nin_dir);
+}
+
 int
 idem_audit(const struct idem_audit_options *o, struct checker *k)
 {
@@ -361,6 +433,8 @@ idem_audit(const struct idem_audit_options *o, struct checker *k)
 	newest_of(checks, n, newest);
 	for (i = 0; i < n; i++)
 		audit_record(&a, &checks[i], newest[i]);
+	if (o->since != NULL && !o->commits_only)
+		audit_changes(&a, checks, n, newest);
 	if (o->summary_path != NULL)
 		write_summary(&a, checks, n);
 	for (i = 0; i < n; i++)

@@ -302,7 +302,7 @@ idem_summary_write(const struct idem_summary *s, const char *summary_path,
 
 	if (f == NULL)
 		idem_die(IDEM_EXIT_ENV, "open_memstream:");
-	if (since != NULL && idem_git_changed(dir, since, &changed, &nchanged, err) < 0)
+	if (since != NULL && idem_git_changed(dir, since, 0, &changed, &nchanged, err) < 0)
 		goto out;
 	for (i = 0; since != NULL && i < nchanged; i++) {
 		char *path;
