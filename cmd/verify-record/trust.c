@@ -14,9 +14,10 @@
 #include "error.h"
 #include "file.h"
 
-/* Lines compared for the line a change added: longer files are named as
- * changed, without the line, rather than compared line by line. */
-#define TRUST_COMPARE_MAX (1024 * 1024)
+/* The lines of a file compared, each against each, for the line a change
+ * added: a file of more is named as changed, without the line, so that a
+ * hostile one costs no more than 4096 squared comparisons. */
+#define TRUST_COMPARE_LINES 4096
 
 static void
 change_detail(struct trust_change *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -74,8 +75,21 @@ holds_line(const char *text, size_t text_len, const char *line, size_t len)
 	return 0;
 }
 
+static size_t
+count_lines(const char *text, size_t len)
+{
+	size_t n = 0;
+	const char *p = text, *end = text + len;
+
+	while (text != NULL && p < end && (p = memchr(p, '\n', (size_t)(end - p))) != NULL) {
+		n++;
+		p++;
+	}
+	return n + 1;
+}
+
 /* The first line of a that b does not hold: its number and text (cut
- * short), or 0. */
+ * short at 100 bytes, control characters shown as ?), or 0. */
 static long
 first_line_not_in(const char *a, size_t a_len, const char *b, size_t b_len, char *out, size_t size)
 {
@@ -87,8 +101,13 @@ first_line_not_in(const char *a, size_t a_len, const char *b, size_t b_len, char
 		if ((nl = memchr(p, '\n', (size_t)(end - p))) == NULL)
 			nl = end;
 		if (b == NULL || !holds_line(b, b_len, p, (size_t)(nl - p))) {
+			char *c;
+
 			snprintf(out, size, "%.*s%s", (int)(nl - p > 100 ? 100 : nl - p), p,
 			    nl - p > 100 ? "..." : "");
+			for (c = out; *c; c++)
+				if ((unsigned char)*c < 0x20 || *c == 0x7f)
+					*c = '?';
 			return n;
 		}
 	}
@@ -149,9 +168,10 @@ judge(struct trust *t, const struct idem_git_file_change *c)
 		free(approver);
 		return;
 	}
-	if (c->before_len > TRUST_COMPARE_MAX || c->after_len > TRUST_COMPARE_MAX)
-		snprintf(what, sizeof(what), "changes %s (larger than %d bytes)", t->path,
-		    TRUST_COMPARE_MAX);
+	if (count_lines(c->before, c->before_len) > TRUST_COMPARE_LINES ||
+	    count_lines(c->after, c->after_len) > TRUST_COMPARE_LINES)
+		snprintf(what, sizeof(what), "changes %s (more than %d lines)", t->path,
+		    TRUST_COMPARE_LINES);
 	else if ((out->line = first_line_not_in(c->after, c->after_len, c->before, c->before_len,
 	    line, sizeof(line))) > 0)
 		snprintf(what, sizeof(what), "changes %s, line %ld added: %s", t->path, out->line, line);
