@@ -854,7 +854,7 @@ idem_git_file_history(const char *file, const char *since, struct idem_git_file_
 {
 	git_repository *repo = NULL;
 	git_revwalk *walk = NULL;
-	git_object *base = NULL;
+	git_object *given = NULL, *base = NULL;
 	struct remembered last = { .valid = 0 };
 	char dir[PATH_MAX];
 	git_oid id;
@@ -866,8 +866,8 @@ idem_git_file_history(const char *file, const char *since, struct idem_git_file_
 		return -1;
 	if (relative(repo, file, h->path, sizeof(h->path), err) < 0)
 		goto out;
-	if (git_revparse_single(&base, repo, since) != 0 ||
-	    git_object_peel((git_object **)&base, base, GIT_OBJECT_COMMIT) != 0) {
+	if (git_revparse_single(&given, repo, since) != 0 ||
+	    git_object_peel(&base, given, GIT_OBJECT_COMMIT) != 0) {
 		idem_error_set(err, IDEM_EXIT_USAGE, "--since %s: no such revision", since);
 		goto out;
 	}
@@ -899,6 +899,7 @@ idem_git_file_history(const char *file, const char *since, struct idem_git_file_
 out:
 	git_revwalk_free(walk);
 	git_object_free(base);
+	git_object_free(given);
 	git_repository_free(repo);
 	return rc;
 }
