@@ -20,7 +20,7 @@ extern const char idem_tpl_seed[], idem_tpl_ticket[];
 #define TICKET_JOBS 200
 
 static const char synopsis[] =
-	"usage: seed-gen [--ticket] seed-file\n"
+	"usage: seed-gen [--draft] [--ticket] seed-file\n"
 	"       seed-gen --init name\n";
 
 static char *
@@ -61,25 +61,28 @@ schema_json(const struct idem_seed *s)
 	return text;
 }
 
-/* The seed row: the seed's settings, in the columns of idem-tsv(5). */
+/* The seed row: the seed's settings, in the columns of idem-tsv(5); draft
+ * and best_effort only when one of them is said, so a row is as it was
+ * without them. */
 static void
-write_seed_row(const struct idem_seed *s)
+write_seed_row(const struct idem_seed *s, int draft)
 {
 	char *visibility_timeout_ms = number(s->visibility_timeout_ms);
 	char *max_attempts = number(s->max_attempts);
 	char *key = json_text_list(s->key, s->nkey);
 	char *schema = schema_json(s);
 	char *cannot_reproduce = json_text_list(s->cannot_reproduce, s->ncannot_reproduce);
-	const char *row[21] = {
+	const char *row[23] = {
 		s->path, s->sha256, s->rehearsal, s->job_type, s->queue, s->database,
 		visibility_timeout_ms, max_attempts, s->sandbox_account,
 		s->effect_name, s->effect_table, key, s->key_scope,
 		s->duplicate_acceptor, s->reconciliation_owner,
 		s->worker_image, s->worker_version, s->worker_command,
-		schema, cannot_reproduce, s->queue_kind,
+		schema, cannot_reproduce, s->queue_kind, draft ? "true" : "false",
+		s->guard_best_effort,
 	};
 
-	idem_tsv_write_row(stdout, "seed", row, 21);
+	idem_tsv_write_row(stdout, "seed", row, draft || s->guard_best_effort ? 23 : 21);
 	free(visibility_timeout_ms);
 	free(max_attempts);
 	free(key);
@@ -175,10 +178,10 @@ write_job_rows(const struct idem_seed *s)
 }
 
 static void
-write_stream(const struct idem_seed *s)
+write_stream(const struct idem_seed *s, int draft)
 {
 	idem_tsv_write_header(stdout);
-	write_seed_row(s);
+	write_seed_row(s, draft);
 	write_declarations(s);
 	write_expect_row(s);
 	write_scenario_rows(s);
@@ -241,6 +244,7 @@ struct options {
 	const char *init;	/* --init: the rehearsal's name */
 	const char *seed_path;
 	int ticket;
+	int draft;	/* --draft: a seed that is not ready, to try things out */
 };
 
 static void
@@ -249,6 +253,7 @@ parse_options(int argc, char *argv[], struct options *opt)
 	static const struct option longopts[] = {
 		{ "init", required_argument, NULL, 'i' },
 		{ "ticket", no_argument, NULL, 't' },
+		{ "draft", no_argument, NULL, 'd' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -260,12 +265,13 @@ parse_options(int argc, char *argv[], struct options *opt)
 		switch (c) {
 		case 'i': opt->init = optarg; break;
 		case 't': opt->ticket = 1; break;
+		case 'd': opt->draft = 1; break;
 		case 'h': idem_usage(synopsis, 0);
 		case 'V': puts("seed-gen " IDEM_VERSION); idem_close_stdout(); exit(0);
 		default: idem_usage(synopsis, IDEM_EXIT_USAGE);
 		}
 	}
-	if (opt->init != NULL && (optind != argc || opt->ticket))
+	if (opt->init != NULL && (optind != argc || opt->ticket || opt->draft))
 		idem_usage(synopsis, IDEM_EXIT_USAGE);
 	if (opt->init == NULL && optind + 1 != argc)
 		idem_usage(synopsis, IDEM_EXIT_USAGE);
@@ -278,6 +284,7 @@ main(int argc, char *argv[])
 	struct options opt;
 	struct idem_seed seed;
 	struct idem_error err;
+	char missing[256];
 
 	argv0 = "seed-gen";
 	argv[0] = (char *)argv0;
@@ -291,10 +298,12 @@ main(int argc, char *argv[])
 		idem_seed_free(&seed);
 		idem_die_error(&err);
 	}
+	if (!opt.draft && !idem_seed_ready(&seed, missing, sizeof(missing)))
+		idem_die(IDEM_EXIT_USAGE, "%s: not ready: %s", opt.seed_path, missing);
 	if (opt.ticket)
 		write_ticket(&seed);
 	else
-		write_stream(&seed);
+		write_stream(&seed, opt.draft);
 	idem_seed_free(&seed);
 	idem_close_stdout();
 	return 0;

@@ -1016,18 +1016,35 @@ load_external(struct loader *l, const yaml_node_t *root)
 }
 
 /* guard: { table: TABLE, key: [COLUMN, ...] }, where the guard lives when
- * it is not on the effect table. */
+ * it is not on the effect table; or { enforceable: false, why: TEXT }, a
+ * guard the database cannot enforce, which is reviewed as best effort. */
 static int
 load_guard(struct loader *l, const yaml_node_t *root)
 {
-	static const char *const guard_keys[] = { "table", "key", NULL };
+	static const char *const guard_keys[] = { "table", "key", "enforceable", "why", NULL };
 	struct idem_seed *s = l->seed;
 	yaml_node_t *n = lookup(l, root, "guard");
+	int enforceable = 1;
 
 	if (n == NULL)
 		return 0;
-	if (check_mapping(l, n, "guard", guard_keys) < 0 ||
-	    get_text(l, n, "guard", "table", 1, &s->guard_table) < 0 ||
+	if (check_mapping(l, n, "guard", guard_keys) < 0 || (lookup(l, n, "enforceable") &&
+	    get_bool(l, n, "guard", "enforceable", &enforceable) < 0))
+		return -1;
+	if (!enforceable) {
+		if (lookup(l, n, "table") != NULL || lookup(l, n, "key") != NULL)
+			return fail_at(l, lookup(l, n, "table") ? lookup(l, n, "table") :
+			    lookup(l, n, "key"), "guard", "a guard the database cannot enforce has "
+			    "no table or key to probe: say why it cannot with why: ...");
+		if (lookup(l, n, "why") == NULL)
+			return fail_at(l, n, "guard.why", "required with enforceable: false: why "
+			    "the database cannot enforce the guard");
+		return get_text(l, n, "guard", "why", 1, &s->guard_best_effort);
+	}
+	if (lookup(l, n, "why") != NULL)
+		return fail_at(l, lookup(l, n, "why"), "guard.why",
+		    "only with enforceable: false, for a guard the database cannot enforce");
+	if (get_text(l, n, "guard", "table", 1, &s->guard_table) < 0 ||
 	    get_text_list(l, n, "guard", "key", &s->guard_key, &s->nguard_key) < 0)
 		return -1;
 	if (s->nguard_key == 0)
@@ -1329,7 +1346,8 @@ idem_seed_free(struct idem_seed *s)
 		s->sandbox_account, s->worker_image, s->worker_version, s->worker_command,
 		s->effect_name, s->effect_table, s->key_scope, s->expect_verdict,
 		s->duplicate_acceptor, s->reconciliation_owner, s->external.name,
-		s->external.pending_table, s->external.pending_owner, s->guard_table };
+		s->external.pending_table, s->external.pending_owner, s->guard_table,
+		s->guard_best_effort };
 	size_t i;
 
 	for (i = 0; i < sizeof(texts) / sizeof(texts[0]); i++)
@@ -1357,4 +1375,28 @@ idem_seed_free(struct idem_seed *s)
 	}
 	free(s->scenarios);
 	memset(s, 0, sizeof(*s));
+}
+
+int
+idem_seed_ready(const struct idem_seed *s, char *missing, size_t size)
+{
+	const char *lacks[4];
+	size_t i, n = 0, o = 0;
+	int fault = 0;
+
+	for (i = 0; i < s->nscenarios; i++)
+		fault |= s->scenarios[i].duplicates > 0 || s->scenarios[i].step != NULL;
+	if (s->effect_name == NULL)
+		lacks[n++] = "no effect.name";
+	if (s->reconciliation_owner == NULL)
+		lacks[n++] = "no reconciliation_owner";
+	if (s->duplicate_acceptor == NULL)
+		lacks[n++] = "no effect.duplicate_acceptor";
+	if (!fault)
+		lacks[n++] = "no fault (a scenario with duplicates, kill or race)";
+	if (size > 0)
+		*missing = '\0';
+	for (i = 0; i < n && o < size; i++)
+		o += (size_t)snprintf(missing + o, size - o, "%s%s", i ? ", " : "", lacks[i]);
+	return n == 0;
 }

@@ -82,6 +82,7 @@ struct idem_seed {
 	char *guard_table;		/* guard: where the guard lives, or NULL */
 	char **guard_key;		/* its columns */
 	size_t nguard_key;
+	char *guard_best_effort;	/* guard: { enforceable: false, why }: why, or NULL */
 };
 
 /* The limits of a seed file: see LIMITS in idem-seed(5). */
@@ -91,6 +92,10 @@ extern const struct idem_yaml_limits idem_seed_limits;
  * names file:line:column and the field. Free the seed either way. */
 int idem_seed_load(struct idem_seed *seed, const char *path, struct idem_error *err);
 void idem_seed_free(struct idem_seed *seed);
+/* Whether a loaded seed is ready to rehearse (seed-gen(1), READINESS):
+ * 1, or 0 with what it lacks written into missing, as "no effect.name,
+ * no fault (...)". */
+int idem_seed_ready(const struct idem_seed *seed, char *missing, size_t size);
 
 /* The number of jobs: the declared ones, then the generated ones. */
 long long idem_seed_njobs(const struct idem_seed *seed);

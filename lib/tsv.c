@@ -50,6 +50,8 @@ struct field {
 #define N13(name, type) { name, type, 1, NULL, 1 }
 #define N14(name, type) { name, type, 1, NULL, 1 }
 #define E14(name, values) { name, ENUM, 1, values, 1 }
+#define E16(name, values) { name, ENUM, 1, values, 1 }
+#define N16(name, type) { name, type, 1, NULL, 1 }
 
 static const struct {
 	const char *name;
@@ -64,7 +66,8 @@ static const struct {
 		N("reconciliation_owner", TEXT), N("worker_image", TEXT),
 		N("worker_version", TEXT), N("worker_command", TEXT),
 		F("payload_schema", JSON_OBJECT), F("cannot_reproduce", JSON_STRINGS),
-		E12("queue_kind", IDEM_QUEUE_KINDS) } },
+		E12("queue_kind", IDEM_QUEUE_KINDS), E16("draft", "true false"),
+		N16("best_effort", TEXT) } },
 	[IDEM_KIND_EXPECT] = { "expect", { F("effects", COUNT), F("duplicates", COUNT),
 		F("missing", COUNT), F("pending", COUNT), N13("external", COUNT),
 		E14("verdict", "pass fail") } },
@@ -141,6 +144,8 @@ static const struct {
 #undef N13
 #undef N14
 #undef E14
+#undef E16
+#undef N16
 
 const char *
 idem_kind_name(enum idem_kind kind)

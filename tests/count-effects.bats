@@ -340,7 +340,7 @@ count-effects: external: duplicate effect for business key ["o-3",1]: 2 calls to
 }
 
 @test "external: with the key scope of the job, each job of a key is expected to call" {
-	sed 's/effect: { table: fx.effects, key: \[order_id, line_no\] }/effect: { table: fx.effects, key: [order_id, line_no], key_scope: job }/' \
+	sed 's/effect: { table: fx.effects, key: \[order_id, line_no\],/effect: { table: fx.effects, key: [order_id, line_no], key_scope: job,/' \
 		"$seed" >"$BATS_TEST_TMPDIR/job-scope.yaml"
 	echo 'external: { name: payment charge, key: [order_id], honours_idempotency_key: true }' >>"$BATS_TEST_TMPDIR/job-scope.yaml"
 	sed -i 's/pending: 0 }$/pending: 0, external: 5 }/' "$BATS_TEST_TMPDIR/job-scope.yaml"

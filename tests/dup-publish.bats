@@ -184,7 +184,7 @@ refuses() {
 	assert_equal "$(sql 'SELECT count(*) FROM idem.message')" 0
 	# and a job id given twice
 	{ seed-gen tests/fixtures/seeds/minimal.yaml; seed-gen tests/fixtures/seeds/minimal.yaml | grep '^job'; } >"$BATS_TEST_TMPDIR/twice"
-	refuses "$BATS_TEST_TMPDIR/twice:5: job row, field job_id: job \"a\" appears twice in the stream" \
+	refuses "$BATS_TEST_TMPDIR/twice:6: job row, field job_id: job \"a\" appears twice in the stream" \
 		"$BATS_TEST_TMPDIR/twice"
 	assert_equal "$(sql 'SELECT count(*) FROM idem.message')" 0
 }

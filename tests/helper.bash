@@ -162,10 +162,10 @@ assert_equal() {
 # run_pipeline SEED DEADLINE WORKER...: the seed through seed-gen,
 # count-effects --before, dup-publish, kill-at -D DEADLINE running the
 # worker, and count-effects; the stream in $out, what the programs said
-# in $err, the status in $status.
+# in $err, the status in $status. seed-gen gets --draft when $draft is set.
 run_pipeline() {
 	status=0
-	seed-gen "$1" | count-effects --before | dup-publish |
+	seed-gen ${draft:+--draft} "$1" | count-effects --before | dup-publish |
 		kill-at -D "$2" -- "${@:3}" | count-effects >"$out" 2>"$err" || status=$?
 }
 

@@ -10,7 +10,7 @@ setup() {
 
 @test "seed-gen writes the header, one seed and expect row, the scenarios and every job" {
 	seed-gen seeds/invoice-line.yaml >"$out"
-	assert_equal "$(head -n 1 "$out")" "$(printf '#idem-tsv\t1.5')"
+	assert_equal "$(head -n 1 "$out")" "$(printf '#idem-tsv\t1.6')"
 	assert_equal "$(rows_of seed "$out")" 1
 	assert_equal "$(rows_of expect "$out")" 1
 	assert_equal "$(rows_of scenario "$out")" 5
@@ -244,7 +244,7 @@ PY
 	[ "$status" -eq 2 ]
 	run seed-gen --help
 	[ "$status" -eq 0 ]
-	[[ "$output" == "usage: seed-gen [--ticket] seed-file"* ]]
+	[[ "$output" == "usage: seed-gen [--draft] [--ticket] seed-file"* ]]
 	run seed-gen --version
 	[ "$status" -eq 0 ]
 }
@@ -273,4 +273,81 @@ PY
 		[[ "$output" == "seed-gen: $BATS_TEST_TMPDIR/bad.yaml:9:"*"worker.sources: $bad: a path from the top of the repository, without .."* ]]
 		[ ! -s "$out" ] || false
 	done
+}
+# The example seed with the lines matching the pattern $1 deleted, as $2.
+without() {
+	sed "/$1/d" seeds/invoice-line.yaml >"$BATS_TEST_TMPDIR/$2.yaml"
+	echo "$BATS_TEST_TMPDIR/$2.yaml"
+}
+
+@test "a seed without reconciliation_owner is not ready: exit 2, one line naming the file, nothing written" {
+	seed=$(without '^reconciliation_owner:' no-owner)
+	run --separate-stderr seed-gen "$seed"
+	[ "$status" -eq 2 ]
+	assert_equal "$output" ""
+	assert_equal "$stderr" "seed-gen: $seed: not ready: no reconciliation_owner"
+	# the ticket too
+	run --separate-stderr seed-gen --ticket "$seed"
+	[ "$status" -eq 2 ]
+	assert_equal "$stderr" "seed-gen: $seed: not ready: no reconciliation_owner"
+}
+
+@test "not ready: each missing piece is named, all of them on one line" {
+	seed=$(without '^  name: invoice line$' no-name)
+	assert_equal "$(seed-gen "$seed" 2>&1 >/dev/null)" "seed-gen: $seed: not ready: no effect.name"
+	seed=$(without 'duplicate_acceptor' no-acceptor)
+	assert_equal "$(seed-gen "$seed" 2>&1 >/dev/null)" "seed-gen: $seed: not ready: no effect.duplicate_acceptor"
+	# no fault: scenarios with neither duplicates, kill nor race
+	sed -e '/^  - { name: /d' -e 's/^scenarios:$/scenarios:\n  - { name: vendor, jobs: [job-0001], vendor: error }/' \
+		seeds/invoice-line.yaml >"$BATS_TEST_TMPDIR/no-fault.yaml"
+	seed="$BATS_TEST_TMPDIR/no-fault.yaml"
+	run seed-gen "$seed"
+	[ "$status" -eq 2 ]
+	assert_equal "$output" "seed-gen: $seed: not ready: no fault (a scenario with duplicates, kill or race)"
+	sed -e '/^  name: invoice line$/d' -e '/duplicate_acceptor/d' -e '/^reconciliation_owner:/d' \
+		-e '/^scenarios:$/,/^  - { name: two-workers/d' seeds/invoice-line.yaml >"$BATS_TEST_TMPDIR/bare.yaml"
+	seed="$BATS_TEST_TMPDIR/bare.yaml"
+	run seed-gen "$seed"
+	[ "$status" -eq 2 ]
+	assert_equal "$output" "seed-gen: $seed: not ready: no effect.name, no reconciliation_owner, no effect.duplicate_acceptor, no fault (a scenario with duplicates, kill or race)"
+	# a duplicate alone is a fault, and so is a kill or a race alone
+	for keep in duplicate-publish kill-after-commit two-workers-race; do
+		grep -v '^  - { name: ' seeds/invoice-line.yaml |
+			sed "s/^scenarios:$/&\n$(grep "^  - { name: $keep," seeds/invoice-line.yaml)/" >"$BATS_TEST_TMPDIR/one.yaml"
+		seed-gen "$BATS_TEST_TMPDIR/one.yaml" >/dev/null
+	done
+}
+
+@test "--draft lets a seed that is not ready through, and the seed row says draft" {
+	seed=$(without '^reconciliation_owner:' no-owner)
+	seed-gen --draft "$seed" >"$out"
+	assert_equal "$(grep '^seed' "$out" | awk -F '\t' '{ print NF, $16, $22, $23, $24 }')" '24 \N idem true \N'
+	assert_equal "$(rows_of job "$out")" 6
+	# a ready seed given --draft is a draft too; without it the row is as it was
+	assert_equal "$(seed-gen --draft seeds/invoice-line.yaml | awk -F '\t' '$1 == "seed" { print NF, $23 }')" "24 true"
+	assert_equal "$(seed-gen seeds/invoice-line.yaml | awk -F '\t' '$1 == "seed" { print NF }')" 22
+	run seed-gen --draft --init x
+	[ "$status" -eq 2 ]
+}
+
+@test "a guard the database cannot enforce is best effort: its why ends the seed row" {
+	printf 'guard: { enforceable: false, why: "the effect is a mail the provider sends" }\n' |
+		cat seeds/invoice-line.yaml - >"$BATS_TEST_TMPDIR/best-effort.yaml"
+	seed-gen "$BATS_TEST_TMPDIR/best-effort.yaml" >"$out"
+	assert_equal "$(grep '^seed' "$out" | awk -F '\t' '{ print NF; print $23; print $24 }')" \
+		"$(printf '24\nfalse\nthe effect is a mail the provider sends')"
+	assert_equal "$(rows_of declared_guard "$out")" 0
+	# why is required, and table and key belong to the other form
+	echo 'guard: { enforceable: false }' | cat seeds/invoice-line.yaml - >"$BATS_TEST_TMPDIR/no-why.yaml"
+	run seed-gen "$BATS_TEST_TMPDIR/no-why.yaml"
+	[ "$status" -eq 2 ]
+	assert_equal "$output" "seed-gen: $BATS_TEST_TMPDIR/no-why.yaml:42:8: guard.why: required with enforceable: false: why the database cannot enforce the guard"
+	echo 'guard: { enforceable: false, why: w, table: t }' | cat seeds/invoice-line.yaml - >"$BATS_TEST_TMPDIR/table.yaml"
+	run seed-gen "$BATS_TEST_TMPDIR/table.yaml"
+	[ "$status" -eq 2 ]
+	[[ "$output" == *": guard: a guard the database cannot enforce has no table or key to probe: say why it cannot with why: ..." ]]
+	echo 'guard: { table: t, key: [k], why: w }' | cat seeds/invoice-line.yaml - >"$BATS_TEST_TMPDIR/why.yaml"
+	run seed-gen "$BATS_TEST_TMPDIR/why.yaml"
+	[ "$status" -eq 2 ]
+	[[ "$output" == *": guard.why: only with enforceable: false, for a guard the database cannot enforce" ]]
 }

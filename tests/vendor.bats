@@ -26,8 +26,10 @@ pipeline() {
 	run_pipeline "$seed" 60s "$@"
 }
 
-# The fixture seed with no scenario and no pending table.
+# The fixture seed with no scenario and no pending table: a draft, since
+# it forces no fault.
 no_scenarios() {
+	draft=1
 	sed -e '/pending:/d' -e '/^scenarios:/,/^expect:/{/^expect:/!d}' \
 		tests/fixtures/seeds/external.yaml >"$seed"
 }
@@ -121,6 +123,8 @@ calls() {
 }
 
 @test "the vendor answers 500, then 200: one effect, the retry in the evidence" {
+	# a vendor fault alone: neither duplicate, kill nor race, so a draft
+	draft=1
 	sed -e '/pending:/d' -e '/vendor: timeout/d' -e '/kill: external-call/d' \
 		tests/fixtures/seeds/external.yaml >"$seed"
 	node tests/fixtures/workers/vendor-worker.js --setup unique
@@ -135,6 +139,8 @@ calls() {
 }
 
 @test "the vendor does not answer: the worker's own timeout decides, and its retry charges once" {
+	# a vendor fault alone: neither duplicate, kill nor race, so a draft
+	draft=1
 	sed -e '/pending:/d' -e '/vendor: error/d' -e '/kill: external-call/d' \
 		-e 's/, duplicates: 1, within: 100ms//' tests/fixtures/seeds/external.yaml >"$seed"
 	node tests/fixtures/workers/vendor-worker.js --setup unique
@@ -147,6 +153,8 @@ calls() {
 }
 
 @test "idem-worker against a vendor that does not answer: its own timeout, then its retry reconciles" {
+	# a vendor fault alone: neither duplicate, kill nor race, so a draft
+	draft=1
 	sed -e '/vendor: error/d' -e '/kill: external-call/d' -e 's/, duplicates: 1, within: 100ms//' \
 		-e 's/visibility_timeout: 300ms/visibility_timeout: 3s/' \
 		tests/fixtures/seeds/external.yaml >"$seed"

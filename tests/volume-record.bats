@@ -19,7 +19,7 @@ volume_stream() {
 	cp "$(sized_seed bench-volume "$1")" seed.yaml
 	git add seed.yaml
 	git commit -q -m "seed of $1 jobs"
-	seed-gen seed.yaml | awk -F '\t' -v OFS='\t' '
+	seed-gen --draft seed.yaml | awk -F '\t' -v OFS='\t' '
 	$1 != "job" { print; next }
 	{ print; n++; job[n] = $2; key[n] = $3 }
 	END {

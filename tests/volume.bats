@@ -107,7 +107,7 @@ fixed_kib=4096
 		mkdir -p "$dir"
 		queue_reset
 		psql -X -q -c 'TRUNCATE demo.invoice_lines, demo.pending_calls, demo.provider_calls'
-		seed-gen "$(sized_seed volume-kill $n)" | dup-publish -s 0 >"$dir/published"
+		seed-gen --draft "$(sized_seed volume-kill $n)" | dup-publish -s 0 >"$dir/published"
 		/usr/bin/time -f "%M" -o "$dir/rss" \
 			kill-at -n 4 -D 10m -- idem-worker --guard unique <"$dir/published" >"$dir/out"
 		# the run did its work: every job's attempt, every effect once

@@ -154,6 +154,10 @@ read_row(const struct idem_tsv_reader *r)
 		c.effect_table = idem_estrdup(r->fields[SEED_EFFECT_TABLE]);
 		c.key_columns = idem_estrdup(r->fields[SEED_KEY_COLUMNS]);
 		c.key_scope = idem_estrdup(r->fields[SEED_KEY_SCOPE]);
+		if (r->fields[SEED_BEST_EFFORT] != NULL)
+			c.best_effort = idem_estrdup(r->fields[SEED_BEST_EFFORT]);
+		if (r->fields[SEED_RECONCILIATION_OWNER] != NULL)
+			c.owner = idem_estrdup(r->fields[SEED_RECONCILIATION_OWNER]);
 		if (idem_queue_open(&c.q, r->fields[SEED_QUEUE_KIND], r->fields[SEED_QUEUE], &err) < 0)
 			idem_die_error(&err);
 		connect_and_count();
@@ -375,6 +379,8 @@ free_all(void)
 	free(c.declared_table);
 	free(c.declared_columns);
 	free(c.key_scope);
+	free(c.best_effort);
+	free(c.owner);
 	free(c.first_publish);
 	free(c.last_ack);
 	for (i = 0; i < c.ncalls; i++)

@@ -28,6 +28,8 @@ struct counting {
 	/* the stream */
 	char *effect_table, *key_columns, *key_scope;
 	char *declared_table, *declared_columns;	/* the declared_guard row, or NULL */
+	char *best_effort;	/* why the seed's guard cannot be enforced, or NULL */
+	char *owner;		/* the seed's reconciliation owner, or NULL */
 	long long expect[4];		/* effects, duplicates, missing, pending */
 	int have_expect;
 	struct key_count *keys;		/* seeded, then found */

@@ -290,8 +290,11 @@ default_reproduce(const struct idem_run *run)
 {
 	char *out;
 
-	if (asprintf(&out, "seed-gen %s | count-effects --before | dup-publish | kill-at | "
-	    "count-effects", idem_run_seed(run, "path")) < 0)
+	const char *draft = idem_run_seed(run, "draft");
+
+	if (asprintf(&out, "seed-gen %s%s | count-effects --before | dup-publish | kill-at | "
+	    "count-effects", draft && strcmp(draft, "true") == 0 ? "--draft " : "",
+	    idem_run_seed(run, "path")) < 0)
 		idem_die(IDEM_EXIT_ENV, "asprintf:");
 	return out;
 }

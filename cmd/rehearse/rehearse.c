@@ -34,7 +34,8 @@
 
 static const char synopsis[] =
 	"usage: rehearse [-d conninfo] [-w worker] [-s setup] [-k key]\n"
-	"                [-f allowed-signers] [-o dir] [-W cause=duration] [-c] [-K] seed\n";
+	"                [-f allowed-signers] [-o dir] [-W cause=duration] [-c] [-K] [--draft]\n"
+	"                seed\n";
 
 #define STAGES 5
 
@@ -339,6 +340,7 @@ struct options {
 	char *waits;		/* the words for mkrecord -w, or NULL */
 	char *throwaway_key, *throwaway_signers;	/* made when -k is not given */
 	int commit;
+	int draft;		/* --draft: seed-gen --draft, for a seed that is not ready */
 };
 
 /* The shell text of the run's commands. */
@@ -362,6 +364,7 @@ parse_options(int argc, char *argv[], struct options *opt)
 		{ "commit", no_argument, NULL, 'c' },
 		{ "keep-sandbox", no_argument, NULL, 'K' },
 		{ "wait", required_argument, NULL, 'W' },
+		{ "draft", no_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -381,6 +384,7 @@ parse_options(int argc, char *argv[], struct options *opt)
 		case 'c': opt->commit = 1; break;
 		case 'K': keep_sandbox = 1; break;
 		case 'W': add_wait(&opt->waits, optarg); break;
+		case 'D': opt->draft = 1; break;
 		case 'h': idem_usage(synopsis, 0);
 		case 'V': puts("rehearse " IDEM_VERSION); idem_close_stdout(); exit(0);
 		default: idem_usage(synopsis, IDEM_EXIT_USAGE);
@@ -400,9 +404,13 @@ load_inputs(struct options *opt, struct idem_seed *seed)
 {
 	struct idem_key probe;
 	struct idem_error err;
+	char missing[256];
 
 	if (idem_seed_load(seed, opt->seed_path, &err) < 0)
 		idem_die_error(&err);
+	/* seed-gen would refuse it: before anything starts */
+	if (!opt->draft && !idem_seed_ready(seed, missing, sizeof(missing)))
+		idem_die(IDEM_EXIT_USAGE, "%s: not ready: %s", opt->seed_path, missing);
 	if (opt->key != NULL) {
 		if (idem_key_load(&probe, opt->key, &err) < 0)
 			idem_die_error(&err);
@@ -486,7 +494,7 @@ make_commands(const struct options *opt, struct commands *cmd)
 		cmd->setup = *opt->setup_command ? idem_estrdup(opt->setup_command) : NULL;
 	else
 		cmd->setup = setup_for(opt->worker);
-	if (asprintf(&cmd->seed_gen, "seed-gen %s", q_seed) < 0 ||
+	if (asprintf(&cmd->seed_gen, "seed-gen %s%s", opt->draft ? "--draft " : "", q_seed) < 0 ||
 	    asprintf(&cmd->kill_at, "kill-at -- %s", opt->worker) < 0 ||
 	    asprintf(&cmd->pipeline, "%s%s%s | count-effects --before | dup-publish | %s | count-effects",
 	    cmd->setup ? cmd->setup : "", cmd->setup ? " && " : "", cmd->seed_gen, cmd->kill_at) < 0)

@@ -128,13 +128,30 @@ guard_enforced(const json_t *record)
 	return guarded && probe && strcmp(probe, "enforced") == 0;
 }
 
+/* A best-effort record, whose guard the database cannot enforce, stands
+ * only with its owner's approval: without it, a FAIL naming the owner. */
+static const char *
+best_effort_policy(const struct check *c, int approved, char *out, size_t size)
+{
+	const char *owner = idem_json_str(c->record, "reconciliation_owner");
+	const char *why = idem_json_str(c->record, "best_effort");
+
+	if (approved)
+		return NULL;
+	snprintf(out, size, "verdict best effort: the database cannot enforce the guard (%s); "
+	    "it stands only with the approval of %s", why ? why : "no reason recorded",
+	    owner ? owner : "the owner, and the record names no reconciliation_owner");
+	return "FAIL";
+}
+
 /* The verdict policy, for the newest record of a rehearsal of format 4
  * or later (older ones are judged by their arithmetic alone): a verdict
  * other than the one the seed expects (pass, unless it says fail) is a
- * FAIL; a pass without an enforced guard is a warning. Returns the status
- * and writes the detail; NULL when the policy has nothing to say. */
+ * FAIL; best effort needs the owner's approval; a pass without an enforced
+ * guard is a warning. Returns the status and writes the detail; NULL when
+ * the policy has nothing to say. */
 static const char *
-verdict_policy(const struct check *c, char *out, size_t size)
+verdict_policy(const struct check *c, int approved, char *out, size_t size)
 {
 	const char *verdict = idem_json_str(c->record, "verdict");
 	const char *expected = idem_json_str(c->record, "expected_verdict");
@@ -144,9 +161,12 @@ verdict_policy(const struct check *c, char *out, size_t size)
 		return NULL;
 	if (expected == NULL)
 		expected = "pass";
+	if (strcmp(verdict, "best effort") == 0 && strcmp(expected, "pass") == 0)
+		return best_effort_policy(c, approved, out, size);
 	if (strcmp(verdict, expected) != 0) {
 		if (strcmp(expected, "fail") == 0)
-			snprintf(out, size, "verdict pass, but the seed expects this example to fail");
+			snprintf(out, size, "verdict %s, but the seed expects this example to fail",
+			    verdict);
 		else
 			snprintf(out, size, "verdict fail: the current record of %s fails",
 			    rehearsal ? rehearsal : "its rehearsal");
@@ -303,7 +323,7 @@ audit_record(struct audit *a, const struct check *c, int newest)
 {
 	struct idem_approval approval;
 	struct idem_error err;
-	const char *status = NULL, *verdict = idem_json_str(c->record, "verdict");
+	const char *status = NULL, *policy, *verdict = idem_json_str(c->record, "verdict");
 	const char *expected = idem_json_str(c->record, "expected_verdict");
 	char detail[1600], *ok;
 	size_t i;
@@ -312,12 +332,18 @@ audit_record(struct audit *a, const struct check *c, int newest)
 		emit(a, "record", c->path, "FAIL", c->reasons[i], c->path, 0);
 	if (c->nreasons > 0)
 		return;
-	if (newest && (status = verdict_policy(c, detail, sizeof(detail))) != NULL)
-		emit(a, "record", c->path, status, detail, c->path, key_line(c->path,
-		    strcmp(status, "FAIL") == 0 ? "verdict" : "guards"));
+	idem_approval_check(c->path, a->k->signers, a->k->signers_path, &approval);
+	/* a draft, from a seed that was not ready, never passes */
+	if (json_is_true(json_object_get(c->record, "draft")))
+		emit(a, "record", c->path, status = "FAIL", "draft: made with seed-gen --draft "
+		    "from a seed that is not ready; a draft record never passes the audit", c->path,
+		    key_line(c->path, "draft"));
+	if (newest && (policy = verdict_policy(c, approval.principal != NULL, detail,
+	    sizeof(detail))) != NULL)
+		emit(a, "record", c->path, status = policy, detail, c->path, key_line(c->path,
+		    strcmp(policy, "FAIL") == 0 ? "verdict" : "guards"));
 	if (idem_staleness(&a->stale, c->record, a->now, newest, detail, sizeof(detail), &err) < 0)
 		idem_die_error(&err);
-	idem_approval_check(c->path, a->k->signers, a->k->signers_path, &approval);
 	if (*detail)
 		emit(a, "record", c->path, "stale", detail, c->path, 0);
 	if (a->o->require_approval && newest && approval.principal == NULL) {
