@@ -57,7 +57,9 @@ audit_of() {
 	# every duplicate is counted as ever: the counts are those of a pass
 	grep -q '^# Rehearsal invoice-line: best effort$' "${r%.yaml}.md"
 	grep -q 'the approval of billing-oncall' "${r%.yaml}.md"
+	# the reviewer's check shows it, and leaves the approval to the audit
 	run -0 verify-record "$r"
+	assert_equal "$output" "$r: verified, signed by eng@example.org; verdict best effort, which stands only with the owner's approval"
 	# check_verdict recomputes it: a record that says pass is refused
 	sed -i 's/^verdict: "best effort"$/verdict: "pass"/' "$r"
 	resign "$r"

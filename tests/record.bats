@@ -785,7 +785,8 @@ jobs: 3'
 	grep -q '^| external | 3 | 4 |$' "$md"
 	grep -qF -- '- `["inv-1001",1]`: 2 calls took effect, expected 1' "$md"
 	git log -1 --format=%s | grep -q '^record: charge fail (effects 3 of 3 expected, duplicates 0, external calls 4 of 3)$'
-	run -0 verify-record "$r"
+	run -1 verify-record "$r"
+	assert_equal "$output" "$r: verified, signed by eng@example.org; verdict fail"
 	# the external totals are the verdict's: a pass claimed over them is refused
 	sed -i 's/^verdict: "fail"$/verdict: "pass"/' "$r"
 	resign "$r"
@@ -888,7 +889,8 @@ kills_missed() {
 	grep -A5 '^missed:' "$r" | tr -d '\n' | grep -qF -- '- what: "race"  scenario: "two-workers-race"  job: "[\"inv-1005\",1]"  attempt: null  step: "before-write"'
 	grep -qF 'Not reached by the run, so the verdict is fail:' "${r%.yaml}.md"
 	grep -qF -- '- race of two-workers-race on `["inv-1005",1]`, at `before-write`' "${r%.yaml}.md"
-	run -0 verify-record "$r"
+	run -1 verify-record "$r"
+	assert_equal "$output" "$r: verified, signed by eng@example.org; verdict fail"
 	sed -i 's/^verdict: "fail"$/verdict: "pass"/' "$r"
 	resign "$r"
 	run -1 verify-record "$r"
