@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # verify-record --rerun at the record's revision: in a temporary worktree
 # of the repository, after the seed there hashes as recorded, removed
-# afterwards, also when a signal stops the rerun.
+# afterwards, also when a signal stops the rerun; and the project's own
+# newest passing record rerun to its counts.
 
 load helper
 load sandbox-tests
@@ -52,7 +53,9 @@ nothing_left() {
 	sed -i 's/effects: 6,/effects: 7,/' seed.yaml
 	grep -q job-0007 seed.yaml
 	git commit -q -am "seed: a seventh job"
-	run -0 verify-record --rerun "$r"
+	run verify-record --rerun "$r"
+	echo "$output" >&2
+	[ "$status" -eq 0 ]
 	assert_contains "$output" \
 		"$r: rerun at revision ${rev:0:12} (seed.yaml, SHA-256 as recorded)" \
 		"$r: rerun reproduces the counts (digest " \
@@ -138,4 +141,28 @@ os.execvp(sys.argv[2], sys.argv[2:])' "$how" verify-record --rerun "$r" >"$out" 
 
 @test "--rerun stopped by SIGHUP cleans up the same" {
 	stopped_by HUP alone
+}
+
+# The newest of the project's own records whose verdict is pass.
+newest_passing() {
+	local r
+	for r in records/*.yaml; do
+		grep -q '^verdict: "pass"$' "$r" || continue
+		printf '%s %s\n' "$(sed -n 's/^created_at: "\(.*\)"$/\1/p' "$r")" "$r"
+	done | sort | tail -n 1 | cut -d ' ' -f 2
+}
+
+@test "the project's newest passing record reruns to its counts at its revision" {
+	cd "$BATS_TEST_DIRNAME/.."
+	r=$(newest_passing)
+	[ -n "$r" ]
+	rev=$(revision_of "$r")
+	run verify-record --rerun "$r"
+	echo "$output" >&2
+	[ "$status" -eq 0 ]
+	assert_contains "$output" "$r: rerun at revision ${rev:0:12} (" \
+		"$r: rerun reproduces the counts (digest " \
+		"$r: rerun reproduces the path (kill points, races and attempts)"
+	assert_equal "$(ls -A "$T")" ""
+	! git worktree list | grep -qF "$T/"
 }
