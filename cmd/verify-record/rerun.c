@@ -605,8 +605,9 @@ check_out(const char *path, const char *dir, const char *tree, const json_t *rec
 
 /* The worktree and its directory tmp removed, with the worktree's
  * metadata in the repository of dir: by git worktree remove, or, when
- * that fails (a worktree half made, or never made), by removing the
- * directory and pruning the worktrees whose directories are gone. */
+ * that fails (a worktree half made), by removing the directory and
+ * pruning the worktrees whose directories are gone. A worktree git never
+ * began to make leaves nothing to remove. */
 static void
 remove_worktree(const char *dir, const char *tree, const char *tmp)
 {
@@ -614,7 +615,8 @@ remove_worktree(const char *dir, const char *tree, const char *tmp)
 	struct idem_error err;
 	pid_t pid;
 
-	if (git(dir, &err, "worktree", "remove", "--force", tree, (char *)NULL) != 0) {
+	if (access(tree, F_OK) == 0 &&
+	    git(dir, &err, "worktree", "remove", "--force", tree, (char *)NULL) != 0) {
 		if ((pid = spawn(rm, STDERR_FILENO, 0, &err)) > 0)
 			reap(pid);
 		if (git(dir, &err, "worktree", "prune", (char *)NULL) != 0)
