@@ -1,5 +1,6 @@
-/* rerun.c: a record's command run again, and its counts and path
- * compared with the record's (verify-record --rerun) */
+/* rerun.c: a record's command run again at its revision, in a temporary
+ * worktree, and its counts and path compared with the record's
+ * (verify-record --rerun) */
 #include <sys/wait.h>
 
 #include <errno.h>
@@ -665,6 +666,7 @@ idem_rerun(const char *path, const json_t *record, const char *conninfo, FILE *r
 		script = rerun_script(tree, tmp, command, conninfo);
 		fprintf(report, "%s: rerun at revision %.12s (%s, SHA-256 as recorded)\n", path,
 		    idem_json_str(record, "seed.revision"), idem_json_str(record, "seed.repo_path"));
+		fflush(report);
 		fprintf(stderr, "%s: rerunning: %s\n", argv0, command);
 		if ((stream = run_capture(script, &guard.old_mask, &status, err)) == NULL)
 			rc = -1;
