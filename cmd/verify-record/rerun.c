@@ -1,8 +1,14 @@
-/* rerun.c: a record's command run again, and its counts and path
- * compared with the record's (verify-record --rerun) */
+/* rerun.c: a record's command run again at its revision, in a temporary
+ * worktree, and its counts and path compared with the record's
+ * (verify-record --rerun) */
 #include <sys/wait.h>
 
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,30 +42,229 @@ path_with_self(void)
 	free(path);
 }
 
-/* What the shell script writes on its standard output; NULL when it
- * cannot be run. */
-static char *
-run_capture(const char *script, int *status, struct idem_error *err)
-{
-	char *out = NULL;
-	size_t len = 0, got;
-	char buf[65536];
-	FILE *p = popen(script, "r");
+/* The signals that stop a rerun. They are blocked while it runs and
+ * caught only where it waits for its command, so that the worktree and
+ * the sandbox are removed before the program ends as the signal would
+ * have ended it. */
+static const int stop_signals[] = { SIGINT, SIGTERM, SIGHUP };
+#define NSTOP_SIGNALS (sizeof(stop_signals) / sizeof(stop_signals[0]))
+static volatile sig_atomic_t stop_signal;	/* the first that came, or 0 */
 
-	if (p == NULL) {
-		idem_error_set(err, IDEM_EXIT_ENV, "popen:");
+static void
+on_stop_signal(int sig)
+{
+	if (stop_signal == 0)
+		stop_signal = sig;
+}
+
+struct stop_guard {
+	struct sigaction old[NSTOP_SIGNALS];
+	sigset_t old_mask;
+};
+
+/* Blocks the stop signals and catches them, except one the caller
+ * ignores (nohup), which stays ignored. */
+static void
+catch_stop_signals(struct stop_guard *g)
+{
+	struct sigaction sa;
+	size_t i;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_stop_signal;
+	sigemptyset(&sa.sa_mask);
+	for (i = 0; i < NSTOP_SIGNALS; i++)
+		sigaddset(&sa.sa_mask, stop_signals[i]);
+	sigprocmask(SIG_BLOCK, &sa.sa_mask, &g->old_mask);
+	stop_signal = 0;
+	for (i = 0; i < NSTOP_SIGNALS; i++) {
+		sigaction(stop_signals[i], NULL, &g->old[i]);
+		if (g->old[i].sa_handler != SIG_IGN)
+			sigaction(stop_signals[i], &sa, NULL);
+	}
+}
+
+/* The stop signal that came, caught or still pending; 0 when none. */
+static int
+stopped(void)
+{
+	sigset_t pending;
+	size_t i;
+
+	if (stop_signal != 0)
+		return stop_signal;
+	sigpending(&pending);
+	for (i = 0; i < NSTOP_SIGNALS; i++)
+		if (sigismember(&pending, stop_signals[i]))
+			return stop_signals[i];
+	return 0;
+}
+
+/* The caller's handlers and mask back; when a stop signal came, the
+ * program ends by it (128+N to its shell), its report written first. */
+static void
+release_stop_signals(struct stop_guard *g, FILE *report)
+{
+	int sig = stopped();
+	sigset_t just;
+	size_t i;
+
+	for (i = 0; i < NSTOP_SIGNALS; i++)
+		sigaction(stop_signals[i], &g->old[i], NULL);
+	if (sig != 0) {
+		fflush(report);
+		fflush(stdout);
+		signal(sig, SIG_DFL);
+		raise(sig);
+		sigemptyset(&just);
+		sigaddset(&just, sig);
+		sigprocmask(SIG_UNBLOCK, &just, NULL);
+		_exit(128 + sig);
+	}
+	sigprocmask(SIG_SETMASK, &g->old_mask, NULL);
+}
+
+/* Starts argv (a program on PATH, or a path), its standard output on
+ * out_fd, with the signals as a program expects them; in a process group
+ * of its own when own_group. Its pid, or -1 (err set). */
+static pid_t
+spawn(char *const argv[], int out_fd, int own_group, struct idem_error *err)
+{
+	struct sigaction caught;
+	sigset_t none;
+	pid_t pid;
+	size_t i;
+
+	fflush(NULL);
+	if ((pid = fork()) < 0) {
+		idem_error_set(err, IDEM_EXIT_ENV, "fork:");
+		return -1;
+	}
+	if (pid == 0) {
+		if (own_group)
+			setpgid(0, 0);
+		/* a stop signal sent to our group before the setpgid was meant
+		 * for verify-record: ignoring it discards it; one the caller
+		 * ignores stays ignored */
+		for (i = 0; i < NSTOP_SIGNALS; i++) {
+			if (sigaction(stop_signals[i], NULL, &caught) < 0 ||
+			    caught.sa_handler != on_stop_signal)
+				continue;
+			signal(stop_signals[i], SIG_IGN);
+			signal(stop_signals[i], SIG_DFL);
+		}
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		if (out_fd != STDOUT_FILENO && dup2(out_fd, STDOUT_FILENO) < 0)
+			_exit(126);
+		execvp(argv[0], argv);
+		fprintf(stderr, "%s: %s: %s\n", argv0, argv[0], strerror(errno));
+		_exit(127);
+	}
+	if (own_group)
+		setpgid(pid, pid);
+	return pid;
+}
+
+/* Waits for a child; its wait status. */
+static int
+reap(pid_t pid)
+{
+	int status;
+
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return status;
+}
+
+/* Runs git, with the repository's hooks off and its standard output
+ * thrown away, on the repository that holds dir: the arguments after err,
+ * up to a NULL. 0 when git succeeds, 1 when it fails (it says why on
+ * standard error), -1 (err set) when it cannot run. A git command is
+ * short: a stop signal waits for it to end. */
+static int
+git(const char *dir, struct idem_error *err, ...)
+{
+	char *argv[16] = { "git", "-c", "core.hooksPath=/dev/null", "-C", (char *)dir };
+	size_t n = 5;
+	int null_fd, status;
+	va_list ap;
+	pid_t pid;
+
+	va_start(ap, err);
+	while (n < sizeof(argv) / sizeof(argv[0]) - 1 && (argv[n] = va_arg(ap, char *)) != NULL)
+		n++;
+	va_end(ap);
+	argv[n] = NULL;
+	if ((null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC)) < 0)
+		return idem_error_set(err, IDEM_EXIT_ENV, "/dev/null:");
+	pid = spawn(argv, null_fd, 0, err);
+	close(null_fd);
+	if (pid < 0)
+		return -1;
+	status = reap(pid);
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+}
+
+/* What the shell script writes on its standard output; NULL (err set)
+ * when it cannot be run. The script runs in a process group of its own;
+ * a stop signal is caught only while this waits for it, and passed on to
+ * that group, whose shell traps it to stop its sandbox. */
+static char *
+run_capture(const char *script, const sigset_t *wait_mask, int *status, struct idem_error *err)
+{
+	char *const argv[] = { "/bin/sh", "-c", (char *)script, NULL };
+	char *out = NULL, buf[65536];
+	size_t len = 0;
+	ssize_t got = 0;
+	int fds[2], passed_on = 0;
+	struct pollfd readable;
+	pid_t pid;
+
+	if (pipe2(fds, O_CLOEXEC) < 0) {
+		idem_error_set(err, IDEM_EXIT_ENV, "pipe:");
 		return NULL;
 	}
-	while ((got = fread(buf, 1, sizeof(buf), p)) > 0) {
-		out = idem_erealloc(out, len + got + 1);
-		memcpy(out + len, buf, got);
-		len += got;
+	pid = spawn(argv, fds[1], 1, err);
+	close(fds[1]);
+	if (pid < 0) {
+		close(fds[0]);
+		return NULL;
+	}
+	for (;;) {
+		if (stop_signal != 0 && !passed_on) {
+			kill(-pid, stop_signal);
+			passed_on = 1;
+		}
+		readable.fd = fds[0];
+		readable.events = POLLIN;
+		if (ppoll(&readable, 1, NULL, wait_mask) < 0) {
+			if (errno == EINTR)
+				continue;
+			got = -1;
+		} else if ((got = read(fds[0], buf, sizeof(buf))) > 0) {
+			out = idem_erealloc(out, len + (size_t)got + 1);
+			memcpy(out + len, buf, (size_t)got);
+			len += (size_t)got;
+			continue;
+		}
+		break;
+	}
+	if (got < 0) {
+		idem_error_set(err, IDEM_EXIT_ENV, "reading the rerun's output:");
+		kill(-pid, SIGTERM);
+	}
+	close(fds[0]);
+	*status = reap(pid);
+	if (got < 0) {
+		free(out);
+		return NULL;
 	}
 	if (out == NULL)
 		out = idem_estrdup("");
 	else
 		out[len] = '\0';
-	*status = pclose(p);
 	return out;
 }
 
@@ -239,53 +444,41 @@ listed_count(const char *text)
 	    strncmp(expected, observed + 1, (size_t)(observed - expected)) != 0;
 }
 
-/* The shell script that runs the recorded command from the work tree
- * that holds the record (abs): on a fresh sandbox, stopped and purged
- * after, or on the database of conninfo. */
-static int
-rerun_script(const char *abs, const char *command, const char *conninfo, char **script,
-	     struct idem_error *err)
+/* The shell script that runs the recorded command from the top of the
+ * worktree tree: on a fresh sandbox in tmp, stopped and purged after, or
+ * on the database of conninfo. Its shell traps the stop signals, so that
+ * when they stop the command it still stops the sandbox. */
+static char *
+rerun_script(const char *tree, const char *tmp, const char *command, const char *conninfo)
 {
-	char *quoted_command = idem_shell_quote(command), *q_abs = idem_shell_quote(abs);
-	int rc = -1;
+	char *quoted_command = idem_shell_quote(command), *q_tree = idem_shell_quote(tree);
+	char *script;
 
-	*script = NULL;
 	if (conninfo == NULL) {
-		char tmpl[96], *sandbox, *q_sandbox, *q_tmpl;
+		char *sandbox, *q_sandbox;
 
-		if (idem_make_temp_dir(tmpl, sizeof(tmpl), "verify-record", 0711, err) < 0)
-			goto out;
 		/* a sandbox that does not start stops the rerun: never the caller's database */
-		if (asprintf(&sandbox, "%s/sandbox", tmpl) < 0)
+		if (asprintf(&sandbox, "%s/sandbox", tmp) < 0)
 			idem_die(IDEM_EXIT_ENV, "asprintf:");
 		q_sandbox = idem_shell_quote(sandbox);
-		q_tmpl = idem_shell_quote(tmpl);
-		if (asprintf(script, "unset IDEM_DATABASE PGSERVICE; "
-		    "cd \"$(git -C %s rev-parse --show-toplevel)\" && "
+		if (asprintf(&script, "trap : INT TERM HUP; unset IDEM_DATABASE PGSERVICE; cd %s && "
 		    "settings=$(idem-sandbox -D %s start) && eval \"$settings\" && sh -c %s; rc=$?; "
-		    "idem-sandbox -D %s --purge stop >&2; rmdir %s; exit $rc", q_abs, q_sandbox,
-		    quoted_command, q_sandbox, q_tmpl) < 0)
+		    "idem-sandbox -D %s --purge stop >&2; exit $rc", q_tree, q_sandbox,
+		    quoted_command, q_sandbox) < 0)
 			idem_die(IDEM_EXIT_ENV, "asprintf:");
 		free(sandbox);
 		free(q_sandbox);
-		free(q_tmpl);
 	} else {
-		char *quoted_db;
+		char *quoted_db = idem_shell_quote(conninfo);
 
-		/* a sandbox or nothing, and its URI as kill-at gives it to workers */
-		if (idem_pg_setenv_url(conninfo, err) < 0)
-			goto out;
-		quoted_db = idem_shell_quote(conninfo);
-		if (asprintf(script, "cd \"$(git -C %s rev-parse --show-toplevel)\" && "
-		    "IDEM_DATABASE=%s sh -c %s", q_abs, quoted_db, quoted_command) < 0)
+		if (asprintf(&script, "trap : INT TERM HUP; cd %s && IDEM_DATABASE=%s sh -c %s",
+		    q_tree, quoted_db, quoted_command) < 0)
 			idem_die(IDEM_EXIT_ENV, "asprintf:");
 		free(quoted_db);
 	}
-	rc = 0;
-out:
 	free(quoted_command);
-	free(q_abs);
-	return rc;
+	free(q_tree);
+	return script;
 }
 
 /* The rerun's count rows against the record's, each that differs named. */
@@ -332,34 +525,17 @@ rerun_stream_free(struct rerun_stream *out)
 	free(out->refused);
 }
 
-int
-idem_rerun(const char *path, const json_t *record, const char *conninfo, FILE *report,
-	   struct idem_error *err)
+/* Reads the rerun's stream and compares it with the record: one line
+ * per difference, or that the counts and the path are reproduced. 1 when
+ * the rerun differs. */
+static int
+compare_rerun(const char *path, const json_t *record, const char *stream, int status,
+	      FILE *report)
 {
-	const char *command = idem_json_str(record, "reproduce");
 	const char *want = idem_json_str(record, "counts.digest");
-	char dir[PATH_MAX], abs[PATH_MAX], *slash, *script = NULL, *stream;
 	struct rerun_stream out;
-	int status, differ = 0;
+	int differ = 0;
 
-	if (command == NULL || want == NULL)
-		return idem_error_set(err, IDEM_EXIT_USAGE, "%s: no reproduce command or digest recorded",
-		    path);
-	snprintf(dir, sizeof(dir), "%s", path);
-	if ((slash = strrchr(dir, '/')) != NULL)
-		*slash = '\0';
-	else
-		strcpy(dir, ".");
-	if (realpath(dir, abs) == NULL)
-		return idem_error_set(err, IDEM_EXIT_ENV, "%s:", dir);
-	path_with_self();
-	if (rerun_script(abs, command, conninfo, &script, err) < 0)
-		return -1;
-	fprintf(stderr, "%s: rerunning: %s\n", argv0, command);
-	stream = run_capture(script, &status, err);
-	free(script);
-	if (stream == NULL)
-		return -1;
 	read_rerun(stream, &out);
 	if (out.refused != NULL) {
 		fprintf(report, "%s: %s\n", path, out.refused);
@@ -381,6 +557,125 @@ idem_rerun(const char *path, const json_t *record, const char *conninfo, FILE *r
 	else if (out.refused == NULL && !differ)
 		fprintf(report, "%s: rerun reproduces the path (kill points, races and attempts)\n", path);
 	rerun_stream_free(&out);
-	free(stream);
 	return differ;
+}
+
+/* The revision of the record's seed checked out in the worktree tree of
+ * the repository that holds dir, and the seed there hashed. 0 when it
+ * hashes as recorded; 1, reported, when the revision is not in the
+ * repository or the seed's bytes differ; -1 (err set) when git fails. */
+static int
+check_out(const char *path, const char *dir, const char *tree, const json_t *record, FILE *report,
+	  struct idem_error *err)
+{
+	const char *revision = idem_json_str(record, "seed.revision");
+	const char *seed = idem_json_str(record, "seed.repo_path");
+	const char *want = idem_json_str(record, "seed.sha256");
+	char *commit, *file, hex[65];
+	int rc;
+
+	if (asprintf(&commit, "%s^{commit}", revision) < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	rc = git(dir, err, "rev-parse", "--quiet", "--verify", commit, (char *)NULL);
+	free(commit);
+	if (rc != 0) {
+		if (rc > 0)
+			fprintf(report, "%s: seed: commit %s is not in the repository: not rerun\n",
+			    path, revision);
+		return rc;
+	}
+	if ((rc = git(dir, err, "worktree", "add", "--quiet", "--detach", tree, revision,
+	    (char *)NULL)) != 0)
+		return rc < 0 ? -1 : idem_error_set(err, IDEM_EXIT_ENV,
+		    "%s: git worktree add --detach %s %s failed", path, tree, revision);
+	if (asprintf(&file, "%s/%s", tree, seed) < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	rc = 0;
+	if (idem_sha256_file(file, hex) < 0) {
+		fprintf(report, "%s: seed: %s at revision %.12s cannot be read in its worktree: %s: "
+		    "not rerun\n", path, seed, revision, strerror(errno));
+		rc = 1;
+	} else if (strcmp(hex, want) != 0) {
+		fprintf(report, "%s: seed: %s at revision %.12s has SHA-256 %s in its worktree, the "
+		    "record says %s: not rerun\n", path, seed, revision, hex, want);
+		rc = 1;
+	}
+	free(file);
+	return rc;
+}
+
+/* The worktree and its directory tmp removed, with the worktree's
+ * metadata in the repository of dir: by git worktree remove, or, when
+ * that fails (a worktree half made), by removing the directory and
+ * pruning the worktrees whose directories are gone. A worktree git never
+ * began to make leaves nothing to remove. */
+static void
+remove_worktree(const char *dir, const char *tree, const char *tmp)
+{
+	char *const rm[] = { "rm", "-rf", "--", (char *)tree, NULL };
+	struct idem_error err;
+	pid_t pid;
+
+	if (access(tree, F_OK) == 0 &&
+	    git(dir, &err, "worktree", "remove", "--force", tree, (char *)NULL) != 0) {
+		if ((pid = spawn(rm, STDERR_FILENO, 0, &err)) > 0)
+			reap(pid);
+		if (git(dir, &err, "worktree", "prune", (char *)NULL) != 0)
+			idem_warn("%s: git worktree prune failed", dir);
+	}
+	if (rmdir(tmp) < 0)
+		idem_warn("%s: not removed:", tmp);
+}
+
+int
+idem_rerun(const char *path, const json_t *record, const char *conninfo, FILE *report,
+	   struct idem_error *err)
+{
+	const char *command = idem_json_str(record, "reproduce");
+	char dir[PATH_MAX], abs[PATH_MAX], tmp[96], tree[128], *slash, *script = NULL;
+	char *stream = NULL;
+	struct stop_guard guard;
+	int status, rc;
+
+	if (command == NULL || idem_json_str(record, "counts.digest") == NULL)
+		return idem_error_set(err, IDEM_EXIT_USAGE, "%s: no reproduce command or digest recorded",
+		    path);
+	if (idem_json_str(record, "seed.revision") == NULL ||
+	    idem_json_str(record, "seed.repo_path") == NULL || idem_json_str(record, "seed.sha256") == NULL)
+		return idem_error_set(err, IDEM_EXIT_USAGE, "%s: no seed revision, path or SHA-256 "
+		    "recorded", path);
+	snprintf(dir, sizeof(dir), "%s", path);
+	if ((slash = strrchr(dir, '/')) != NULL)
+		*slash = '\0';
+	else
+		strcpy(dir, ".");
+	if (realpath(dir, abs) == NULL)
+		return idem_error_set(err, IDEM_EXIT_ENV, "%s:", dir);
+	/* a sandbox or nothing, and its URI as kill-at gives it to workers */
+	if (conninfo != NULL && idem_pg_setenv_url(conninfo, err) < 0)
+		return -1;
+	path_with_self();
+	catch_stop_signals(&guard);
+	if (idem_make_temp_dir(tmp, sizeof(tmp), "verify-record", 0711, err) < 0) {
+		release_stop_signals(&guard, report);
+		return -1;
+	}
+	snprintf(tree, sizeof(tree), "%s/worktree", tmp);
+	rc = check_out(path, abs, tree, record, report, err);
+	if (rc == 0 && !stopped()) {
+		script = rerun_script(tree, tmp, command, conninfo);
+		fprintf(report, "%s: rerun at revision %.12s (%s, SHA-256 as recorded)\n", path,
+		    idem_json_str(record, "seed.revision"), idem_json_str(record, "seed.repo_path"));
+		fflush(report);
+		fprintf(stderr, "%s: rerunning: %s\n", argv0, command);
+		if ((stream = run_capture(script, &guard.old_mask, &status, err)) == NULL)
+			rc = -1;
+	}
+	free(script);
+	remove_worktree(abs, tree, tmp);
+	release_stop_signals(&guard, report);
+	if (rc == 0)
+		rc = compare_rerun(path, record, stream, status, report);
+	free(stream);
+	return rc;
 }
