@@ -8,7 +8,7 @@
 #include "error.h"
 #include "map.h"
 
-#define IDEM_TSV_MAGIC "#idem-tsv\t1.5"
+#define IDEM_TSV_MAGIC "#idem-tsv\t1.6"
 /* the kinds of queue a seed may name (idem-seed(5)); \\N in a stream is idem */
 #define IDEM_QUEUE_KINDS "idem pg-boss graphile-worker"
 
@@ -39,6 +39,7 @@ enum idem_kind {
 	IDEM_KIND_BASELINE,
 	IDEM_KIND_GRANT,
 	IDEM_KIND_DENIED,
+	IDEM_KIND_DATABASE,
 	IDEM_KIND_COUNT
 };
 
@@ -91,6 +92,10 @@ enum {
 };
 enum { GRANT_ROLE = 1, GRANT_PHASE, GRANT_TYPE, GRANT_OBJECT, GRANT_PRIVILEGE, GRANT_LISTED };
 enum { DENIED_ROLE = 1, DENIED_OBJECT, DENIED_PRIVILEGE, DENIED_HELD };
+enum {
+	DATABASE_SANDBOX_ID = 1, DATABASE_DBNAME, DATABASE_SERVER_VERSION,
+	DATABASE_SERVER_VERSION_NUM, DATABASE_ISOLATION
+};
 enum { MISSED_WHAT = 1, MISSED_SCENARIO, MISSED_JOB_ID, MISSED_ATTEMPT, MISSED_STEP };
 enum {
 	MEASURE_NAME = 1, MEASURE_VALUE, MEASURE_NUMERATOR, MEASURE_DENOMINATOR, MEASURE_UNIT,
