@@ -142,6 +142,23 @@ recovered_keys(void)
 	idem_map_free(&wanted);
 }
 
+/* The stream's database: the one reached must be it. The seed row came
+ * first, so the database is reached. */
+static void
+read_database(const struct idem_tsv_reader *r)
+{
+	struct idem_pg_observed stream;
+	struct idem_error err;
+	int rc;
+
+	idem_pg_observed_from(&stream, &r->fields[DATABASE_SANDBOX_ID]);
+	rc = idem_pg_same_database(&stream, &c.here, c.how, &err);
+	idem_pg_observed_free(&stream);
+	if (rc < 0)
+		idem_die_error(&err);
+	c.have_stream_db = 1;
+}
+
 /* What counting needs of a row of a known kind. */
 static void
 read_row(const struct idem_tsv_reader *r)
@@ -156,7 +173,11 @@ read_row(const struct idem_tsv_reader *r)
 		c.key_scope = idem_estrdup(r->fields[SEED_KEY_SCOPE]);
 		if (idem_queue_open(&c.q, r->fields[SEED_QUEUE_KIND], r->fields[SEED_QUEUE], &err) < 0)
 			idem_die_error(&err);
+		c.conninfo = idem_pg_choose(c.option, r->fields[SEED_DATABASE], &c.how);
 		connect_and_count();
+		break;
+	case IDEM_KIND_DATABASE:
+		read_database(r);
 		break;
 	case IDEM_KIND_EXPECT:
 		for (i = 0; i < 4; i++)
@@ -336,7 +357,7 @@ parse_options(int argc, char *argv[], const char **name)
 
 	while ((ch = getopt_long(argc, argv, "d:hV", longopts, NULL)) != -1) {
 		switch (ch) {
-		case 'd': c.conninfo = optarg; break;
+		case 'd': c.option = optarg; break;
 		case 'b': c.phase = "before"; break;
 		case 'h': idem_usage(synopsis, 0);
 		case 'V': puts("count-effects " IDEM_VERSION); idem_close_stdout(); exit(0);
@@ -384,6 +405,7 @@ free_all(void)
 	idem_free_list(c.external_fields, c.nexternal_fields);
 	free(c.pending_table);
 	free(c.pending_owner);
+	idem_pg_observed_free(&c.here);
 }
 
 int
@@ -403,6 +425,9 @@ main(int argc, char *argv[])
 	if (in != stdin && !held.is_input)
 		fclose(in);
 	pass_held();
+	/* the first program of the pipeline to reach the database names it */
+	if (!c.have_stream_db && idem_pg_observed_write(stdout, &c.here) < 0)
+		idem_die(IDEM_EXIT_ENV, "write error on standard output:");
 	if ((c.digest_ctx = EVP_MD_CTX_new()) == NULL ||
 	    EVP_DigestInit_ex(c.digest_ctx, EVP_sha256(), NULL) != 1)
 		idem_die(IDEM_EXIT_ENV, "hashing the count rows: no SHA-256");
