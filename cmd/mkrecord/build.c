@@ -8,6 +8,7 @@
 
 #include "build.h"
 #include "git.h"
+#include "observed.h"
 #include "path.h"
 #include "run.h"
 #include "error.h"
@@ -407,8 +408,9 @@ worker(const struct idem_run *run)
 			json_object_set_new(observed, "note",
 			    json_string("not the worker the ticket names"));
 	}
-	return json_pack("{s:o,s:o,s:o,s:o}", "image", seed_text(run, "worker_image"),
-	    "version", seed_text(run, "worker_version"), "command",
+	/* kill-at hashes the executable and script it ran, never an image */
+	return json_pack("{s:o,s:b,s:o,s:o,s:o}", "image", seed_text(run, "worker_image"),
+	    "image_observed", 0, "version", seed_text(run, "worker_version"), "command",
 	    seed_text(run, "worker_command"), "observed", observed);
 }
 
@@ -433,8 +435,7 @@ rehearsed(json_t *r, const struct idem_run *run, const struct idem_git_revision 
 	json_object_set_new(r, "reproduce", json_string(reproduce));
 	json_object_set_new(r, "job_type", seed_text(run, "job_type"));
 	json_object_set_new(r, "queue", queue(run));
-	json_object_set_new(r, "database", idem_run_seed(run, "database") ? seed_text(run, "database") :
-	    json_string("the PG* environment (idem-sandbox)"));
+	json_object_set_new(r, "database", idem_observed_database(run));
 	json_object_set_new(r, "worker", worker(run));
 	json_object_set_new(r, "retry", json_pack("{s:o,s:o}", "visibility_timeout_ms",
 	    idem_run_number(idem_run_seed(run, "visibility_timeout_ms")), "max_attempts",
@@ -522,7 +523,7 @@ idem_build_record(const struct idem_run *run, const struct idem_git_revision *re
 	 * worker other than the one the seed declares proves nothing of it */
 	pass = passes(run, totals) && json_array_size(run->missed) == 0 &&
 	    !json_is_false(worker_as_declared(run)) && !baseline_failed(run);
-	json_object_set_new(r, "record", json_integer(5));
+	json_object_set_new(r, "record", json_integer(6));
 	json_object_set_new(r, "rehearsal", seed_text(run, "rehearsal"));
 	json_object_set_new(r, "verdict", json_string(pass ? "pass" : "fail"));
 	json_object_set_new(r, "expected_verdict",
@@ -536,7 +537,7 @@ idem_build_record(const struct idem_run *run, const struct idem_git_revision *re
 	json_object_set_new(r, "reconciliation_owner", seed_text(run, "reconciliation_owner"));
 	json_object_set_new(r, "next_review", json_string(next_review));
 	json_object_set_new(r, "unproven", json_pack("{s:o,s:o}", "cannot_reproduce",
-	    seed_json_field(run, "cannot_reproduce"), "not_exercised", not_exercised(run)));
+	    idem_observed_differences(run), "not_exercised", not_exercised(run)));
 	json_object_set_new(r, "failed", json_boolean(!pass));
 	return r;
 }

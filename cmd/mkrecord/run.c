@@ -454,6 +454,19 @@ read_account(struct idem_tsv_reader *r)
 		    f[GRANT_PRIVILEGE]));
 }
 
+/* The database the run reached, as the first program to reach it read
+ * it. */
+static void
+read_database(struct idem_tsv_reader *r)
+{
+	char **f = r->fields;
+
+	s.database = json_pack("{s:s,s:s,s:s,s:o,s:s}", "sandbox_id", f[DATABASE_SANDBOX_ID],
+	    "dbname", f[DATABASE_DBNAME], "server_version", f[DATABASE_SERVER_VERSION],
+	    "server_version_num", idem_run_number(f[DATABASE_SERVER_VERSION_NUM]),
+	    "isolation", f[DATABASE_ISOLATION]);
+}
+
 static void
 read_measure(struct idem_tsv_reader *r)
 {
@@ -504,6 +517,7 @@ static const struct reader {
 	[IDEM_KIND_BASELINE] = { .read = read_baseline },
 	[IDEM_KIND_GRANT] = { .read = read_account },
 	[IDEM_KIND_DENIED] = { .read = read_account },
+	[IDEM_KIND_DATABASE] = { .read = read_database },
 	[IDEM_KIND_MEASURE] = { .read = read_measure },
 	[IDEM_KIND_DIGEST] = { .read = read_digest },
 };

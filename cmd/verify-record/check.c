@@ -630,8 +630,8 @@ idem_check_record(struct checker *k, struct check *c)
 		return;
 	}
 	free(text);
-	if (!json_is_object(c->record) || num(c->record, "record") < 1 || num(c->record, "record") > 5) {
-		reason(c, "not an idem record of format 1, 2, 3, 4 or 5");
+	if (!json_is_object(c->record) || num(c->record, "record") < 1 || num(c->record, "record") > 6) {
+		reason(c, "not an idem record of format 1 to 6");
 		return;
 	}
 	check_seed(k, c);
