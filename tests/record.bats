@@ -590,6 +590,27 @@ worker:'
 	run -0 verify-record "$r"
 }
 
+@test "a record of format 5 still verifies, and a finding of its sandbox account does not change its verdict" {
+	r=$(mkrecord -k "$key" <"$RUN")
+	as_format_5 "$r" >"$r.old"
+	mv "$r.old" "$r"
+	grep -q '^record: 5$' "$r"
+	grep -q '^database: "the PG\* environment (idem-sandbox)"$' "$r"
+	! grep -q 'image_observed\|the database: ' "$r"
+	resign "$r"
+	run -0 verify-record "$r"
+	# format 5 knew no such rule: a finding beside a pass is what it was
+	sed -i 's/^  findings: \[\]$/  findings:\n  - "held TRUNCATE on table idem.message, beyond its list"/' "$r"
+	grep -qx '  - "held TRUNCATE on table idem.message, beyond its list"' "$r"
+	resign "$r"
+	run -0 verify-record "$r"
+	# the same record in format 6 does not verify
+	sed -i 's/^record: 5$/record: 6/' "$r"
+	resign "$r"
+	run -1 verify-record "$r"
+	[[ "$output" == *"verdict: the record says pass, but its sandbox account held TRUNCATE on table idem.message, beyond its list"* ]]
+}
+
 @test "a record of format 4, made before the evidence file and the intervals, still verifies" {
 	r=$(mkrecord -k "$key" <"$RUN")
 	as_format_4 "$r" >"$r.old"

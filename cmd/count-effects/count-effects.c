@@ -18,6 +18,7 @@
 
 #include "count-effects.h"
 #include "file.h"
+#include "role.h"
 #include "seed.h"
 #include "tsv.h"
 
@@ -159,6 +160,21 @@ read_database(const struct idem_tsv_reader *r)
 	c.have_stream_db = 1;
 }
 
+/* A grant or denied row of the sandbox account: a finding fails the
+ * verdict. */
+static void
+read_account(const struct idem_tsv_reader *r)
+{
+	char *finding = idem_role_finding(r->kind, r->fields);
+
+	if (c.account == NULL)
+		c.account = idem_estrdup(r->fields[GRANT_ROLE]);
+	if (finding == NULL)
+		return;
+	c.findings = idem_ereallocarray(c.findings, c.nfindings + 1, sizeof(char *));
+	c.findings[c.nfindings++] = finding;
+}
+
 /* What counting needs of a row of a known kind. */
 static void
 read_row(const struct idem_tsv_reader *r)
@@ -178,6 +194,10 @@ read_row(const struct idem_tsv_reader *r)
 		break;
 	case IDEM_KIND_DATABASE:
 		read_database(r);
+		break;
+	case IDEM_KIND_GRANT:
+	case IDEM_KIND_DENIED:
+		read_account(r);
 		break;
 	case IDEM_KIND_EXPECT:
 		for (i = 0; i < 4; i++)
@@ -406,6 +426,8 @@ free_all(void)
 	free(c.pending_table);
 	free(c.pending_owner);
 	idem_pg_observed_free(&c.here);
+	free(c.account);
+	idem_free_list(c.findings, c.nfindings);
 }
 
 int

@@ -68,6 +68,11 @@ struct counting {
 	const char *option, *conninfo, *how;
 	struct idem_pg_observed here;
 	int have_stream_db;
+	/* the sandbox account's findings: rights beyond its list, things it
+	 * may not do that it could */
+	char *account;
+	char **findings;
+	size_t nfindings;
 	/* the sql */
 	char *table_sql, *count_sql;
 	char **column_sql;

@@ -422,6 +422,13 @@ baseline_failed(const struct idem_run *run)
 	    strcmp(json_string_value(json_object_get(run->baseline, "result")), "failed") == 0;
 }
 
+/* The sandbox account's findings: each fails the record. */
+static size_t
+account_findings(const struct idem_run *run)
+{
+	return run->account ? json_array_size(json_object_get(run->account, "findings")) : 0;
+}
+
 /* What was rehearsed: the seed at its revision, the queue, the worker,
  * the account, the effect and the external call. */
 static void
@@ -522,7 +529,8 @@ idem_build_record(const struct idem_run *run, const struct idem_git_revision *re
 	/* a kill point or race the run did not reach proves nothing, and a
 	 * worker other than the one the seed declares proves nothing of it */
 	pass = passes(run, totals) && json_array_size(run->missed) == 0 &&
-	    !json_is_false(worker_as_declared(run)) && !baseline_failed(run);
+	    !json_is_false(worker_as_declared(run)) && !baseline_failed(run) &&
+	    account_findings(run) == 0;
 	json_object_set_new(r, "record", json_integer(6));
 	json_object_set_new(r, "rehearsal", seed_text(run, "rehearsal"));
 	json_object_set_new(r, "verdict", json_string(pass ? "pass" : "fail"));
