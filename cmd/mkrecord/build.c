@@ -546,6 +546,6 @@ idem_build_record(const struct idem_run *run, const struct idem_git_revision *re
 	json_object_set_new(r, "next_review", json_string(next_review));
 	json_object_set_new(r, "unproven", json_pack("{s:o,s:o}", "cannot_reproduce",
 	    idem_observed_differences(run), "not_exercised", not_exercised(run)));
-	json_object_set_new(r, "failed", json_boolean(!pass));
+	json_object_set_new(r, "counts_differ", json_boolean(!passes(run, totals)));
 	return r;
 }
