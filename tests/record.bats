@@ -1091,6 +1091,7 @@ retry:"
 	grep -q '^    as_declared: false$' "$r"
 	grep -q '^    note: "not the worker the ticket names"$' "$r"
 	grep -qF '**The worker that ran is not the worker the ticket names.**' "${r%.yaml}.md"
+	grep -qx '  - "the worker command: declared `idem-worker --guard unique`, another ran (see worker.observed)"' "$r"
 	# the same words, spaced otherwise, are the declared worker
 	with_worker idem-worker --guard unique >"$BATS_TEST_TMPDIR/same.tsv"
 	sed -i 's/^\(seed\t.*\)idem-worker --guard unique/\1idem-worker   --guard unique/' "$BATS_TEST_TMPDIR/same.tsv"
@@ -1098,6 +1099,7 @@ retry:"
 	r=$(mkrecord -k "$key" -c -r "$REPRODUCE" <"$BATS_TEST_TMPDIR/same.tsv")
 	grep -q '^verdict: "pass"$' "$r"
 	grep -q '^    as_declared: true$' "$r"
+	! grep -q 'the worker command: ' "$r"
 }
 
 @test "a seed that declares no worker command takes the worker that ran" {

@@ -376,29 +376,11 @@ not_exercised(const struct idem_run *run)
 	return out;
 }
 
-/* Whether the worker kill-at ran is the command the seed declares, word
- * for word: a borrowed true or false, or NULL when there is no worker row
- * or the seed declares no command. */
-static json_t *
-worker_as_declared(const struct idem_run *run)
-{
-	const char *command = idem_run_seed(run, "worker_command");
-	json_t *declared;
-	int same;
-
-	if (run->worker == NULL || command == NULL)
-		return NULL;
-	declared = idem_run_words(command);
-	same = json_equal(declared, json_object_get(run->worker, "words"));
-	json_decref(declared);
-	return same ? json_true() : json_false();
-}
-
 /* The worker the seed declares, and the one kill-at ran. */
 static json_t *
 worker(const struct idem_run *run)
 {
-	json_t *observed = json_null(), *as_declared = worker_as_declared(run);
+	json_t *observed = json_null(), *as_declared = idem_observed_as_declared(run);
 
 	if (run->worker != NULL) {
 		observed = json_deep_copy(run->worker);
@@ -529,7 +511,7 @@ idem_build_record(const struct idem_run *run, const struct idem_git_revision *re
 	/* a kill point or race the run did not reach proves nothing, and a
 	 * worker other than the one the seed declares proves nothing of it */
 	pass = passes(run, totals) && json_array_size(run->missed) == 0 &&
-	    !json_is_false(worker_as_declared(run)) && !baseline_failed(run) &&
+	    !json_is_false(idem_observed_as_declared(run)) && !baseline_failed(run) &&
 	    account_findings(run) == 0;
 	json_object_set_new(r, "record", json_integer(6));
 	json_object_set_new(r, "rehearsal", seed_text(run, "rehearsal"));

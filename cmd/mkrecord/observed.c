@@ -48,8 +48,9 @@ database_difference(const struct idem_run *run)
 	const char *observed_name;
 	json_t *line;
 
-	if ((said = declared ? NULL : idem_estrdup("none declared")) == NULL &&
-	    asprintf(&said, "declared `%s`", declared) < 0)
+	if (declared == NULL)
+		said = idem_estrdup("none declared");
+	else if (asprintf(&said, "declared `%s`", declared) < 0)
 		idem_die(IDEM_EXIT_ENV, "asprintf:");
 	if (db == NULL) {
 		line = json_sprintf("the database: %s, not observed: the stream has no database row",
@@ -70,21 +71,19 @@ database_difference(const struct idem_run *run)
 	return line;
 }
 
-/* Whether the worker kill-at ran is another than the command the seed
- * declares, word for word. */
-static int
-other_command(const struct idem_run *run)
+json_t *
+idem_observed_as_declared(const struct idem_run *run)
 {
 	const char *command = idem_run_seed(run, "worker_command");
 	json_t *declared;
 	int same;
 
 	if (run->worker == NULL || command == NULL)
-		return 0;
+		return NULL;
 	declared = idem_run_words(command);
 	same = json_equal(declared, json_object_get(run->worker, "words"));
 	json_decref(declared);
-	return !same;
+	return same ? json_true() : json_false();
 }
 
 json_t *
@@ -103,7 +102,7 @@ idem_observed_differences(const struct idem_run *run)
 	if (image != NULL)
 		json_array_append_new(out, json_sprintf("the worker image: declared `%s`, not observed: "
 		    "no image digest was read from what ran", image));
-	if (other_command(run))
+	if (json_is_false(idem_observed_as_declared(run)))
 		json_array_append_new(out, json_sprintf("the worker command: declared `%s`, another ran "
 		    "(see worker.observed)", idem_run_seed(run, "worker_command")));
 	if (idem_run_seed(run, "worker_version") != NULL)
