@@ -63,6 +63,9 @@ struct message {
 
 static struct {
 	PGconn *conn;
+	const char *how;		/* how the database was chosen, for messages */
+	struct idem_pg_observed here;	/* what was read of it */
+	int have_stream_db;		/* the stream has a database row */
 	char *queue;
 	struct idem_queue q;		/* the queue's adapter */
 	char *version;			/* of its library, in the database */
@@ -532,6 +535,7 @@ connect_sandbox(const char *conninfo)
 
 	if ((pub.conn = idem_pg_connect(conninfo, &err)) == NULL ||
 	    idem_pg_require_sandbox(pub.conn, &err) < 0 ||
+	    idem_pg_observe(pub.conn, &pub.here, &err) < 0 ||
 	    idem_queue_check(&pub.q, pub.conn, &pub.version, &err) < 0)
 		idem_die_error(&err);
 	measure_skew();
@@ -549,11 +553,33 @@ connect_sandbox(const char *conninfo)
 	queue_state();
 }
 
+/* The stream's database row against the database reached: another one
+ * is refused before anything is published. */
+static void
+check_database(const struct idem_tsv_reader *r)
+{
+	struct idem_pg_observed stream;
+	struct idem_error err;
+	int rc;
+
+	idem_pg_observed_from(&stream, &r->fields[DATABASE_SANDBOX_ID]);
+	rc = idem_pg_same_database(&stream, &pub.here, pub.how, &err);
+	idem_pg_observed_free(&stream);
+	if (rc < 0) {
+		if (pub.copying)
+			copy_finish(err.text);
+		idem_die_error(&err);
+	}
+	pub.have_stream_db = 1;
+}
+
 /* The queue row: the queue and its library's version, as the database
- * showed them. */
+ * showed them; before it, the database row when the stream has none. */
 static void
 write_queue(void)
 {
+	if (!pub.have_stream_db && idem_pg_observed_write(stdout, &pub.here) < 0)
+		idem_die(IDEM_EXIT_ENV, "write error on standard output:");
 	const char *row[3] = { pub.q.kind, pub.queue, pub.version };
 
 	if (idem_tsv_write_row(stdout, "queue", row, 3) < 0)
@@ -857,9 +883,9 @@ read_and_publish(FILE *in, const char *name, const char *conninfo)
 			if (idem_queue_open(&pub.q, r.fields[SEED_QUEUE_KIND], pub.queue, &err) < 0)
 				idem_die_error(&err);
 			/* -d, then a controller's IDEM_DATABASE, then the seed's database */
-			if (conninfo == NULL && getenv("IDEM_DATABASE") && *getenv("IDEM_DATABASE"))
-				conninfo = getenv("IDEM_DATABASE");
-			connect_sandbox(conninfo ? conninfo : r.fields[SEED_DATABASE]);
+			connect_sandbox(idem_pg_choose(conninfo, r.fields[SEED_DATABASE], &pub.how));
+		} else if (r.kind == IDEM_KIND_DATABASE) {
+			check_database(&r);
 		} else if (r.kind == IDEM_KIND_SCENARIO) {
 			add_scenario(&r);
 		} else if (r.kind == IDEM_KIND_JOB) {
@@ -981,6 +1007,7 @@ free_all(void)
 {
 	size_t i;
 
+	idem_pg_observed_free(&pub.here);
 	for (i = 0; i < pub.nkept; i++) {
 		free(pub.jobs[i].id);
 		free(pub.jobs[i].business_key);

@@ -6,6 +6,7 @@
 
 #include "pg.h"
 #include "text.h"
+#include "tsv.h"
 
 const char *
 idem_pg_message(PGconn *conn, PGresult *res, char *buf, size_t size)
@@ -287,4 +288,96 @@ idem_pg_key_sql(PGconn *conn, const char *key_columns, const char *prefix)
 	if (fclose(f) != 0)
 		idem_die(IDEM_EXIT_ENV, "open_memstream:");
 	return out;
+}
+
+int
+idem_pg_observe(PGconn *conn, struct idem_pg_observed *o, struct idem_error *err)
+{
+	/* a sandbox made before sandbox ids is known by its marker's birth */
+	PGresult *res = idem_pg_exec(conn, "reading the database's version and settings", err,
+	    "SELECT coalesce(to_jsonb(s) ->> 'sandbox_id', 'created ' || "
+	    "((to_jsonb(s) ->> 'created_at')::timestamptz AT TIME ZONE 'UTC')::text, 'unnamed'), "
+	    "current_database(), current_setting('server_version'), "
+	    "current_setting('server_version_num'), "
+	    "current_setting('default_transaction_isolation') FROM idem.sandbox s", 0, NULL);
+	char *fields[5];
+	int i;
+
+	memset(o, 0, sizeof(*o));
+	if (res == NULL)
+		return -1;
+	if (PQntuples(res) != 1) {
+		PQclear(res);
+		return idem_error_set(err, IDEM_EXIT_ENV, "reading the sandbox's id: idem.sandbox "
+		    "has no row");
+	}
+	for (i = 0; i < 5; i++)
+		fields[i] = PQgetvalue(res, 0, i);
+	idem_pg_observed_from(o, fields);
+	PQclear(res);
+	return 0;
+}
+
+void
+idem_pg_observed_from(struct idem_pg_observed *o, char *const *fields)
+{
+	o->sandbox_id = idem_estrdup(fields[0]);
+	o->dbname = idem_estrdup(fields[1]);
+	o->server_version = idem_estrdup(fields[2]);
+	o->server_version_num = idem_estrdup(fields[3]);
+	o->isolation = idem_estrdup(fields[4]);
+}
+
+void
+idem_pg_observed_free(struct idem_pg_observed *o)
+{
+	free(o->sandbox_id);
+	free(o->dbname);
+	free(o->server_version);
+	free(o->server_version_num);
+	free(o->isolation);
+	memset(o, 0, sizeof(*o));
+}
+
+int
+idem_pg_observed_write(FILE *out, const struct idem_pg_observed *o)
+{
+	const char *row[5] = { o->sandbox_id, o->dbname, o->server_version, o->server_version_num,
+		o->isolation };
+
+	return idem_tsv_write_row(out, "database", row, 5);
+}
+
+int
+idem_pg_same_database(const struct idem_pg_observed *stream, const struct idem_pg_observed *here,
+		      const char *how, struct idem_error *err)
+{
+	if (strcmp(stream->sandbox_id, here->sandbox_id) == 0 &&
+	    strcmp(stream->dbname, here->dbname) == 0)
+		return 0;
+	return idem_error_set(err, IDEM_EXIT_USAGE, "%s points at database %s of sandbox %s, but "
+	    "the stream's database row names database %s of sandbox %s: one pipeline uses one "
+	    "database", how, here->dbname, here->sandbox_id, stream->dbname, stream->sandbox_id);
+}
+
+const char *
+idem_pg_choose(const char *option, const char *seed_database, const char **how)
+{
+	const char *env = getenv("IDEM_DATABASE");
+
+	if (option != NULL && *option != '\0') {
+		*how = "-d";
+		return option;
+	}
+	if (env != NULL && *env != '\0') {
+		*how = "IDEM_DATABASE";
+		return env;
+	}
+	/* -d '' is IDEM_DATABASE, else the PG* environment, never the seed's */
+	if (option == NULL && seed_database != NULL) {
+		*how = "the seed's database";
+		return seed_database;
+	}
+	*how = "the PG* environment";
+	return NULL;
 }

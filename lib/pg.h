@@ -2,6 +2,8 @@
 #ifndef IDEM_PG_H
 #define IDEM_PG_H
 
+#include <stdio.h>
+
 #include <libpq-fe.h>
 
 #include "error.h"
@@ -12,6 +14,36 @@ PGconn *idem_pg_connect(const char *conninfo, struct idem_error *err);
 
 /* Refuses (IDEM_EXIT_ENV) a database without the idem.sandbox marker row. */
 int idem_pg_require_sandbox(PGconn *conn, struct idem_error *err);
+
+/*
+ * What a program read of the database it reached (the database row of
+ * idem-tsv(5)): the sandbox's id from idem.sandbox, the database's name,
+ * the server's version as SHOW server_version and server_version_num
+ * give it, and its default_transaction_isolation. Two connections reach
+ * one database when they agree on the sandbox id and the name.
+ */
+struct idem_pg_observed {
+	char *sandbox_id, *dbname, *server_version, *server_version_num, *isolation;
+};
+
+int idem_pg_observe(PGconn *conn, struct idem_pg_observed *o, struct idem_error *err);
+/* From the fields of a database row, after its kind (fields[0] is its
+ * sandbox_id). */
+void idem_pg_observed_from(struct idem_pg_observed *o, char *const *fields);
+void idem_pg_observed_free(struct idem_pg_observed *o);
+/* Writes the database row; -1 on a write error. */
+int idem_pg_observed_write(FILE *out, const struct idem_pg_observed *o);
+/* 0 when here is the stream's database; else -1 with err set
+ * (IDEM_EXIT_USAGE) naming both, and how (-d, IDEM_DATABASE, ...) the
+ * program was pointed at here. */
+int idem_pg_same_database(const struct idem_pg_observed *stream,
+			  const struct idem_pg_observed *here, const char *how,
+			  struct idem_error *err);
+
+/* The conninfo a program of the pipeline connects with: -d (option, or
+ * NULL), else IDEM_DATABASE, else the seed row's database (or NULL), else
+ * NULL for the PG* environment; *how names which, for messages. */
+const char *idem_pg_choose(const char *option, const char *seed_database, const char **how);
 
 /* Where the connection goes, without secrets: "dbname=idem user=idem host=/run". */
 void idem_pg_describe(PGconn *conn, char *buf, size_t size);

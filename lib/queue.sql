@@ -7,12 +7,15 @@ CREATE SCHEMA idem;
 COMMENT ON SCHEMA idem IS 'idem rehearsal sandbox: queue, delivery log, sandbox marker';
 
 -- One row marks this database as a rehearsal sandbox; every idem program
--- that writes refuses a database without it.
+-- that writes refuses a database without it. Its sandbox_id, with the
+-- database's name, is how the programs of one pipeline know they reach one
+-- database (idem-tsv(5), the database row).
 CREATE TABLE idem.sandbox (
 	sandbox boolean PRIMARY KEY DEFAULT true CHECK (sandbox),
 	created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
 	created_by text NOT NULL DEFAULT 'idem-sandbox',
-	schema_version integer NOT NULL DEFAULT 1
+	schema_version integer NOT NULL DEFAULT 1,
+	sandbox_id text NOT NULL DEFAULT md5(random()::text || clock_timestamp()::text)::uuid::text
 );
 
 -- A message is in the queue until acked, and in the archive after.

@@ -350,3 +350,23 @@ idem_role_setenv(const struct idem_role *r, PGconn *conn)
 	setenv("IDEM_DATABASE", url, 1);
 	free(url);
 }
+
+char *
+idem_role_finding(enum idem_kind kind, char *const *f)
+{
+	char *out = NULL;
+	int rc = 0;
+
+	if (kind == IDEM_KIND_DENIED) {
+		if (strcmp(f[DENIED_HELD], "yes") == 0)
+			rc = asprintf(&out, "could %s%s%s, which it may not", f[DENIED_PRIVILEGE],
+			    *f[DENIED_OBJECT] ? " " : "", f[DENIED_OBJECT]);
+	} else if (strcmp(f[GRANT_PHASE], "run") == 0 && strcmp(f[GRANT_LISTED], "no") == 0) {
+		rc = *f[GRANT_OBJECT] ? asprintf(&out, "held %s on %s %s, beyond its list",
+		    f[GRANT_PRIVILEGE], f[GRANT_TYPE], f[GRANT_OBJECT]) :
+		    asprintf(&out, "held %s %s, beyond its list", f[GRANT_TYPE], f[GRANT_PRIVILEGE]);
+	}
+	if (rc < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	return out;
+}

@@ -12,6 +12,7 @@
 #include "map.h"
 #include "queue.h"
 #include "error.h"
+#include "tsv.h"
 
 /* The account of one run. */
 struct idem_role {
@@ -49,6 +50,14 @@ int idem_role_finish(struct idem_role *r, PGconn *conn, struct idem_error *err);
 /* The grant and denied rows of idem-tsv(5), setup then run; -1 on a write
  * error. */
 int idem_role_write(struct idem_role *r, FILE *out);
+
+/* The finding a grant or denied row makes, in words: a right held beyond
+ * the list ("held TRUNCATE on table idem.message, beyond its list"), or a
+ * thing it may not do that it could ("could TRUNCATE idem.message, which
+ * it may not"); NULL for a row that is none. fields are the row's as
+ * idem_tsv_next() decoded them; kind is IDEM_KIND_GRANT or
+ * IDEM_KIND_DENIED. Caller frees. */
+char *idem_role_finding(enum idem_kind kind, char *const *fields);
 
 /* The environment of a process that runs as the role: PGUSER, and
  * DATABASE_URL, IDEM_DATABASE_URL and IDEM_DATABASE to conn's database as

@@ -128,6 +128,8 @@ static const struct {
 		F("object", TEXT), F("privilege", NAME), E("listed", "yes no") } },
 	[IDEM_KIND_DENIED] = { "denied", { F("role", NAME), F("object", TEXT),
 		F("privilege", NAME), E("held", "yes no") } },
+	[IDEM_KIND_DATABASE] = { "database", { F("sandbox_id", NAME), F("dbname", NAME),
+		F("server_version", NAME), F("server_version_num", COUNT), F("isolation", NAME) } },
 	[IDEM_KIND_CALL] = { "call", { F("at", TIME), F("worker", INTEGER), F("pid", COUNT),
 		F("method", NAME), F("path", TEXT), N("idempotency_key", TEXT),
 		F("body_sha256", SHA256), N("business_key", TEXT), F("status", COUNT),
@@ -732,6 +734,7 @@ baseline_problem(const struct idem_tsv_reader *r)
 static const unsigned char once[IDEM_KIND_COUNT] = {
 	[IDEM_KIND_SEED] = 1, [IDEM_KIND_EXPECT] = 1, [IDEM_KIND_QUEUE] = 1,
 	[IDEM_KIND_EXTERNAL] = 1, [IDEM_KIND_DECLARED_GUARD] = 1, [IDEM_KIND_BASELINE] = 1,
+	[IDEM_KIND_DATABASE] = 1,
 };
 
 /* The rules of the stream as a whole, for rows whose fields are good: one

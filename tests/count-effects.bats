@@ -444,3 +444,50 @@ declare_guard() {
 	assert_equal "$(rows_of declared_guard "$out")" 0
 	assert_equal "$(awk -F '\t' '($1 == "guard" || $1 == "probe") && NF > 5' "$out")" ""
 }
+
+@test "the database the stream names: written once, by the first to reach it, with the server's version" {
+	count-effects --before "$BATS_TEST_TMPDIR/stream" >"$BATS_TEST_TMPDIR/before"
+	# psql, the outside referee, on the server and the database
+	assert_equal "$(awk -F '\t' '$1 == "database" { print $3 "|" $4 "|" $5 "|" $6 }' "$BATS_TEST_TMPDIR/before")" \
+		"$(sql 'SELECT current_database()')|$(sql 'SHOW server_version')|$(sql 'SHOW server_version_num')|$(sql 'SHOW default_transaction_isolation')"
+	assert_equal "$(awk -F '\t' '$1 == "database" { print $2 }' "$BATS_TEST_TMPDIR/before")" \
+		"$(sql 'SELECT sandbox_id FROM idem.sandbox')"
+	# the next program of the pipeline finds it, and writes no second one
+	run --separate-stderr count-effects "$BATS_TEST_TMPDIR/before"
+	printf '%s\n' "$output" >"$out"
+	assert_equal "$(rows_of database "$out")" 1
+}
+
+@test "count-effects pointed at another database than the stream's refuses, naming both" {
+	count-effects --before "$BATS_TEST_TMPDIR/stream" >"$BATS_TEST_TMPDIR/before"
+	id=$(sql 'SELECT sandbox_id FROM idem.sandbox')
+	# a copy of the sandbox's database: the same sandbox id, another name
+	psql -X -q -d postgres -c 'DROP DATABASE IF EXISTS other' -c "CREATE DATABASE other TEMPLATE $PGDATABASE"
+	run --separate-stderr count-effects -d dbname=other "$BATS_TEST_TMPDIR/before"
+	[ "$status" -eq 2 ]
+	assert_equal "$output" ""
+	assert_equal "$stderr" "count-effects: -d points at database other of sandbox $id, but the stream's database row names database $PGDATABASE of sandbox $id: one pipeline uses one database"
+	# the PG* environment, named as such
+	run --separate-stderr env PGDATABASE=other count-effects "$BATS_TEST_TMPDIR/before"
+	[ "$status" -eq 2 ]
+	[[ "$stderr" == "count-effects: the PG* environment points at database other of sandbox $id, but"* ]]
+	# another sandbox's id, in the stream's row, is another database too
+	sed "s/$id/00000000-0000-0000-0000-000000000000/" "$BATS_TEST_TMPDIR/before" >"$BATS_TEST_TMPDIR/forged"
+	run --separate-stderr count-effects "$BATS_TEST_TMPDIR/forged"
+	[ "$status" -eq 2 ]
+	[[ "$stderr" == *"names database $PGDATABASE of sandbox 00000000-0000-0000-0000-000000000000: one pipeline uses one database" ]]
+	# the stream's own database, as the seed's database names it, passes
+	run -0 count-effects --before -d "dbname=$PGDATABASE" "$BATS_TEST_TMPDIR/before"
+	psql -X -q -d postgres -c 'DROP DATABASE other'
+}
+
+@test "count-effects connects to the seed's database, as dup-publish does, unless -d or IDEM_DATABASE names another" {
+	sed "s/^queue: /database: \"dbname=nowhere\"\\nqueue: /" "$seed" >"$BATS_TEST_TMPDIR/elsewhere.yaml"
+	grep -q '^database: "dbname=nowhere"$' "$BATS_TEST_TMPDIR/elsewhere.yaml"
+	run --separate-stderr sh -c "seed-gen '$BATS_TEST_TMPDIR/elsewhere.yaml' | count-effects --before"
+	[ "$status" -eq 3 ]
+	[[ "$stderr" == *'database "nowhere" does not exist'* ]]
+	# -d, or IDEM_DATABASE, names another
+	seed-gen "$BATS_TEST_TMPDIR/elsewhere.yaml" | count-effects --before -d "dbname=$PGDATABASE" >/dev/null
+	seed-gen "$BATS_TEST_TMPDIR/elsewhere.yaml" | IDEM_DATABASE="dbname=$PGDATABASE" count-effects --before >/dev/null
+}

@@ -226,3 +226,21 @@ refuses() {
 	assert_equal "$(wc -l <"$BATS_TEST_TMPDIR/rows")" 100000
 	cmp "$BATS_TEST_TMPDIR/rows" "$BATS_TEST_TMPDIR/queue"
 }
+
+@test "a database other than the stream's is refused with exit 2, naming both, and nothing is published in it" {
+	id=$(sql 'SELECT sandbox_id FROM idem.sandbox')
+	# a copy of the sandbox's database, its queue empty: the same sandbox id, another name
+	psql -X -q -d postgres -c 'DROP DATABASE IF EXISTS other' -c "CREATE DATABASE other TEMPLATE $PGDATABASE"
+	seed-gen tests/fixtures/seeds/minimal.yaml | dup-publish -s 0 >"$BATS_TEST_TMPDIR/published"
+	assert_equal "$(awk -F '\t' '$1 == "database" { print $2 " " $3 }' "$BATS_TEST_TMPDIR/published")" "$id $PGDATABASE"
+	run --separate-stderr dup-publish -s 0 -d dbname=other "$BATS_TEST_TMPDIR/published"
+	published=$(psql -X -At -d other -c 'SELECT count(*) FROM idem.message')
+	psql -X -q -d postgres -c 'DROP DATABASE other'
+	[ "$status" -eq 2 ]
+	assert_equal "$output" ""
+	assert_equal "$stderr" "dup-publish: -d points at database other of sandbox $id, but the stream's database row names database $PGDATABASE of sandbox $id: one pipeline uses one database"
+	assert_equal "$published" 0
+	# the stream's own database takes it again, and no second database row is written
+	run -0 dup-publish -s 0 "$BATS_TEST_TMPDIR/published"
+	assert_equal "$(grep -c '^database	' <<<"$output")" 1
+}

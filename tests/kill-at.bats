@@ -195,7 +195,7 @@ xcheck() {
 	# no step rows: no kill point or race, so idem-worker, which reads the
 	# plan, sent no step
 	assert_equal "$(awk -F '\t' 'NR > 1 && !/^#/ { print $1 }' "$out" | sort -u | tr '\n' ' ')" \
-		"attempt baseline expect job log publish queue scenario seed worker "
+		"attempt baseline database expect job log publish queue scenario seed worker "
 	# the worker row first of kill-at's own
 	assert_equal "$(sed -n "$((n + 1))p" "$out" | cut -f 1)" worker
 }
@@ -511,4 +511,19 @@ probe not-enforced"
 	assert_equal "$(sql "SELECT count(*) FROM pg_namespace WHERE nspname = 'idem_run'")" 0
 	assert_equal "$(awk -F '\t' '$1 == "kill" { print $5 }' "$out")" after-commit
 	grep -q "^count	after	total	effects	" "$out"
+}
+
+@test "kill-at pointed at another database than the stream's refuses, naming both, before any worker starts" {
+	seed_for none >"$BATS_TEST_TMPDIR/seed.yaml"
+	idem-worker --setup -g unique
+	seed-gen "$BATS_TEST_TMPDIR/seed.yaml" | dup-publish >"$BATS_TEST_TMPDIR/published"
+	id=$(sql 'SELECT sandbox_id FROM idem.sandbox')
+	psql -X -q -d postgres -c 'DROP DATABASE IF EXISTS other' -c "CREATE DATABASE other TEMPLATE $PGDATABASE"
+	run --separate-stderr env PGDATABASE=other kill-at -D 20s -- sh -c 'touch "$0"' "$BATS_TEST_TMPDIR/ran" \
+		<"$BATS_TEST_TMPDIR/published"
+	psql -X -q -d postgres -c 'DROP DATABASE other'
+	[ "$status" -eq 2 ]
+	assert_equal "$output" ""
+	assert_equal "$stderr" "kill-at: the PG* environment points at database other of sandbox $id, but the stream's database row names database $PGDATABASE of sandbox $id: one pipeline uses one database"
+	[ ! -e "$BATS_TEST_TMPDIR/ran" ]
 }

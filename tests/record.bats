@@ -91,17 +91,30 @@ commit_charge_seed() {
 # A record as mkrecord wrote it in format 2, before the external call:
 # without external, calls, the calls of each attempt and the external
 # count expected.
+# A record as mkrecord wrote it in format 5, before the database row: its
+# database the seed's words, no image_observed, and only the seed's lines
+# in cannot_reproduce.
+as_format_5() {
+	awk '/^record: 6$/ { print "record: 5"; next }
+		/^database:$/ { db = 1; next }
+		db && /^  / { next }
+		db { db = 0; print "database: \"the PG* environment (idem-sandbox)\"" }
+		/^  image_observed: / { next }
+		/^  - "the (database|worker image|worker version|worker command): / { next }
+		{ print }' "$1"
+}
+
 # A record as mkrecord wrote it in format 4, before the attempts summary,
 # the evidence file and the measures' intervals.
 as_format_4() {
-	awk '/^record: 5$/ { print "record: 4"; next }
+	as_format_5 "$1" | awk '/^record: 5$/ { print "record: 4"; next }
 		/^attempts:$/ { skip = 1; next }
 		/^evidence_file: null$/ { next }
 		/^  interval: null$/ { next }
 		/^  interval:$/ { skip = 2; next }
 		skip == 1 && /^  / { next }
 		skip == 2 && /^    / { next }
-		{ skip = 0; print }' "$1"
+		{ skip = 0; print }'
 }
 
 as_format_2() {
@@ -519,12 +532,12 @@ $base-2000.yaml.sig"
 	version=$(idem_schema_version)
 	with_queue "$(printf 'queue\tidem\trehearsal_invoice_line\t%s' "$version")" >"$BATS_TEST_TMPDIR/run.tsv"
 	r=$(mkrecord -k "$key" <"$BATS_TEST_TMPDIR/run.tsv")
-	grep -q '^record: 5$' "$r"
+	grep -q '^record: 6$' "$r"
 	assert_equal "$(sed -n '/^queue:$/,/^database:/p' "$r")" "queue:
   kind: \"idem\"
   name: \"rehearsal_invoice_line\"
   version: \"$version\"
-database: \"the PG* environment (idem-sandbox)\""
+database:"
 	grep -q '^| queue | `rehearsal_invoice_line` |$' "${r%.yaml}.md"
 	grep -q "^| queue library | idem, schema version $version |$" "${r%.yaml}.md"
 	run -0 verify-record "$r"
@@ -534,7 +547,7 @@ database: \"the PG* environment (idem-sandbox)\""
   kind: "idem"
   name: "rehearsal_invoice_line"
   version: null
-database: "the PG* environment (idem-sandbox)"'
+database:'
 	grep -q '^| queue library | idem, version not recorded |$' "${r%.yaml}.md"
 	# and the seed row's kind
 	r=$(with_queue "" | awk -F '\t' -v OFS='\t' '$1 == "seed" { NF = 22; $22 = "pg-boss" } { print }' |
@@ -543,12 +556,72 @@ database: "the PG* environment (idem-sandbox)"'
 	grep -q '^| queue library | pg-boss, version not recorded |$' "${r%.yaml}.md"
 }
 
-@test "a record of a format other than 1, 2, 3, 4 or 5 is refused" {
+@test "a record of a format other than 1 to 6 is refused" {
 	r=$(mkrecord -k "$key" <"$RUN")
+	sed -i 's/^record: 6$/record: 7/' "$r"
+	resign "$r"
+	run -1 verify-record "$r"
+	[[ "$output" == *"$r: not an idem record of format 1 to 6"* ]]
+}
+
+@test "the record names the database it ran on, as the server says, beside the one the seed declares" {
+	r=$(record)
+	grep -q '^record: 6$' "$r"
+	# psql, the outside referee
+	assert_equal "$(sed -n '/^database:$/,/^worker:$/p' "$r")" "database:
+  declared: null
+  observed:
+    sandbox_id: \"$(sql 'SELECT sandbox_id FROM idem.sandbox')\"
+    dbname: \"$(psql -Atc 'SELECT current_database()')\"
+    server_version: \"$(psql -Atc 'SHOW server_version')\"
+    server_version_num: $(psql -Atc 'SHOW server_version_num')
+    isolation: \"$(psql -Atc 'SHOW default_transaction_isolation')\"
+worker:"
+	# the worker's image is declared only: nothing observed it
+	sed -n '/^worker:$/,/^retry:$/p' "$r" | grep -qx '  image_observed: false'
+	version=$(psql -Atc 'SHOW server_version' | cut -d ' ' -f 1)
+	grep -qx "  - \"the database: none declared; the run used database $PGDATABASE on PostgreSQL $version, default isolation $(psql -Atc 'SHOW default_transaction_isolation'); production's server and settings were not observed\"" "$r"
+	grep -qx '  - "the worker image: declared `registry.example/billing-worker@sha256:[0-9a-f]*`, not observed: no image digest was read from what ran"' "$r"
+	grep -qx '  - "the worker version: declared 1.4.2, not observed"' "$r"
+	# the handoff says so, in its table and in what the sandbox cannot reproduce
+	h="${r%.yaml}.md"
+	grep -q "^| database | none declared; observed PostgreSQL $(psql -Atc 'SHOW server_version'), default isolation read committed, database \`$PGDATABASE\` of sandbox \`$(sql 'SELECT sandbox_id FROM idem.sandbox')\` |$" "$h"
+	grep -q '^| worker | `registry.example/billing-worker@sha256:[0-9a-f]*` (declared only, not observed) ' "$h"
+	grep -q '^- the sandbox cannot reproduce: the worker image: declared' "$h"
+	tr '\n' ' ' <"$h" | tr -s ' ' | grep -q -- "- the sandbox cannot reproduce: the database: none declared; the run used database $PGDATABASE on PostgreSQL $version,"
+	run -0 verify-record "$r"
+}
+
+@test "a record of a stream without a database row says the database was not observed" {
+	r=$(grep -v '^database	' "$RUN" | mkrecord -k "$key")
+	assert_equal "$(sed -n '/^database:$/,/^worker:$/p' "$r")" 'database:
+  declared: null
+  observed: null
+worker:'
+	grep -qx '  - "the database: none declared, not observed: the stream has no database row"' "$r"
+	grep -q '^| database | none declared; not observed |$' "${r%.yaml}.md"
+	run -0 verify-record "$r"
+}
+
+@test "a record of format 5 still verifies, and a finding of its sandbox account does not change its verdict" {
+	r=$(mkrecord -k "$key" <"$RUN")
+	as_format_5 "$r" >"$r.old"
+	mv "$r.old" "$r"
+	grep -q '^record: 5$' "$r"
+	grep -q '^database: "the PG\* environment (idem-sandbox)"$' "$r"
+	! grep -q 'image_observed\|the database: ' "$r"
+	resign "$r"
+	run -0 verify-record "$r"
+	# format 5 knew no such rule: a finding beside a pass is what it was
+	sed -i 's/^  findings: \[\]$/  findings:\n  - "held TRUNCATE on table idem.message, beyond its list"/' "$r"
+	grep -qx '  - "held TRUNCATE on table idem.message, beyond its list"' "$r"
+	resign "$r"
+	run -0 verify-record "$r"
+	# the same record in format 6 does not verify
 	sed -i 's/^record: 5$/record: 6/' "$r"
 	resign "$r"
 	run -1 verify-record "$r"
-	[[ "$output" == *"$r: not an idem record of format 1, 2, 3, 4 or 5"* ]]
+	[[ "$output" == *"verdict: the record says pass, but its sandbox account held TRUNCATE on table idem.message, beyond its list"* ]]
 }
 
 @test "a record of format 4, made before the evidence file and the intervals, still verifies" {
@@ -726,7 +799,7 @@ database: "the PG* environment (idem-sandbox)"'
 	charge_run >"$BATS_TEST_TMPDIR/charge.tsv"
 	r=$(mkrecord -k "$key" -c <"$BATS_TEST_TMPDIR/charge.tsv")
 	run -0 verify-record "$r"
-	grep -q '^record: 5$' "$r"
+	grep -q '^record: 6$' "$r"
 	grep -q '^verdict: "pass"$' "$r"
 	assert_equal "$(sed -n '/^external:$/,/^jobs:/p' "$r")" 'external:
   name: "payment charge"
@@ -1015,6 +1088,7 @@ with_worker() {
 	grep -q '^verdict: "pass"$' "$r"
 	exe=$(command -v idem-worker)
 	assert_equal "$(sed -n '/^worker:$/,/^retry:$/p' "$r" | grep -v '^  image: \|^  version: ')" "worker:
+  image_observed: false
   command: \"idem-worker --guard unique\"
   observed:
     argv:
@@ -1039,6 +1113,7 @@ retry:"
 	grep -q '^    as_declared: false$' "$r"
 	grep -q '^    note: "not the worker the ticket names"$' "$r"
 	grep -qF '**The worker that ran is not the worker the ticket names.**' "${r%.yaml}.md"
+	grep -qx '  - "the worker command: declared `idem-worker --guard unique`, another ran (see worker.observed)"' "$r"
 	# the same words, spaced otherwise, are the declared worker
 	with_worker idem-worker --guard unique >"$BATS_TEST_TMPDIR/same.tsv"
 	sed -i 's/^\(seed\t.*\)idem-worker --guard unique/\1idem-worker   --guard unique/' "$BATS_TEST_TMPDIR/same.tsv"
@@ -1046,6 +1121,7 @@ retry:"
 	r=$(mkrecord -k "$key" -c -r "$REPRODUCE" <"$BATS_TEST_TMPDIR/same.tsv")
 	grep -q '^verdict: "pass"$' "$r"
 	grep -q '^    as_declared: true$' "$r"
+	! grep -q 'the worker command: ' "$r"
 }
 
 @test "a seed that declares no worker command takes the worker that ran" {

@@ -78,13 +78,23 @@ publish() {
 	grep -q '^grant	rehearsal-bot	run	table	idem.message	TRUNCATE	no$' "$out"
 	grep -q '^denied	rehearsal-bot	idem.message	TRUNCATE	yes$' "$out"
 	grep -q '^denied	rehearsal-bot		CREATEROLE	yes$' "$out"
-	# the record keeps each finding, and its handoff shows them to the reviewer
-	count-effects <"$out" >"$BATS_TEST_TMPDIR/run.tsv"
-	new_repo "$BATS_TEST_TMPDIR/repo"
+	# each finding fails count-effects' verdict, naming the right, though
+	# every count is as expected
+	run --separate-stderr count-effects "$out"
+	[ "$status" -eq 1 ]
+	printf '%s\n' "$output" >"$BATS_TEST_TMPDIR/run.tsv"
+	assert_equal "$stderr" 'count-effects: sandbox account rehearsal-bot held attribute CREATEROLE, beyond its list
+count-effects: sandbox account rehearsal-bot held TRUNCATE on table idem.message, beyond its list
+count-effects: sandbox account rehearsal-bot could TRUNCATE idem.message, which it may not
+count-effects: sandbox account rehearsal-bot could CREATEROLE, which it may not'
+	# the record keeps each finding, fails, and its handoff shows them to the reviewer
+	signing_repo "$BATS_TEST_TMPDIR/repo"
 	cp "$BATS_TEST_TMPDIR/seed.yaml" seed.yaml
 	git add seed.yaml && git commit -q -m seed
 	sed -i "s#$BATS_TEST_TMPDIR/seed.yaml#seed.yaml#" "$BATS_TEST_TMPDIR/run.tsv"
-	r=$(mkrecord <"$BATS_TEST_TMPDIR/run.tsv")
+	r=$(mkrecord -k "$key" <"$BATS_TEST_TMPDIR/run.tsv")
+	grep -qx 'verdict: "fail"' "$r"
+	run -0 verify-record "$r"
 	sed -n '/^  findings:$/,/^[^ ]/p' "$r" >"$BATS_TEST_TMPDIR/findings"
 	assert_equal "$(grep -c '^  - ' "$BATS_TEST_TMPDIR/findings")" 4
 	grep -qx '  - "held attribute CREATEROLE, beyond its list"' "$BATS_TEST_TMPDIR/findings"
@@ -92,7 +102,15 @@ publish() {
 	grep -qx '  - "could TRUNCATE idem.message, which it may not"' "$BATS_TEST_TMPDIR/findings"
 	grep -qx '  - "could CREATEROLE, which it may not"' "$BATS_TEST_TMPDIR/findings"
 	h="${r%.yaml}.md"
-	grep -qx '\*\*Findings: it held more than its list.\*\*' "$h"
+	grep -qx '\*\*Findings: it held more than its list; each fails the verdict.\*\*' "$h"
+	tr '\n' ' ' <"$h" | tr -s ' ' | grep -q '\*\*The sandbox account `rehearsal-bot` held more than its list, which fails the verdict: held attribute CREATEROLE, beyond its list.\*\*'
+	# the counts were as expected: the handoff does not say otherwise
+	! grep -q 'The counts differ' "$h"
+	# a forged pass beside the findings does not verify
+	sed -i 's/^verdict: "fail"$/verdict: "pass"/' "$r"
+	resign "$r"
+	run -1 verify-record "$r"
+	[[ "$output" == *'verdict: the record says pass, but its sandbox account held attribute CREATEROLE, beyond its list'* ]]
 	grep -qx -- '- \*\*held attribute CREATEROLE, beyond its list\*\*' "$h"
 	grep -qx '| TRUNCATE | table `idem.message` | \*\*no\*\* |' "$h"
 	grep -qx '| CREATEROLE | attribute | \*\*no\*\* |' "$h"

@@ -18,6 +18,7 @@
 
 #include "count-effects.h"
 #include "file.h"
+#include "role.h"
 #include "seed.h"
 #include "tsv.h"
 
@@ -142,6 +143,38 @@ recovered_keys(void)
 	idem_map_free(&wanted);
 }
 
+/* The stream's database: the one reached must be it. The seed row came
+ * first, so the database is reached. */
+static void
+read_database(const struct idem_tsv_reader *r)
+{
+	struct idem_pg_observed stream;
+	struct idem_error err;
+	int rc;
+
+	idem_pg_observed_from(&stream, &r->fields[DATABASE_SANDBOX_ID]);
+	rc = idem_pg_same_database(&stream, &c.here, c.how, &err);
+	idem_pg_observed_free(&stream);
+	if (rc < 0)
+		idem_die_error(&err);
+	c.have_stream_db = 1;
+}
+
+/* A grant or denied row of the sandbox account: a finding fails the
+ * verdict. */
+static void
+read_account(const struct idem_tsv_reader *r)
+{
+	char *finding = idem_role_finding(r->kind, r->fields);
+
+	if (c.account == NULL)
+		c.account = idem_estrdup(r->fields[GRANT_ROLE]);
+	if (finding == NULL)
+		return;
+	c.findings = idem_ereallocarray(c.findings, c.nfindings + 1, sizeof(char *));
+	c.findings[c.nfindings++] = finding;
+}
+
 /* What counting needs of a row of a known kind. */
 static void
 read_row(const struct idem_tsv_reader *r)
@@ -160,7 +193,15 @@ read_row(const struct idem_tsv_reader *r)
 			c.owner = idem_estrdup(r->fields[SEED_RECONCILIATION_OWNER]);
 		if (idem_queue_open(&c.q, r->fields[SEED_QUEUE_KIND], r->fields[SEED_QUEUE], &err) < 0)
 			idem_die_error(&err);
+		c.conninfo = idem_pg_choose(c.option, r->fields[SEED_DATABASE], &c.how);
 		connect_and_count();
+		break;
+	case IDEM_KIND_DATABASE:
+		read_database(r);
+		break;
+	case IDEM_KIND_GRANT:
+	case IDEM_KIND_DENIED:
+		read_account(r);
 		break;
 	case IDEM_KIND_EXPECT:
 		for (i = 0; i < 4; i++)
@@ -340,7 +381,7 @@ parse_options(int argc, char *argv[], const char **name)
 
 	while ((ch = getopt_long(argc, argv, "d:hV", longopts, NULL)) != -1) {
 		switch (ch) {
-		case 'd': c.conninfo = optarg; break;
+		case 'd': c.option = optarg; break;
 		case 'b': c.phase = "before"; break;
 		case 'h': idem_usage(synopsis, 0);
 		case 'V': puts("count-effects " IDEM_VERSION); idem_close_stdout(); exit(0);
@@ -390,6 +431,9 @@ free_all(void)
 	idem_free_list(c.external_fields, c.nexternal_fields);
 	free(c.pending_table);
 	free(c.pending_owner);
+	idem_pg_observed_free(&c.here);
+	free(c.account);
+	idem_free_list(c.findings, c.nfindings);
 }
 
 int
@@ -409,6 +453,9 @@ main(int argc, char *argv[])
 	if (in != stdin && !held.is_input)
 		fclose(in);
 	pass_held();
+	/* the first program of the pipeline to reach the database names it */
+	if (!c.have_stream_db && idem_pg_observed_write(stdout, &c.here) < 0)
+		idem_die(IDEM_EXIT_ENV, "write error on standard output:");
 	if ((c.digest_ctx = EVP_MD_CTX_new()) == NULL ||
 	    EVP_DigestInit_ex(c.digest_ctx, EVP_sha256(), NULL) != 1)
 		idem_die(IDEM_EXIT_ENV, "hashing the count rows: no SHA-256");

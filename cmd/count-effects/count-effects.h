@@ -10,6 +10,7 @@
 #include <openssl/evp.h>
 
 #include "map.h"
+#include "pg.h"
 #include "queue.h"
 
 struct key_count {
@@ -64,8 +65,17 @@ struct counting {
 	long long *recovery_ms;		/* -1 when the retry never acked */
 	size_t nrecover;
 	char **recover_keys;
+	/* the database: -d, the one chosen and how, what was read of it,
+	 * and whether the stream has a database row, which it must match */
+	const char *option, *conninfo, *how;
+	struct idem_pg_observed here;
+	int have_stream_db;
+	/* the sandbox account's findings: rights beyond its list, things it
+	 * may not do that it could */
+	char *account;
+	char **findings;
+	size_t nfindings;
 	/* the sql */
-	const char *conninfo;
 	char *table_sql, *count_sql;
 	char **column_sql;
 	size_t ncolumns;

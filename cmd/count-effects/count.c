@@ -27,7 +27,8 @@ connect_and_count(void)
 	struct idem_error err;
 
 	if ((c.conn = idem_pg_connect(c.conninfo, &err)) == NULL ||
-	    idem_pg_require_sandbox(c.conn, &err) < 0)
+	    idem_pg_require_sandbox(c.conn, &err) < 0 ||
+	    idem_pg_observe(c.conn, &c.here, &err) < 0)
 		idem_die_error(&err);
 	prepare_identifiers();
 	start_count();

@@ -125,8 +125,9 @@ best_effort(int rc)
 	return rc;
 }
 
-/* Exit 1 naming every total that differs from the seed's expect, and the
- * keys with more rows than expected. */
+/* Exit 1 naming every finding of the sandbox account, every total that
+ * differs from the seed's expect, and the keys with more rows than
+ * expected. */
 int
 verdict(void)
 {
@@ -135,8 +136,13 @@ verdict(void)
 	size_t i, shown = 0;
 	int rc = 0;
 
+	/* a right beyond its list is a finding whatever the counts say */
+	for (i = 0; i < c.nfindings; i++) {
+		idem_warn("sandbox account %s %s", c.account, c.findings[i]);
+		rc = IDEM_EXIT_FINDING;
+	}
 	if (!c.have_expect)
-		return 0;
+		return rc;
 	for (i = 0; i < 4; i++) {
 		if (observed[i] == c.expect[i])
 			continue;

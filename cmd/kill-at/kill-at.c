@@ -101,15 +101,21 @@ read_stream(struct options *o)
  * the workers run, confined to its list before they start (see
  * lib/role). */
 static void
-connect_sandbox(const char *conninfo)
+connect_sandbox(const char *option)
 {
 	struct idem_error err;
 	char *version = NULL;
+	const char *how;
 
-	run.conninfo = conninfo;
+	/* -d, IDEM_DATABASE, the seed's; the stream's database row, if any,
+	 * must name the database reached */
+	run.conninfo = idem_pg_choose(option, run.plan.database, &how);
 	if (idem_queue_open(&run.q, run.plan.queue_kind, run.plan.queue, &err) < 0 ||
-	    (run.conn = idem_pg_connect(conninfo, &err)) == NULL ||
+	    (run.conn = idem_pg_connect(run.conninfo, &err)) == NULL ||
 	    idem_pg_require_sandbox(run.conn, &err) < 0 ||
+	    idem_pg_observe(run.conn, &run.here, &err) < 0 ||
+	    (run.plan.have_stream_db &&
+	    idem_pg_same_database(&run.plan.stream_db, &run.here, how, &err) < 0) ||
 	    idem_queue_check(&run.q, run.conn, &version, &err) < 0 ||
 	    idem_pg_clock_skew(run.conn, &run.skew_us, &err) < 0)
 		idem_die_error(&err);
@@ -467,6 +473,7 @@ hold_rows(void)
 {
 	check_account();
 	if ((run.out = tmpfile()) == NULL ||
+	    (!run.plan.have_stream_db && idem_pg_observed_write(run.out, &run.here) < 0) ||
 	    idem_evidence_worker(run.out, run.command,
 	    run.command == run.shell ? run.plan.worker_command : NULL) < 0 ||
 	    idem_baseline_write(&run.base, run.out) < 0 ||
@@ -496,6 +503,7 @@ free_all(struct options *o)
 	idem_queue_close(&run.q);
 	idem_vendor_free(run.vendor);
 	free(run.database_url);
+	idem_pg_observed_free(&run.here);
 	for (i = 0; i < run.plan.nkills; i++)
 		free(run.kills[i].msg_id);
 	free(run.kills);

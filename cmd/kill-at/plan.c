@@ -61,6 +61,8 @@ seed_row(struct idem_plan *p, struct idem_baseline *base, const struct idem_tsv_
 	p->visibility_timeout_ms = idem_tsv_number(r, SEED_VISIBILITY_TIMEOUT_MS, 0);
 	p->max_attempts = idem_tsv_number(r, SEED_MAX_ATTEMPTS, 0);
 	base->job_scope = strcmp(r->fields[SEED_KEY_SCOPE], "job") == 0;
+	if (r->fields[SEED_DATABASE])
+		p->database = idem_estrdup(r->fields[SEED_DATABASE]);
 	if (r->fields[SEED_SANDBOX_ACCOUNT] && *r->fields[SEED_SANDBOX_ACCOUNT])
 		p->account = idem_estrdup(r->fields[SEED_SANDBOX_ACCOUNT]);
 }
@@ -125,6 +127,10 @@ idem_plan_read(struct idem_plan *p, FILE *in, const char *name, FILE *hold,
 			break;
 		case IDEM_KIND_SCENARIO:
 			scenario_row(p, &r);
+			break;
+		case IDEM_KIND_DATABASE:
+			idem_pg_observed_from(&p->stream_db, &r.fields[DATABASE_SANDBOX_ID]);
+			p->have_stream_db = 1;
 			break;
 		case IDEM_KIND_JOB:
 			idem_baseline_job(base, r.fields[JOB_ID], r.fields[JOB_BUSINESS_KEY],
@@ -331,9 +337,10 @@ void
 idem_plan_free(struct idem_plan *p)
 {
 	char *seed_texts[] = { p->queue, p->queue_kind, p->owner, p->effect_table, p->key_columns,
-	    p->worker_command, p->account, p->external_name, p->external_key_fields };
+	    p->worker_command, p->account, p->external_name, p->external_key_fields, p->database };
 	size_t i;
 
+	idem_pg_observed_free(&p->stream_db);
 	for (i = 0; i < sizeof(seed_texts) / sizeof(seed_texts[0]); i++)
 		free(seed_texts[i]);
 	idem_free_list(p->scenario_names, p->nscenarios);

@@ -10,6 +10,7 @@
 
 #include "baseline.h"
 #include "map.h"
+#include "pg.h"
 #include "queue.h"
 #include "error.h"
 #include "vendor.h"
@@ -40,6 +41,10 @@ struct idem_plan {
 	char *queue, *queue_kind, *owner, *effect_table, *key_columns;
 	char *worker_command;		/* NULL when the seed names none */
 	char *account;			/* the sandbox account, or NULL */
+	char *database;			/* the seed's conninfo, or NULL */
+	/* the database row, when the stream has one: the database it names */
+	struct idem_pg_observed stream_db;
+	int have_stream_db;
 	long long visibility_timeout_ms, max_attempts;
 	/* the external effect, when the seed declares one */
 	char *external_name, *external_key_fields;

@@ -15,6 +15,7 @@
 #include "evidence.h"
 #include "failpoint.h"
 #include "peer.h"
+#include "pg.h"
 #include "plan.h"
 #include "queue.h"
 #include "role.h"
@@ -75,6 +76,7 @@ extern struct run {
 	struct idem_vendor *vendor;	/* the vendor double */
 	const char *conninfo;
 	PGconn *conn;
+	struct idem_pg_observed here;	/* what was read of the database */
 	char *database_url;		/* where conn goes, for the workers */
 	long long skew_us;
 	struct idem_step_server server;

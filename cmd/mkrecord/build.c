@@ -8,6 +8,7 @@
 
 #include "build.h"
 #include "git.h"
+#include "observed.h"
 #include "path.h"
 #include "run.h"
 #include "error.h"
@@ -375,29 +376,11 @@ not_exercised(const struct idem_run *run)
 	return out;
 }
 
-/* Whether the worker kill-at ran is the command the seed declares, word
- * for word: a borrowed true or false, or NULL when there is no worker row
- * or the seed declares no command. */
-static json_t *
-worker_as_declared(const struct idem_run *run)
-{
-	const char *command = idem_run_seed(run, "worker_command");
-	json_t *declared;
-	int same;
-
-	if (run->worker == NULL || command == NULL)
-		return NULL;
-	declared = idem_run_words(command);
-	same = json_equal(declared, json_object_get(run->worker, "words"));
-	json_decref(declared);
-	return same ? json_true() : json_false();
-}
-
 /* The worker the seed declares, and the one kill-at ran. */
 static json_t *
 worker(const struct idem_run *run)
 {
-	json_t *observed = json_null(), *as_declared = worker_as_declared(run);
+	json_t *observed = json_null(), *as_declared = idem_observed_as_declared(run);
 
 	if (run->worker != NULL) {
 		observed = json_deep_copy(run->worker);
@@ -407,8 +390,9 @@ worker(const struct idem_run *run)
 			json_object_set_new(observed, "note",
 			    json_string("not the worker the ticket names"));
 	}
-	return json_pack("{s:o,s:o,s:o,s:o}", "image", seed_text(run, "worker_image"),
-	    "version", seed_text(run, "worker_version"), "command",
+	/* kill-at hashes the executable and script it ran, never an image */
+	return json_pack("{s:o,s:b,s:o,s:o,s:o}", "image", seed_text(run, "worker_image"),
+	    "image_observed", 0, "version", seed_text(run, "worker_version"), "command",
 	    seed_text(run, "worker_command"), "observed", observed);
 }
 
@@ -418,6 +402,13 @@ baseline_failed(const struct idem_run *run)
 {
 	return run->baseline != NULL &&
 	    strcmp(json_string_value(json_object_get(run->baseline, "result")), "failed") == 0;
+}
+
+/* The sandbox account's findings: each fails the record. */
+static size_t
+account_findings(const struct idem_run *run)
+{
+	return run->account ? json_array_size(json_object_get(run->account, "findings")) : 0;
 }
 
 /* What was rehearsed: the seed at its revision, the queue, the worker,
@@ -433,8 +424,7 @@ rehearsed(json_t *r, const struct idem_run *run, const struct idem_git_revision 
 	json_object_set_new(r, "reproduce", json_string(reproduce));
 	json_object_set_new(r, "job_type", seed_text(run, "job_type"));
 	json_object_set_new(r, "queue", queue(run));
-	json_object_set_new(r, "database", idem_run_seed(run, "database") ? seed_text(run, "database") :
-	    json_string("the PG* environment (idem-sandbox)"));
+	json_object_set_new(r, "database", idem_observed_database(run));
 	json_object_set_new(r, "worker", worker(run));
 	json_object_set_new(r, "retry", json_pack("{s:o,s:o}", "visibility_timeout_ms",
 	    idem_run_number(idem_run_seed(run, "visibility_timeout_ms")), "max_attempts",
@@ -521,8 +511,9 @@ idem_build_record(const struct idem_run *run, const struct idem_git_revision *re
 	/* a kill point or race the run did not reach proves nothing, and a
 	 * worker other than the one the seed declares proves nothing of it */
 	pass = passes(run, totals) && json_array_size(run->missed) == 0 &&
-	    !json_is_false(worker_as_declared(run)) && !baseline_failed(run);
-	json_object_set_new(r, "record", json_integer(5));
+	    !json_is_false(idem_observed_as_declared(run)) && !baseline_failed(run) &&
+	    account_findings(run) == 0;
+	json_object_set_new(r, "record", json_integer(6));
 	json_object_set_new(r, "rehearsal", seed_text(run, "rehearsal"));
 	/* counts that pass behind a guard the database cannot enforce are
 	 * best effort, for the owner to accept */
@@ -543,7 +534,7 @@ idem_build_record(const struct idem_run *run, const struct idem_git_revision *re
 	json_object_set_new(r, "reconciliation_owner", seed_text(run, "reconciliation_owner"));
 	json_object_set_new(r, "next_review", json_string(next_review));
 	json_object_set_new(r, "unproven", json_pack("{s:o,s:o}", "cannot_reproduce",
-	    seed_json_field(run, "cannot_reproduce"), "not_exercised", not_exercised(run)));
-	json_object_set_new(r, "failed", json_boolean(!pass));
+	    idem_observed_differences(run), "not_exercised", not_exercised(run)));
+	json_object_set_new(r, "counts_differ", json_boolean(!passes(run, totals)));
 	return r;
 }

@@ -9,7 +9,7 @@
 #include "run.h"
 
 /* The record, with the conveniences of the handoff that the stored
- * record leaves out: failed, duplicate_keys, duplicate_calls and
+ * record leaves out: counts_differ, duplicate_keys, duplicate_calls and
  * counts.total_rows. waiting is the -w causes (taken). Caller decrefs. */
 json_t *idem_build_record(const struct idem_run *run, const struct idem_git_revision *rev,
 			  const char *reproduce, const char *next_review, json_t *waiting);

@@ -392,7 +392,7 @@ render(struct made *m, const struct idem_run *run, const struct idem_git_revisio
 	m->record = idem_build_record(run, rev, o->reproduce, o->next_review,
 	    parse_wait(o->waits, o->nwaits));
 	stored = json_deep_copy(m->record);
-	json_object_del(stored, "failed");
+	json_object_del(stored, "counts_differ");
 	json_object_del(stored, "duplicate_keys");
 	json_object_del(stored, "duplicate_calls");
 	json_object_del(json_object_get(stored, "counts"), "total_rows");

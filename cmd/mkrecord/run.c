@@ -18,6 +18,7 @@
 #include "file.h"
 #include "text.h"
 #include "record.h"
+#include "role.h"
 
 /* kill-at's note for a kill point that cannot happen (kill-at(1), kill) */
 #define FINDING "kill-at: ack in the effect's transaction: "
@@ -422,21 +423,20 @@ read_baseline(struct idem_tsv_reader *r)
 static void
 read_account(struct idem_tsv_reader *r)
 {
-	char **f = r->fields;
+	char **f = r->fields, *finding;
 	json_t *a = s.account;
 
 	if (a == NULL)
 		a = s.account = json_pack("{s:s,s:[],s:[],s:[],s:[]}", "role", f[GRANT_ROLE], "setup",
 		    "held", "denied", "findings");
+	if ((finding = idem_role_finding(r->kind, f)) != NULL) {
+		json_array_append_new(json_object_get(a, "findings"), json_string(finding));
+		free(finding);
+	}
 	if (r->kind == IDEM_KIND_DENIED) {
-		int held = strcmp(f[DENIED_HELD], "yes") == 0;
-
 		json_array_append_new(json_object_get(a, "denied"), json_pack("{s:s,s:s,s:b}",
-		    "object", f[DENIED_OBJECT], "privilege", f[DENIED_PRIVILEGE], "held", held));
-		if (held)
-			json_array_append_new(json_object_get(a, "findings"), json_sprintf("could %s%s%s, "
-			    "which it may not", f[DENIED_PRIVILEGE], *f[DENIED_OBJECT] ? " " : "",
-			    f[DENIED_OBJECT]));
+		    "object", f[DENIED_OBJECT], "privilege", f[DENIED_PRIVILEGE], "held",
+		    strcmp(f[DENIED_HELD], "yes") == 0));
 		return;
 	}
 	if (strcmp(f[GRANT_PHASE], "setup") == 0) {
@@ -447,11 +447,19 @@ read_account(struct idem_tsv_reader *r)
 	json_array_append_new(json_object_get(a, "held"), json_pack("{s:s,s:s,s:s,s:b}",
 	    "type", f[GRANT_TYPE], "object", f[GRANT_OBJECT], "privilege", f[GRANT_PRIVILEGE],
 	    "listed", strcmp(f[GRANT_LISTED], "yes") == 0));
-	if (strcmp(f[GRANT_LISTED], "no") == 0)
-		json_array_append_new(json_object_get(a, "findings"), *f[GRANT_OBJECT] ?
-		    json_sprintf("held %s on %s %s, beyond its list", f[GRANT_PRIVILEGE], f[GRANT_TYPE],
-		    f[GRANT_OBJECT]) : json_sprintf("held %s %s, beyond its list", f[GRANT_TYPE],
-		    f[GRANT_PRIVILEGE]));
+}
+
+/* The database the run reached, as the first program to reach it read
+ * it. */
+static void
+read_database(struct idem_tsv_reader *r)
+{
+	char **f = r->fields;
+
+	s.database = json_pack("{s:s,s:s,s:s,s:o,s:s}", "sandbox_id", f[DATABASE_SANDBOX_ID],
+	    "dbname", f[DATABASE_DBNAME], "server_version", f[DATABASE_SERVER_VERSION],
+	    "server_version_num", idem_run_number(f[DATABASE_SERVER_VERSION_NUM]),
+	    "isolation", f[DATABASE_ISOLATION]);
 }
 
 static void
@@ -504,6 +512,7 @@ static const struct reader {
 	[IDEM_KIND_BASELINE] = { .read = read_baseline },
 	[IDEM_KIND_GRANT] = { .read = read_account },
 	[IDEM_KIND_DENIED] = { .read = read_account },
+	[IDEM_KIND_DATABASE] = { .read = read_database },
 	[IDEM_KIND_MEASURE] = { .read = read_measure },
 	[IDEM_KIND_DIGEST] = { .read = read_digest },
 };

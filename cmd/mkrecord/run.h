@@ -28,6 +28,7 @@ struct idem_run {
 	json_t *logs_of;	/* "job<TAB>attempt": its branch lines, [msg_id, line] */
 	json_t *baseline;	/* the baseline row, or NULL */
 	json_t *account;	/* the grant and denied rows, or NULL */
+	json_t *database;	/* the database row, or NULL */
 	long long jobs, copies;
 	/* the attempts of the stream: all of them, acked, not acked, and
 	 * deliveries after the first */

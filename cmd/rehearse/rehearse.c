@@ -644,8 +644,8 @@ check_record(const char *signers, const char *record_path, int counts_status)
 	}
 	status = child_status(&verify);
 	if (counts_status == IDEM_EXIT_FINDING)
-		fprintf(stderr, "rehearse: the counts differ from the seed's expect; the record says "
-		    "fail: %s\n", record_path);
+		fprintf(stderr, "rehearse: the run has a finding, named above (counts against the "
+		    "seed's expect, the sandbox account); the record says fail: %s\n", record_path);
 	printf("%s\n", record_path);
 	return status == 0 ? counts_status : status;
 }

@@ -483,15 +483,26 @@ counted_verdict(const json_t *record, int pass)
 /* The verdict the counts give: pass when every total of the verdict is
  * as expected (the external call's too when there is one), and the run
  * missed no kill point or race, ran the worker the seed declares and
- * passed its baseline. */
+ * passed its baseline; from format 6, and its sandbox account held
+ * nothing beyond its list. */
 static void
 check_verdict(struct check *c, const json_t *from_rows, int has_external)
 {
 	static const char *const verdict_totals[] = { "effects", "duplicates", "missing", "pending",
 		"external", "external_duplicates", NULL };
 	const char *verdict = str(c->record, "verdict");
+	const json_t *findings = json_object_get(json_object_get(c->record, "account"), "findings");
 	size_t i, missed;
 	int pass = 1, other_worker, baseline_failed;
+
+	/* a right the account held beyond its list fails a record of format 6 */
+	if (num(c->record, "record") >= 6 && json_array_size(findings) > 0) {
+		if (verdict == NULL || strcmp(verdict, "fail") != 0)
+			reason(c, "verdict: the record says %s, but its sandbox account %s",
+			    verdict ? verdict : "nothing", json_string_value(json_array_get(findings, 0)) ?
+			    json_string_value(json_array_get(findings, 0)) : "has a finding");
+		return;
+	}
 
 	for (i = 0; verdict_totals[i]; i++) {
 		json_t *t = json_object_get(from_rows, verdict_totals[i]);
@@ -640,8 +651,8 @@ idem_check_record(struct checker *k, struct check *c)
 		return;
 	}
 	free(text);
-	if (!json_is_object(c->record) || num(c->record, "record") < 1 || num(c->record, "record") > 5) {
-		reason(c, "not an idem record of format 1, 2, 3, 4 or 5");
+	if (!json_is_object(c->record) || num(c->record, "record") < 1 || num(c->record, "record") > 6) {
+		reason(c, "not an idem record of format 1 to 6");
 		return;
 	}
 	check_seed(k, c);

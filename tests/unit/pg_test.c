@@ -48,11 +48,66 @@ check_url(const char *host, const char *port, const char *dbname, const char *us
 	free(got);
 }
 
+/* Which database a program of the pipeline connects to, and how it says
+ * so: -d, IDEM_DATABASE, the seed's, the PG* environment. */
+static void
+check_choose(void)
+{
+	const char *how = NULL;
+
+	unsetenv("IDEM_DATABASE");
+	CHECK_STR(idem_pg_choose("dbname=a", "dbname=seed", &how), "dbname=a", "-d first");
+	CHECK_STR(how, "-d", "-d named");
+	CHECK_STR(idem_pg_choose(NULL, "dbname=seed", &how), "dbname=seed", "then the seed's");
+	CHECK_STR(how, "the seed's database", "the seed's named");
+	CHECK(idem_pg_choose(NULL, NULL, &how) == NULL, "then the PG* environment");
+	CHECK_STR(how, "the PG* environment", "the PG* environment named");
+	setenv("IDEM_DATABASE", "dbname=controller", 1);
+	CHECK_STR(idem_pg_choose(NULL, "dbname=seed", &how), "dbname=controller",
+	    "IDEM_DATABASE before the seed's");
+	CHECK_STR(how, "IDEM_DATABASE", "IDEM_DATABASE named");
+	CHECK_STR(idem_pg_choose("", "dbname=seed", &how), "dbname=controller",
+	    "-d '' is IDEM_DATABASE");
+	unsetenv("IDEM_DATABASE");
+	CHECK(idem_pg_choose("", "dbname=seed", &how) == NULL, "-d '' skips the seed's");
+}
+
+/* One database is one sandbox id and one name, whatever the server says
+ * of its version. */
+static void
+check_same_database(void)
+{
+	char *a[] = { "id-1", "idem", "15.18", "150018", "read committed" };
+	char *b[] = { "id-1", "idem", "16.2", "160002", "serializable" };
+	char *copy[] = { "id-1", "other", "15.18", "150018", "read committed" };
+	char *another[] = { "id-2", "idem", "15.18", "150018", "read committed" };
+	struct idem_pg_observed sa, sb, sc, sd;
+	struct idem_error err;
+
+	idem_pg_observed_from(&sa, a);
+	idem_pg_observed_from(&sb, b);
+	idem_pg_observed_from(&sc, copy);
+	idem_pg_observed_from(&sd, another);
+	CHECK(idem_pg_same_database(&sa, &sb, "-d", &err) == 0, "same id and name: one database");
+	CHECK(idem_pg_same_database(&sa, &sc, "-d", &err) < 0 && err.status == IDEM_EXIT_USAGE,
+	    "a template copy, another name: another database, a usage error");
+	CHECK_STR(err.text, "-d points at database other of sandbox id-1, but the stream's database "
+	    "row names database idem of sandbox id-1: one pipeline uses one database",
+	    "the refusal names both");
+	CHECK(idem_pg_same_database(&sa, &sd, "-d", &err) < 0, "another sandbox id: another database");
+	idem_pg_observed_free(&sa);
+	idem_pg_observed_free(&sb);
+	idem_pg_observed_free(&sc);
+	idem_pg_observed_free(&sd);
+}
+
 int
 main(void)
 {
 	size_t i;
 
+	check_choose();
+	check_same_database();
 	for (i = 0; i < sizeof(hosts) / sizeof(hosts[0]); i++)
 		check_url(hosts[i].host, "5432", "idem", "idem", hosts[i].want, hosts[i].name);
 	for (i = 0; i < sizeof(others) / sizeof(others[0]); i++)

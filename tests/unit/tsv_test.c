@@ -468,6 +468,14 @@ static const struct {
 	{ HEAD SEED_ROW, "t:3: a second seed row", "two seed rows" },
 	{ HEAD "expect\t1\t0\t0\t0\nexpect\t1\t0\t0\t0\n", "t:4: a second expect row",
 	    "two expect rows" },
+	{ HEAD "database\tid-1\tidem\t15.18 (Debian)\t150018\tread committed\n", "",
+	    "a database row (1.6)" },
+	{ HEAD "database\tid-1\tidem\t15.18\t150018\tread committed\n"
+	    "database\tid-1\tidem\t15.18\t150018\tread committed\n", "t:4: a second database row",
+	    "two database rows" },
+	{ HEAD "database\tid-1\tidem\t15.18\t15.18\tread committed\n",
+	    "t:3: database row, field server_version_num: expected a whole number from 0 (digits, "
+	    "no sign, no leading zeros), got \"15.18\"", "a database row's version number is a count" },
 	{ HEAD "job\ta\tk\t{}\t" HASH "\t\\N\njob\tb\tk\t{}\t" HASH "\t\\N\n"
 	    "job\ta\tl\t{}\t" HASH "\t\\N\n",
 	    "t:5: job row, field job_id: job \"a\" appears twice in the stream", "a job id twice" },
