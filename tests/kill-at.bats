@@ -516,7 +516,7 @@ probe not-enforced"
 @test "kill-at pointed at another database than the stream's refuses, naming both, before any worker starts" {
 	seed_for none >"$BATS_TEST_TMPDIR/seed.yaml"
 	idem-worker --setup -g unique
-	seed-gen "$BATS_TEST_TMPDIR/seed.yaml" | dup-publish >"$BATS_TEST_TMPDIR/published"
+	seed-gen --draft "$BATS_TEST_TMPDIR/seed.yaml" | dup-publish >"$BATS_TEST_TMPDIR/published"
 	id=$(sql 'SELECT sandbox_id FROM idem.sandbox')
 	psql -X -q -d postgres -c 'DROP DATABASE IF EXISTS other' -c "CREATE DATABASE other TEMPLATE $PGDATABASE"
 	run --separate-stderr env PGDATABASE=other kill-at -D 20s -- sh -c 'touch "$0"' "$BATS_TEST_TMPDIR/ran" \

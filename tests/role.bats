@@ -94,7 +94,8 @@ count-effects: sandbox account rehearsal-bot could CREATEROLE, which it may not'
 	sed -i "s#$BATS_TEST_TMPDIR/seed.yaml#seed.yaml#" "$BATS_TEST_TMPDIR/run.tsv"
 	r=$(mkrecord -k "$key" <"$BATS_TEST_TMPDIR/run.tsv")
 	grep -qx 'verdict: "fail"' "$r"
-	run -0 verify-record "$r"
+	run -1 verify-record "$r"
+	assert_equal "$output" "$r: verified, signed by eng@example.org; verdict fail"
 	sed -n '/^  findings:$/,/^[^ ]/p' "$r" >"$BATS_TEST_TMPDIR/findings"
 	assert_equal "$(grep -c '^  - ' "$BATS_TEST_TMPDIR/findings")" 4
 	grep -qx '  - "held attribute CREATEROLE, beyond its list"' "$BATS_TEST_TMPDIR/findings"

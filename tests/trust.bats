@@ -164,3 +164,21 @@ approve() {
 	run -1 verify-record --history -c -t --since "$first"
 	grep -qF "audit	signers	records/allowed_signers	FAIL	records/allowed_signers at $first: not in $first, so no key is trusted; give one with -f" <<<"$output"
 }
+
+@test "an approval signed by a key the pull request added does not count" {
+	echo "mallory@example.org namespaces=\"idem-approval\" $(cat "$mallory.pub")" >>records/allowed_signers
+	git add records/allowed_signers
+	signed_commit -m "a second approver"
+	r=$(mkrecord -k "$key" -c <"$RUN")
+	mkrecord --approve "$r" -k "$mallory" >/dev/null
+	git add "$r.approval.sig"
+	signed_commit -m "records: approved"
+	run -1 verify-record --history -a -t --since origin/main
+	grep -qF "audit	signers	" <<<"$output"
+	grep -qF "audit	record	$r	FAIL	awaiting approval ($r.approval.sig: key SHA256:" <<<"$output"
+	# ssh-keygen agrees with the base's file, and would not with the work tree's
+	! ssh-keygen -Y verify -f "$BATS_TEST_TMPDIR/base_signers" -I mallory@example.org -n idem-approval \
+		-s "$r.approval.sig" <"$r" 2>/dev/null
+	ssh-keygen -Y verify -f records/allowed_signers -I mallory@example.org -n idem-approval \
+		-s "$r.approval.sig" <"$r" >/dev/null
+}
