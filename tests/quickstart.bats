@@ -47,3 +47,24 @@ quick_start() {
 	grep -q '^missed: \[\]$' "$r"
 	assert_equal "$(ours)" ""
 }
+
+@test "a seed from seed-gen --init for the quick start's table, its worker filled in, rehearses to a pass" {
+	seed-gen --init shop.confirmations -k order_id -o seeds/confirmations.yaml
+	sed -i 's#^  command: "./worker" #  command: "examples/python/worker.py" #' seeds/confirmations.yaml
+	grep -q '^  command: "examples/python/worker.py" ' seeds/confirmations.yaml
+	commit_signed "a seed of our own"
+	# the key records/allowed_signers lists, as in the quick start
+	install -m 600 tests/fixtures/keys/idem-test-fixture-NOT-SECRET_ed25519 "$BATS_TEST_TMPDIR/fixture"
+	run --separate-stderr env TMPDIR="$T" rehearse -k "$BATS_TEST_TMPDIR/fixture" \
+		-s 'psql -Xq -v ON_ERROR_STOP=1 -f examples/python/schema.sql' seeds/confirmations.yaml
+	echo "$stderr" >&2
+	[ "$status" -eq 0 ]
+	r=$output
+	[[ "$stderr" == *"$r: verified, signed by idem-fixture@idem.invalid; verdict pass"* ]]
+	grep -q '^missed: \[\]$' "$r"
+	# every kill point and the race of the new seed, each reached
+	for s in kill-before-write kill-before-commit kill-after-commit two-workers-race duplicate-publish; do
+		grep -q "^- name: \"$s\"$" "$r"
+	done
+	assert_equal "$(ours)" ""
+}

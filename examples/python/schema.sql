@@ -6,5 +6,4 @@ DROP SCHEMA IF EXISTS shop CASCADE;
 CREATE SCHEMA shop;
 CREATE TABLE shop.confirmations (
     order_id text PRIMARY KEY,
-    job_id text NOT NULL,
-    amount_cents integer NOT NULL);
+    job_id text NOT NULL);

@@ -36,9 +36,8 @@ def work(cur, msg_id, job_id, attempt, payload):
     step("consumed", job_id, attempt)
     step("before-write", job_id, attempt)
     cur.execute("BEGIN")
-    cur.execute("INSERT INTO shop.confirmations (order_id, job_id, amount_cents) "
-                "VALUES (%s, %s, %s) ON CONFLICT (order_id) DO NOTHING",
-                (payload["order_id"], job_id, payload["amount_cents"]))
+    cur.execute("INSERT INTO shop.confirmations (order_id, job_id) VALUES (%s, %s) "
+                "ON CONFLICT (order_id) DO NOTHING", (payload["order_id"], job_id))
     branch = "inserted" if cur.rowcount == 1 else "conflict-noop"
     print(f"branch={branch} job={job_id} attempt={attempt} msg_id={msg_id}",
           file=sys.stderr, flush=True)
