@@ -312,25 +312,28 @@ write_new_file(const char *path, const char *text)
 {
 	struct idem_error err;
 	char *tmp = appendf(idem_estrdup(path), ".XXXXXX");
-	int rc;
+	int rc, linked = 0;
 
 	if (access(path, F_OK) == 0)
 		idem_die(IDEM_EXIT_USAGE, "%s: exists; not overwritten", path);
 	if (idem_write_temp_file(tmp, text, strlen(text), &err) < 0)
 		idem_die(err.status, "%s:", path);	/* the file's name, not the temporary one's */
 	rc = renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE);
-	if (rc < 0 && (errno == EINVAL || errno == ENOSYS))
-		rc = link(tmp, path);	/* a file system without it: link never replaces either */
-	if (rc < 0) {
+	if (rc < 0 && (errno == EINVAL || errno == ENOSYS)) {
+		/* a file system without it: a link never replaces either */
+		rc = link(tmp, path);
+		linked = 1;
+	}
+	if (rc < 0 || linked) {
 		int saved = errno;
 
 		unlink(tmp);
 		errno = saved;
-		if (errno == EEXIST)
-			idem_die(IDEM_EXIT_USAGE, "%s: exists; not overwritten", path);
-		idem_die(IDEM_EXIT_ENV, "%s:", path);
 	}
-	unlink(tmp);
+	if (rc < 0 && errno == EEXIST)
+		idem_die(IDEM_EXIT_USAGE, "%s: exists; not overwritten", path);
+	if (rc < 0)
+		idem_die(IDEM_EXIT_ENV, "%s:", path);
 	free(tmp);
 }
 
