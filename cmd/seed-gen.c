@@ -1,10 +1,14 @@
 /* seed-gen: read a seed file, check it, and write the seed, external,
  * expect, scenario and job rows that begin an idem-tsv stream; or write a new seed
  * skeleton (--init) or the rehearsal ticket (--ticket). */
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "json.h"
 #include "seed.h"
@@ -12,16 +16,18 @@
 #include "tsv.h"
 #include "error.h"
 #include "embed.h"
+#include "file.h"
 
 EMBED(idem_tpl_seed, "templates/seed.yaml");
 EMBED(idem_tpl_ticket, "templates/ticket.md");
 extern const char idem_tpl_seed[], idem_tpl_ticket[];
 
 #define TICKET_JOBS 200
+#define INIT_JOBS 9	/* one a scenario, those commented out too, and the baseline */
 
 static const char synopsis[] =
 	"usage: seed-gen [--draft] [--ticket] seed-file\n"
-	"       seed-gen --init name\n";
+	"       seed-gen --init table [-k column[:type][,...]] [-o file]\n";
 
 static char *
 number(long long v)
@@ -215,33 +221,159 @@ write_ticket(const struct idem_seed *s)
 	free(text);
 }
 
+/* s, which it frees, and the formatted text after it. */
+static char * __attribute__((format(printf, 2, 3)))
+appendf(char *s, const char *fmt, ...)
+{
+	va_list ap;
+	char *more, *both;
+
+	va_start(ap, fmt);
+	if (vasprintf(&more, fmt, ap) < 0)
+		idem_die(IDEM_EXIT_ENV, "out of memory");
+	va_end(ap);
+	both = idem_emalloc(strlen(s) + strlen(more) + 1);
+	strcpy(stpcpy(both, s), more);
+	free(s);
+	free(more);
+	return both;
+}
+
+/* A plain SQL name: lowercase letters, digits and _, not first a digit. */
+static int
+plain_name(const char *s, size_t n)
+{
+	size_t i;
+
+	if (n == 0 || (s[0] >= '0' && s[0] <= '9'))
+		return 0;
+	for (i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_'))
+			return 0;
+	return 1;
+}
+
+/* The key's columns, "column[:type],...", as the seed's effect.key and
+ * payload_schema in YAML flow style, and each job's payload. */
 static void
-write_skeleton(const char *name)
+init_key(json_t *ctx, const char *key)
+{
+	json_t *jobs = json_array();
+	char *columns = idem_estrdup(key), *column, *type, *next, *list, *schema;
+	char *payload[INIT_JOBS] = { 0 };
+	size_t i, ncolumns = 0;
+
+	list = idem_estrdup("[");
+	schema = idem_estrdup("{ ");
+	for (column = columns; column != NULL; column = next, ncolumns++) {
+		if ((next = strchr(column, ',')) != NULL)
+			*next++ = '\0';
+		if ((type = strchr(column, ':')) != NULL)
+			*type++ = '\0';
+		if (!plain_name(column, strlen(column)) ||
+		    (type != NULL && strcmp(type, "string") != 0 && strcmp(type, "integer") != 0))
+			idem_die(IDEM_EXIT_USAGE, "-k %s: a key is column[:type],... where a column "
+			    "is lowercase letters, digits and _, and a type string or integer", key);
+		list = appendf(list, "%s%s", ncolumns ? ", " : "", column);
+		schema = appendf(schema, "%s%s: %s", ncolumns ? ", " : "", column,
+		    type ? type : "string");
+		for (i = 0; i < INIT_JOBS; i++) {
+			payload[i] = appendf(payload[i] ? payload[i] : idem_estrdup("{ "),
+			    "%s%s: ", ncolumns ? ", " : "", column);
+			if (type != NULL && strcmp(type, "integer") == 0)
+				payload[i] = appendf(payload[i], "%zu", 1001 + i);
+			else
+				payload[i] = appendf(payload[i], "%s-%zu", column, 1001 + i);
+		}
+	}
+	for (i = 0; i < INIT_JOBS; i++) {
+		char id[16];
+
+		snprintf(id, sizeof(id), "job-%04zu", i + 1);
+		payload[i] = appendf(payload[i], " }");
+		json_array_append_new(jobs, json_pack("{s:s,s:s}", "id", id, "payload", payload[i]));
+		free(payload[i]);
+	}
+	list = appendf(list, "]");
+	schema = appendf(schema, " }");
+	json_object_set_new(ctx, "key", json_string(list));
+	json_object_set_new(ctx, "schema", json_string(schema));
+	json_object_set_new(ctx, "jobs", jobs);
+	json_object_set_new(ctx, "njobs", json_integer(INIT_JOBS));
+	free(list);
+	free(schema);
+	free(columns);
+}
+
+/* Puts text at path through a temporary file and a rename that never
+ * replaces a file: one there already, even one made meanwhile, stays. */
+static void
+write_new_file(const char *path, const char *text)
 {
 	struct idem_error err;
-	json_t *ctx;
-	char *text, *queue_name, *p;
+	char *tmp = appendf(idem_estrdup(path), ".XXXXXX");
+	int rc, linked = 0;
 
-	if (*name == '\0' || strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-_") != strlen(name))
-		idem_die(IDEM_EXIT_USAGE, "--init %s: a rehearsal name is lowercase letters, "
-		    "digits, - and _", name);
-	queue_name = idem_estrdup(name);
-	for (p = queue_name; *p; p++)
-		if (*p == '-')
-			*p = '_';
-	ctx = json_pack("{s:s,s:s}", "rehearsal", name, "queue_name", queue_name);
+	if (access(path, F_OK) == 0)
+		idem_die(IDEM_EXIT_USAGE, "%s: exists; not overwritten", path);
+	if (idem_write_temp_file(tmp, text, strlen(text), &err) < 0)
+		idem_die(err.status, "%s:", path);	/* the file's name, not the temporary one's */
+	rc = renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE);
+	if (rc < 0 && (errno == EINVAL || errno == ENOSYS)) {
+		/* a file system without it: a link never replaces either */
+		rc = link(tmp, path);
+		linked = 1;
+	}
+	if (rc < 0 || linked) {
+		int saved = errno;
+
+		unlink(tmp);
+		errno = saved;
+	}
+	if (rc < 0 && errno == EEXIST)
+		idem_die(IDEM_EXIT_USAGE, "%s: exists; not overwritten", path);
+	if (rc < 0)
+		idem_die(IDEM_EXIT_ENV, "%s:", path);
+	free(tmp);
+}
+
+/* --init: a ready seed for the table, its business key the -k columns,
+ * on standard output or in a new file. */
+static void
+write_skeleton(const char *table, const char *key, const char *output)
+{
+	struct idem_error err;
+	const char *dot = strchr(table, '.'), *name = dot ? dot + 1 : table;
+	json_t *ctx;
+	char *text, *rehearsal, *p;
+
+	if (!(dot ? plain_name(table, (size_t)(dot - table)) && plain_name(name, strlen(name))
+	    : plain_name(table, strlen(table))))
+		idem_die(IDEM_EXIT_USAGE, "--init %s: a table is [schema.]name, each lowercase "
+		    "letters, digits and _", table);
+	rehearsal = idem_estrdup(name);
+	for (p = rehearsal; *p; p++)
+		if (*p == '_')
+			*p = '-';
+	ctx = json_pack("{s:s,s:s,s:s}", "rehearsal", rehearsal, "queue_name", name, "table", table);
+	init_key(ctx, key ? key : "id");
 	text = idem_template_render("seed.yaml", idem_tpl_seed, ctx, IDEM_ESCAPE_NONE, &err);
 	json_decref(ctx);
-	free(queue_name);
+	free(rehearsal);
 	if (text == NULL)
 		idem_die_error(&err);
-	fputs(text, stdout);
+	if (output != NULL && strcmp(output, "-") != 0)
+		write_new_file(output, text);
+	else
+		fputs(text, stdout);
 	free(text);
 }
 
 /* What the options ask for. */
 struct options {
-	const char *init;	/* --init: the rehearsal's name */
+	const char *init;	/* --init: the effect's table */
+	const char *key;	/* -k: its business key's columns */
+	const char *output;	/* -o: the new seed's file */
 	const char *seed_path;
 	int ticket;
 	int draft;	/* --draft: a seed that is not ready, to try things out */
@@ -261,9 +393,11 @@ parse_options(int argc, char *argv[], struct options *opt)
 	int c;
 
 	memset(opt, 0, sizeof(*opt));
-	while ((c = getopt_long(argc, argv, "hV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "k:o:hV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'i': opt->init = optarg; break;
+		case 'k': opt->key = optarg; break;
+		case 'o': opt->output = optarg; break;
 		case 't': opt->ticket = 1; break;
 		case 'd': opt->draft = 1; break;
 		case 'h': idem_usage(synopsis, 0);
@@ -273,7 +407,7 @@ parse_options(int argc, char *argv[], struct options *opt)
 	}
 	if (opt->init != NULL && (optind != argc || opt->ticket || opt->draft))
 		idem_usage(synopsis, IDEM_EXIT_USAGE);
-	if (opt->init == NULL && optind + 1 != argc)
+	if (opt->init == NULL && (optind + 1 != argc || opt->key || opt->output))
 		idem_usage(synopsis, IDEM_EXIT_USAGE);
 	opt->seed_path = argv[optind];
 }
@@ -290,7 +424,7 @@ main(int argc, char *argv[])
 	argv[0] = (char *)argv0;
 	parse_options(argc, argv, &opt);
 	if (opt.init != NULL) {
-		write_skeleton(opt.init);
+		write_skeleton(opt.init, opt.key, opt.output);
 		idem_close_stdout();
 		return 0;
 	}

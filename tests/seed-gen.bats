@@ -175,27 +175,82 @@ PY
 	assert_equal "$output" "seed-gen: tests/fixtures/seeds/absent.yaml: No such file or directory"
 }
 
-@test "--init writes a commented skeleton that seed-gen accepts" {
-	seed-gen --init billing-email >"$out"
-	grep -q '^rehearsal: billing-email$' "$out"
-	grep -q '^queue: rehearsal_billing_email ' "$out"
-	grep -q '^# ' "$out"
-	seed-gen "$out" >/dev/null
+@test "--init writes a ready seed for the table and key given, with a scenario of each kind" {
+	seed-gen --init shop.order_lines -k order_id,line_no:integer >"$out"
+	grep -q '^rehearsal: order-lines  #' "$out"
+	grep -q '^queue: rehearsal_order_lines  #' "$out"
+	grep -q '^  table: shop.order_lines  #' "$out"
+	grep -q '^  key: \[order_id, line_no\]  #' "$out"
+	grep -q '^payload_schema: { order_id: string, line_no: integer }  #' "$out"
+	# every required key is commented
+	for k in rehearsal job_type queue retry effect name table key key_scope duplicate_acceptor \
+		reconciliation_owner payload_schema jobs scenarios expect; do
+		grep -q "^ *$k: .*# [a-z]" "$out" || { echo "$k: no comment" >&2; false; }
+	done
+	# it loads as written, ready: nine jobs, one of each kind of fault
+	seed-gen "$out" >"$out.tsv"
+	assert_equal "$(grep '^seed' "$out.tsv" | cut -f 12-14)" "$(printf 'shop.order_lines\t["order_id","line_no"]\tbusiness')"
+	assert_equal "$(grep '^expect' "$out.tsv")" "$(printf 'expect\t9\t0\t0\t0\t\\N')"
+	assert_equal "$(grep '^job' "$out.tsv" | sed -n 3p | cut -f 2-4)" \
+		"$(printf 'job-0003\t["order_id-1003",1003]\t{"line_no":1003,"order_id":"order_id-1003"}')"
+	assert_equal "$(grep '^scenario' "$out.tsv" | cut -f 3,4 | tr '\t' ' ')" "$(printf '%s\n' \
+		'duplicate-publish \N' 'kill before-write' 'kill before-commit' 'kill after-commit' 'race before-write')"
+	# the kill that needs the step protocol, and those that need external:,
+	# are there to uncomment: then it loads too, with the calls expected
+	sed -e 's/^# external: .*/external:/' -e 's/^#   \([a-z_]*:.*\)/  \1/' -e 's/^#  - /  - /' \
+		-e '/^expect: /d' -e 's/^# expect: /expect: /' "$out" >"$out.all"
+	seed-gen "$out.all" >"$out.tsv"
+	assert_equal "$(grep '^scenario' "$out.tsv" | cut -f 3,4 | tail -n 3 | tr '\t' ' ')" "$(printf '%s\n' \
+		'kill before-ack' 'kill external-call' 'vendor-error \N')"
+	assert_equal "$(grep '^expect' "$out.tsv")" "$(printf 'expect\t9\t0\t0\t0\t9')"
 	# and the queue of another kind it suggests in a comment
 	sed 's/^queue: /# /; s/^# queue: /queue: /' "$out" >"$out.pg-boss"
 	assert_equal "$(seed-gen "$out.pg-boss" | grep '^seed' | awk -F '\t' '{ print $6, $NF }')" \
-		"rehearsal_billing_email pg-boss"
-	# and the external call it suggests, with the expect line that goes with it
-	sed -e 's/^# external: .*/external:/' -e 's/^#   \([a-z_]*:.*\)/  \1/' -e '/^expect: /d' \
-		-e 's/^# expect: /expect: /' "$out" >"$out.external"
-	assert_equal "$(seed-gen "$out.external" | sed -n '3p;4p')" \
-		"$(printf 'external\tpayment charge\t["order_id"]\tfalse\tdemo.pending_calls\towner\nexpect\t3\t0\t0\t0\t3')"
+		"rehearsal_order_lines pg-boss"
+	# without -k, the key is id; a table without a schema is a name alone
+	seed-gen --init confirmations | seed-gen - >"$out.tsv"
+	assert_equal "$(grep '^seed' "$out.tsv" | cut -f 4,12,13)" "$(printf 'confirmations\tconfirmations\t["id"]')"
 }
 
-@test "--init refuses a name that would not be a plain YAML value" {
+@test "--init -o writes a new file whole, and never overwrites one" {
+	cd "$BATS_TEST_TMPDIR"
+	run -0 seed-gen --init shop.confirmations -k order_id -o new.yaml
+	assert_equal "$output" ""
+	seed-gen --init shop.confirmations -k order_id | cmp - new.yaml
+	seed-gen new.yaml >/dev/null
+	assert_equal "$(ls)" "new.yaml"
+	# an existing file, even empty, or a link to nothing, stays as it was
+	echo mine >new.yaml
+	run seed-gen --init shop.confirmations -o new.yaml
+	[ "$status" -eq 2 ]
+	assert_equal "$output" "seed-gen: new.yaml: exists; not overwritten"
+	assert_equal "$(cat new.yaml)" mine
+	ln -s nowhere dangling.yaml
+	run seed-gen --init shop.confirmations -o dangling.yaml
+	[ "$status" -eq 2 ]
+	assert_equal "$output" "seed-gen: dangling.yaml: exists; not overwritten"
+	assert_equal "$(ls)" "$(printf 'dangling.yaml\nnew.yaml')"
+	# a directory that is not there: the file's name, status 3, nothing left
+	run seed-gen --init shop.confirmations -o absent/new.yaml
+	[ "$status" -eq 3 ]
+	assert_equal "$output" "seed-gen: absent/new.yaml: No such file or directory"
+}
+
+@test "--init refuses a table or a key that would not be a plain SQL name" {
 	run seed-gen --init 'bad: name'
 	[ "$status" -eq 2 ]
-	[[ "$output" == "seed-gen: --init bad: name: a rehearsal name is lowercase letters, digits, - and _" ]]
+	assert_equal "$output" "seed-gen: --init bad: name: a table is [schema.]name, each lowercase letters, digits and _"
+	run seed-gen --init a.b.c
+	[ "$status" -eq 2 ]
+	run seed-gen --init t -k 'order_id,amount:float'
+	[ "$status" -eq 2 ]
+	assert_equal "$output" "seed-gen: -k order_id,amount:float: a key is column[:type],... where a column is lowercase letters, digits and _, and a type string or integer"
+	run seed-gen --init t -k 'a,,b'
+	[ "$status" -eq 2 ]
+	# -k and -o belong to --init
+	run seed-gen -k order_id seeds/invoice-line.yaml
+	[ "$status" -eq 2 ]
+	[[ "$output" == "usage: seed-gen"* ]]
 }
 
 @test "--ticket renders the rehearsal ticket in Markdown" {
