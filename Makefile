@@ -57,8 +57,8 @@ DEBS = make gcc libc6-dev pkg-config libpq-dev libssl-dev libyaml-dev libgit2-de
 # node on PATH will do; Debian's is installed only when there is none.
 NODE_DEBS = nodejs npm
 # Referees of the tests: Chromium draws the record's timeline as a browser
-# would; strace sees what mkrecord reads and syncs.
-CHECK_DEBS = chromium strace faketime
+# would; strace sees what mkrecord reads and syncs; mandoc lints the pages.
+CHECK_DEBS = chromium strace faketime mandoc
 BENCH_DEBS = hyperfine
 FUZZ_DEBS = clang libclang-rt-14-dev
 
