@@ -57,9 +57,10 @@ DEBS = make gcc libc6-dev pkg-config libpq-dev libssl-dev libyaml-dev libgit2-de
 # node on PATH will do; Debian's is installed only when there is none.
 NODE_DEBS = nodejs npm
 # Referees of the tests: Chromium draws the record's timeline as a browser
-# would; strace sees what mkrecord reads and syncs; psycopg2 for the
-# quick start's worker (examples/python).
-CHECK_DEBS = chromium strace faketime python3-psycopg2
+# would; strace sees what mkrecord reads and syncs; faketime moves the
+# clock; mandoc lints the pages; psycopg2 for the quick start's worker
+# (examples/python).
+CHECK_DEBS = chromium strace faketime mandoc python3-psycopg2
 BENCH_DEBS = hyperfine
 FUZZ_DEBS = clang libclang-rt-14-dev
 

@@ -6,9 +6,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <stdlib.h>
+
 #include <zlib.h>
 
 #include "record.h"
+#include "yamljson.h"
 
 int
 idem_record_wilson(long long k, long long n, double *low, double *high)
@@ -88,3 +91,97 @@ idem_record_file_open(const char *path, const char *mode, struct idem_error *err
 const char *const idem_wait_causes[] = {
 	"reviewer-queue", "sandbox-availability", "vendor-limit", "owner-approval", NULL
 };
+
+/* The first total of the counts that differs from the seed's expect, the
+ * most telling first, as "NAME: expected E, observed O"; NULL when none
+ * does. Caller frees. */
+static char *
+differing_total(const json_t *totals, const char *only)
+{
+	static const char *const names[] = { "duplicates", "external_duplicates", "missing",
+		"effects", "external", "pending", NULL };
+	char *out = NULL, *e, *o;
+	size_t i;
+
+	for (i = 0; names[i] && out == NULL; i++) {
+		const json_t *t = json_object_get(totals, names[i]);
+		const json_t *expected = json_object_get(t, "expected");
+
+		if (t == NULL || (only != NULL && strcmp(only, names[i]) != 0) ||
+		    json_equal(expected, json_object_get(t, "observed")))
+			continue;
+		e = json_dumps(expected, JSON_ENCODE_ANY);
+		o = json_dumps(json_object_get(t, "observed"), JSON_ENCODE_ANY);
+		if (asprintf(&out, "%s: expected %s, observed %s", names[i], e ? e : "null",
+		    o ? o : "null") < 0)
+			out = NULL;
+		free(e);
+		free(o);
+	}
+	return out;
+}
+
+static const char *
+text_of(const json_t *o, const char *key)
+{
+	return idem_json_str(o, key) ? idem_json_str(o, key) : "?";
+}
+
+/* A kill point or race of the missed list, as the reason of the verdict. */
+static char *
+missed_point(const json_t *missed)
+{
+	char *out;
+	int race = idem_json_str(missed, "what") && strcmp(idem_json_str(missed, "what"), "race") == 0;
+
+	if (race && asprintf(&out, "race never met: step %s on business key %s (scenario %s)",
+	    text_of(missed, "step"), text_of(missed, "job"), text_of(missed, "scenario")) >= 0)
+		return out;
+	if (!race && asprintf(&out, "kill point never reached: step %s of job %s, attempt %lld "
+	    "(scenario %s)", text_of(missed, "step"), text_of(missed, "job"),
+	    idem_json_num(missed, "attempt"), text_of(missed, "scenario")) >= 0)
+		return out;
+	return NULL;
+}
+
+char *
+idem_record_why(const json_t *record)
+{
+	const json_t *missed = json_array_get(json_object_get(record, "missed"), 0);
+	const json_t *totals = json_object_get(json_object_get(record, "counts"), "totals");
+	const json_t *observed = json_object_get(json_object_get(record, "worker"), "observed");
+	const char *finding = json_string_value(json_array_get(json_object_get(
+	    json_object_get(record, "account"), "findings"), 0));
+	char *out = NULL, *differs;
+
+	if (strcmp(idem_json_str(record, "verdict") ? idem_json_str(record, "verdict") : "",
+	    "fail") != 0)
+		return NULL;
+	if (missed != NULL)
+		return missed_point(missed);
+	/* kill-at waits for every message to be acked, up to its deadline */
+	if (json_integer_value(json_object_get(json_object_get(totals, "pending"), "observed")) >
+	    json_integer_value(json_object_get(json_object_get(totals, "pending"), "expected")) &&
+	    (differs = differing_total(totals, "pending")) != NULL) {
+		if (asprintf(&out, "the deadline passed with messages unacked (%s)", differs) < 0)
+			out = NULL;
+		free(differs);
+		return out;
+	}
+	if (idem_json_str(record, "baseline.result") != NULL &&
+	    strcmp(idem_json_str(record, "baseline.result"), "failed") == 0)
+		return strdup(idem_json_str(record, "baseline.summary") ?
+		    idem_json_str(record, "baseline.summary") : "baseline failed");
+	if (json_is_false(json_object_get(observed, "as_declared")))
+		return strdup("the worker that ran is not the one the seed declares");
+	if (finding != NULL && asprintf(&out, "the sandbox account held more than its list: %s",
+	    finding) >= 0)
+		return out;
+	if ((differs = differing_total(totals, NULL)) != NULL) {
+		if (asprintf(&out, "the counts differ from the seed's expect: %s", differs) < 0)
+			out = NULL;
+		free(differs);
+		return out;
+	}
+	return NULL;
+}

@@ -6,6 +6,8 @@
 
 #include <stdio.h>
 
+#include <jansson.h>
+
 #include "error.h"
 
 /* The 95% Wilson score interval of k events in n trials, as proportions
@@ -20,5 +22,12 @@ FILE *idem_record_file_open(const char *path, const char *mode, struct idem_erro
 /* The causes of waiting a record keeps apart from the engineer's figures
  * (mkrecord -w), NULL-terminated. */
 extern const char *const idem_wait_causes[];
+
+/* Why a record (its JSON) fails, in the order a reviewer needs it: a kill
+ * point or race never reached, the deadline with jobs unacked, a failed
+ * baseline, a worker other than the declared one, a finding on the
+ * sandbox account, and only then the counts. NULL when the verdict is not
+ * fail or none of these says why; else one line. Caller frees. */
+char *idem_record_why(const json_t *record);
 
 #endif

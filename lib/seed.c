@@ -147,6 +147,9 @@ check_mapping(struct loader *l, const yaml_node_t *map, const char *field,
 			if (strcmp(allowed[i], name) == 0)
 				break;
 		snprintf(where, sizeof(where), "%s%s%s", field, *field ? "." : "", name);
+		if (allowed[i] == NULL && idem_text_nearest(name, allowed) != NULL)
+			return fail_at(l, key, where, "unknown key; did you mean %s?",
+			    idem_text_nearest(name, allowed));
 		if (allowed[i] == NULL)
 			return fail_at(l, key, where, "unknown key (a typo?)");
 		for (other = map->data.mapping.pairs.start; other < pair; other++)
@@ -657,6 +660,63 @@ load_scenario_jobs(struct loader *l, const yaml_node_t *n, const char *field, in
 }
 
 static int
+own_step(const struct idem_seed *s, const char *step)
+{
+	size_t i;
+
+	for (i = 0; i < s->nown_steps; i++)
+		if (strcmp(s->own_steps[i], step) == 0)
+			return 1;
+	return 0;
+}
+
+/* A scenario's step: a standard one, or one of the worker's own; a name
+ * near a standard one is a typo unless own_steps declares it. */
+static int
+check_step(struct loader *l, const yaml_node_t *n, const char *field,
+	   const struct idem_seed_scenario *sc)
+{
+	const char *key = sc->fault[0] == 'k' ? "kill" : "race", *near;
+	char sub[96];
+
+	if (!valid_step(sc->step))
+		return fail_at(l, lookup(l, n, key), field,
+		    "step name \"%s\" must be lowercase letters, digits and -_.", sc->step);
+	field_name(sub, sizeof(sub), field, key);
+	near = idem_text_nearest(sc->step, standard_steps);
+	if (near != NULL && !own_step(l->seed, sc->step))
+		return fail_at(l, lookup(l, n, key), sub, "%s is not a standard step; did you mean "
+		    "%s? A step of the worker's own is declared in own_steps: [%s]", sc->step,
+		    near, sc->step);
+	return 0;
+}
+
+/* own_steps: [NAME, ...], the worker's own steps that look like a slip. */
+static int
+load_own_steps(struct loader *l, const yaml_node_t *root)
+{
+	struct idem_seed *s = l->seed;
+	char field[64];
+	size_t i, j;
+
+	if (get_text_list(l, root, "", "own_steps", &s->own_steps, &s->nown_steps) < 0)
+		return -1;
+	for (i = 0; i < s->nown_steps; i++) {
+		const yaml_node_t *v = node(l, lookup(l, root, "own_steps")->data.sequence.items.start[i]);
+
+		snprintf(field, sizeof(field), "own_steps[%zu]", i);
+		if (!valid_step(s->own_steps[i]))
+			return fail_at(l, v, field, "step name \"%s\" must be lowercase letters, "
+			    "digits and -_.", s->own_steps[i]);
+		for (j = 0; standard_steps[j]; j++)
+			if (strcmp(standard_steps[j], s->own_steps[i]) == 0)
+				return fail_at(l, v, field, "%s is a standard step, not the "
+				    "worker's own", s->own_steps[i]);
+	}
+	return 0;
+}
+
+static int
 load_scenarios(struct loader *l, const yaml_node_t *root)
 {
 	static const char *const keys[] = { "name", "jobs", "every", "duplicates", "within",
@@ -711,11 +771,8 @@ load_scenarios(struct loader *l, const yaml_node_t *root)
 			fail_at(l, lookup(l, n, "attempt"), field, "attempt applies to kill only");
 			goto out;
 		}
-		if (sc->step && !valid_step(sc->step)) {
-			fail_at(l, lookup(l, n, sc->fault[0] == 'k' ? "kill" : "race"), field,
-			    "step name \"%s\" must be lowercase letters, digits and -_.", sc->step);
+		if (sc->step && check_step(l, n, field, sc) < 0)
 			goto out;
-		}
 		if (load_scenario_jobs(l, n, field, has_every) < 0)
 			goto out;
 	}
@@ -1288,7 +1345,7 @@ load_root(struct loader *l, const yaml_node_t *root)
 	static const char *const top[] = { "rehearsal", "job_type", "queue", "database",
 		"worker", "retry", "sandbox_account", "effect", "reconciliation_owner",
 		"payload_schema", "jobs", "generate", "scenarios", "expect",
-		"cannot_reproduce", "external", "guard", NULL };
+		"cannot_reproduce", "external", "guard", "own_steps", NULL };
 
 	if (root->type != YAML_MAPPING_NODE)
 		return fail_at(l, root, "(top level)", "expected a mapping of keys, got a %s",
@@ -1301,6 +1358,7 @@ load_root(struct loader *l, const yaml_node_t *root)
 	    load_guard(l, root) < 0 ||
 	    load_expect(l, root) < 0 ||
 	    load_generate(l, root) < 0 ||
+	    load_own_steps(l, root) < 0 ||
 	    load_jobs(l, root) < 0)
 		return -1;
 	if (l->seed->ndeclared == 0 && l->seed->generate_count == 0)
@@ -1355,6 +1413,7 @@ idem_seed_free(struct idem_seed *s)
 	idem_free_list(s->key, s->nkey);
 	idem_free_list(s->worker_sources, s->nworker_sources);
 	idem_free_list(s->cannot_reproduce, s->ncannot_reproduce);
+	idem_free_list(s->own_steps, s->nown_steps);
 	idem_free_list(s->external.key, s->external.nkey);
 	idem_free_list(s->guard_key, s->nguard_key);
 	for (i = 0; i < s->nschema; i++)

@@ -69,6 +69,9 @@ struct idem_seed {
 	size_t nschema;
 	char **cannot_reproduce;
 	size_t ncannot_reproduce;
+	/* own_steps: the worker's own step names that are near a standard one */
+	char **own_steps;
+	size_t nown_steps;
 	struct idem_seed_job *declared;	/* the jobs the file lists */
 	size_t ndeclared;
 	struct idem_seed_scenario *scenarios;

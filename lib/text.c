@@ -220,3 +220,66 @@ idem_shell_quote(const char *s)
 	*o = '\0';
 	return out;
 }
+
+/* Optimal string alignment distance: insertions, deletions, substitutions
+ * and swaps of two neighbours, each 1; three rows of the table. */
+int
+idem_text_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), i, j;
+	int *buf, *row, *prev, *prev2, *tmp, d;
+
+	if (la > 256 || lb > 256)
+		return IDEM_NEAR_MAX + 1;
+	row = buf = idem_ereallocarray(NULL, 3 * (lb + 1), sizeof(*buf));
+	prev = row + lb + 1;
+	prev2 = prev + lb + 1;
+	for (j = 0; j <= lb; j++)
+		prev[j] = (int)j;
+	for (i = 1; i <= la; i++) {
+		row[0] = (int)i;
+		for (j = 1; j <= lb; j++) {
+			d = prev[j - 1] + (a[i - 1] != b[j - 1]);
+			if (prev[j] + 1 < d)
+				d = prev[j] + 1;
+			if (row[j - 1] + 1 < d)
+				d = row[j - 1] + 1;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+			    prev2[j - 2] + 1 < d)
+				d = prev2[j - 2] + 1;
+			row[j] = d;
+		}
+		tmp = prev2;
+		prev2 = prev;
+		prev = row;
+		row = tmp;
+	}
+	d = prev[lb];
+	free(buf);
+	return d;
+}
+
+/* A slip of the keyboard: at most IDEM_NEAR_MAX edits, and fewer than half
+ * the length of the longer name; never the name itself. */
+int
+idem_text_near(const char *typed, const char *known)
+{
+	size_t la = strlen(typed), lb = strlen(known);
+	int d = idem_text_distance(typed, known);
+
+	return d > 0 && d <= IDEM_NEAR_MAX && (size_t)d * 2 < (la > lb ? la : lb);
+}
+
+const char *
+idem_text_nearest(const char *typed, const char *const *known)
+{
+	const char *best = NULL;
+	int best_d = IDEM_NEAR_MAX + 1, d;
+
+	for (; *known; known++)
+		if (idem_text_near(typed, *known) && (d = idem_text_distance(typed, *known)) < best_d) {
+			best = *known;
+			best_d = d;
+		}
+	return best;
+}

@@ -43,4 +43,17 @@ char *idem_log_value(const char *line, const char *name);
  * single quotes. Caller frees. */
 char *idem_shell_quote(const char *s);
 
+/* The edit distance of a and b (Damerau-Levenshtein, neighbours swapped
+ * counting one), or more than IDEM_NEAR_MAX for names over 256 bytes. */
+#define IDEM_NEAR_MAX 2
+int idem_text_distance(const char *a, const char *b);
+
+/* Whether typed is a near miss of known: 1 to IDEM_NEAR_MAX edits away,
+ * and fewer than half the length of the longer of the two. */
+int idem_text_near(const char *typed, const char *known);
+
+/* The known name (NULL-terminated list) closest to typed among its near
+ * misses, the first of equals; NULL when none is near. */
+const char *idem_text_nearest(const char *typed, const char *const *known);
+
 #endif

@@ -227,6 +227,33 @@ wait_for() {
 	assert_equal "$(count_of key o-1)" 1
 }
 
+# The stream of the fixture seed with its effect table named $1.
+stream_of_table() {
+	sed "s/table: fx.effects,/table: $1,/" "$seed" >"$BATS_TEST_TMPDIR/table.yaml"
+	seed-gen "$BATS_TEST_TMPDIR/table.yaml" >"$BATS_TEST_TMPDIR/table"
+}
+
+@test "a missing effect table: one line naming the nearest table of its schema, and rehearse -s" {
+	stream_of_table fx.effect
+	run --separate-stderr count-effects "$BATS_TEST_TMPDIR/table"
+	[ "$status" -eq 3 ]
+	assert_equal "$stderr" "count-effects: fx.effect: no such table (did you mean fx.effects?); create it before the run, e.g. with rehearse -s SETUP"
+}
+
+@test "a missing effect table: the same name in another schema, else none; names that look like SQL stay names" {
+	psql -X -q -c 'CREATE SCHEMA "fx ""two"""; CREATE TABLE "fx ""two""".invoice_lines (id int)'
+	stream_of_table fx.invoice_lines
+	run --separate-stderr count-effects "$BATS_TEST_TMPDIR/table"
+	[ "$status" -eq 3 ]
+	assert_equal "$stderr" 'count-effects: fx.invoice_lines: no such table (did you mean fx "two".invoice_lines?); create it before the run, e.g. with rehearse -s SETUP'
+	stream_of_table "\"fx.x'); DROP TABLE fx.effects; --\""
+	run --separate-stderr count-effects "$BATS_TEST_TMPDIR/table"
+	[ "$status" -eq 3 ]
+	assert_equal "$stderr" "count-effects: fx.x'); DROP TABLE fx.effects; --: no such table; create it before the run, e.g. with rehearse -s SETUP"
+	assert_equal "$(sql 'SELECT count(*) FROM fx.effects')" 6
+	psql -X -q -c 'DROP SCHEMA "fx ""two""" CASCADE'
+}
+
 @test "an unreachable database is exit 3" {
 	run count-effects -d "host=$BATS_TEST_TMPDIR port=1" "$BATS_TEST_TMPDIR/stream"
 	[ "$status" -eq 3 ]

@@ -527,3 +527,20 @@ probe not-enforced"
 	assert_equal "$stderr" "kill-at: the PG* environment points at database other of sandbox $id, but the stream's database row names database $PGDATABASE of sandbox $id: one pipeline uses one database"
 	[ ! -e "$BATS_TEST_TMPDIR/ran" ]
 }
+
+@test "a declared kill point never reached: the handoff's headline says so, not the counts" {
+	# a step of the worker's own, far from every standard one, that
+	# idem-worker never sends
+	seed_for after-commit | sed 's/kill: after-commit/kill: ledger-flushed/' >"$BATS_TEST_TMPDIR/seed.yaml"
+	idem-worker --setup -g unique
+	seed-gen --draft "$BATS_TEST_TMPDIR/seed.yaml" | dup-publish |
+		{ kill-at -D 1s -- idem-worker -g unique || true; } | count-effects >"$BATS_TEST_TMPDIR/run" || true
+	grep -q "^missed	kill	kill	a	1	ledger-flushed$" "$BATS_TEST_TMPDIR/run"
+	signing_repo "$BATS_TEST_TMPDIR/repo"
+	cp "$BATS_TEST_TMPDIR/seed.yaml" seed.yaml
+	sed -i "s|^seed	[^	]*	|seed	seed.yaml	|" "$BATS_TEST_TMPDIR/run"
+	git add seed.yaml && git commit -q -m seed
+	mkrecord -k "$key" -f md <"$BATS_TEST_TMPDIR/run" >"$BATS_TEST_TMPDIR/handoff.md"
+	assert_equal "$(head -n 1 "$BATS_TEST_TMPDIR/handoff.md")" \
+		"# Rehearsal matrix: fail: kill point never reached: step ledger-flushed of job a, attempt 1 (scenario kill)"
+}

@@ -28,6 +28,20 @@ help_of() {
 	done
 }
 
+@test "every page passes mandoc -T lint without a warning" {
+	for page in man/*.[157]; do
+		warnings=$(mandoc -T lint -W warning "$page" 2>&1)
+		[ -z "$warnings" ] || { echo "$warnings" >&2; return 1; }
+	done
+}
+
+@test "no page renders a quote inside a quote by a misplaced macro" {
+	for page in man/*.[157]; do
+		slips=$(mandoc -T utf8 "$page" | col -b | grep -n "‘[^’]*‘" || true)
+		[ -z "$slips" ] || { echo "$page: $slips" >&2; return 1; }
+	done
+}
+
 @test "every program's --help is the SYNOPSIS of its page" {
 	for program in $(sed -n 's/^PROGS = //p' Makefile); do
 		[ -f "man/$program.1" ] || { echo "no man/$program.1" >&2; return 1; }

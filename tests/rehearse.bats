@@ -54,6 +54,23 @@ nothing_left() {
 	[ "$status" -eq 1 ]
 	[[ "$stderr" == *'count-effects: duplicate: business key ["inv-1005",1] has 2 effect rows, expected 1'* ]]
 	grep -q '^verdict: "fail"$' "$output"
+	# the last line says why: a worker other than the seed's comes before
+	# the counts, which the handoff shows after it
+	assert_equal "$(tail -n 1 <<<"$stderr")" "rehearse: the record says fail: the worker that ran is not the one the seed declares; $output"
+	head -n 1 "${output%.yaml}.md" | grep -qx "# Rehearsal invoice-line: fail: the worker that ran is not the one the seed declares"
+	grep -qx '\*\*The counts differ from what the seed expected.\*\*' "${output%.yaml}.md"
+	nothing_left
+}
+
+@test "a kill point the worker never reaches: rehearse's last line names it, not the counts" {
+	# a step of the worker's own that idem-worker never sends: kill-at
+	# waits until its deadline
+	sed -i 's/kill: after-commit,/kill: ledger-flushed,/' seeds/invoice-line.yaml
+	git add seeds/invoice-line.yaml && git commit -q -m "a step never sent"
+	run --separate-stderr rh -k "$key" -f records/allowed_signers seeds/invoice-line.yaml
+	[ "$status" -eq 1 ]
+	assert_equal "$(tail -n 1 <<<"$stderr")" "rehearse: the record says fail: kill point never reached: step ledger-flushed of job job-0002, attempt 1 (scenario kill-after-commit); $output"
+	head -n 1 "${output%.yaml}.md" | grep -q '^# Rehearsal invoice-line: fail: kill point never reached: '
 	nothing_left
 }
 

@@ -169,6 +169,31 @@ PY
 	done
 }
 
+@test "a key or a step name near a known one is refused with the name it is near" {
+	assert_refused tests/golden/seed-gen/scenario-key-near.err seed-gen tests/fixtures/bad/scenario-key-near.yaml
+	assert_refused tests/golden/seed-gen/step-near-standard.err seed-gen tests/fixtures/bad/step-near-standard.yaml
+	assert_refused tests/golden/seed-gen/race-step-near-standard.err seed-gen tests/fixtures/bad/race-step-near-standard.yaml
+	for step in aftercommit after-comit external_call before_write; do
+		sed "s/kill: after_commit/kill: $step/" tests/fixtures/bad/step-near-standard.yaml \
+			>"$BATS_TEST_TMPDIR/near.yaml"
+		run --separate-stderr seed-gen "$BATS_TEST_TMPDIR/near.yaml"
+		[ "$status" -eq 2 ]
+		[ -z "$output" ]
+		[[ "$stderr" == *":12:37: scenarios[1].kill: $step is not a standard step; did you mean "*'? A step of the worker'"'"'s own is declared in own_steps: ['"$step]" ]]
+	done
+}
+
+@test "a step of the worker's own is accepted when own_steps declares it, or when it is far from every standard one" {
+	{ sed '/^scenarios:/,$d' tests/fixtures/bad/step-near-standard.yaml
+	  printf 'own_steps: [after_commit]\nscenarios:\n  - { name: crash, jobs: [a], kill: after_commit }\n'
+	} >"$BATS_TEST_TMPDIR/own.yaml"
+	seed-gen --draft "$BATS_TEST_TMPDIR/own.yaml" >"$out"
+	grep -q "^scenario	crash	kill	after_commit	" "$out"
+	sed 's/kill: after_commit/kill: ledger-flushed/; /^own_steps/d' "$BATS_TEST_TMPDIR/own.yaml" >"$BATS_TEST_TMPDIR/far.yaml"
+	seed-gen --draft "$BATS_TEST_TMPDIR/far.yaml" >"$out"
+	grep -q "^scenario	crash	kill	ledger-flushed	" "$out"
+}
+
 @test "a seed file that does not exist is a usage error" {
 	run seed-gen tests/fixtures/seeds/absent.yaml
 	[ "$status" -eq 2 ]

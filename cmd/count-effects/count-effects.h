@@ -131,6 +131,9 @@ void digest(void);
 /* guard.c */
 void guards(void);
 
+/* missing.c: dies naming the nearest table there is, if any */
+void die_missing_table(const char *table);
+
 /* verdict.c */
 void measures(void);
 void pending_calls(void);

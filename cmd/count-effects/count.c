@@ -284,9 +284,17 @@ static void
 count_failed(PGresult *res)
 {
 	char msg[768];
+	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+	/* undefined_table: the effect table is not there */
+	int missing = state != NULL && strcmp(state, "42P01") == 0;
 
 	idem_pg_message(c.conn, res, msg, sizeof(msg));
 	PQclear(res);
+	if (missing) {
+		while ((res = PQgetResult(c.conn)) != NULL)
+			PQclear(res);
+		die_missing_table(c.effect_table);
+	}
 	idem_die(IDEM_EXIT_ENV, "counting %s: %s", c.effect_table, msg);
 }
 

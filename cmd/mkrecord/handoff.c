@@ -8,6 +8,7 @@
 
 #include "handoff.h"
 #include "sig.h"
+#include "record.h"
 #include "timeline.h"
 #include "error.h"
 #include "text.h"
@@ -280,6 +281,9 @@ idem_handoff_context(json_t *ctx, const struct idem_handoff_files *files)
 	char when[32], *text;
 	const char *record = files->record;
 
+	if ((text = idem_record_why(ctx)) != NULL)
+		json_object_set_new(ctx, "why", json_string(text));
+	free(text);
 	if (start >= 0) {
 		idem_format_time(start, when);
 		/* milliseconds are enough for the start of the axis */

@@ -30,6 +30,7 @@
 #include "file.h"
 #include "text.h"
 #include "record.h"
+#include "yamljson.h"
 #include "child.h"
 
 static const char synopsis[] =
@@ -619,12 +620,29 @@ make_record(const char *command, char **record_path)
 	return 0;
 }
 
+/* Why the record says fail, read back from it; NULL when it cannot say.
+ * Caller frees. */
+static char *
+record_why(const char *record_path)
+{
+	struct idem_error err;
+	size_t len;
+	char *text = idem_read_file(record_path, &len, &err), *why = NULL;
+	json_t *record = text ? idem_yaml_to_json(text, len, record_path, &err) : NULL;
+
+	if (record != NULL)
+		why = idem_record_why(record);
+	json_decref(record);
+	free(text);
+	return why;
+}
+
 /* verify-record on the record, whose path is then the output. Returns the
  * status the run ends with: verify-record's, else the counts'. */
 static int
 check_record(const char *signers, const char *record_path, int counts_status)
 {
-	char *q_signers, *q_record, *command;
+	char *q_signers, *q_record, *command, *why;
 	struct child verify;
 	int status, sig;
 
@@ -643,9 +661,12 @@ check_record(const char *signers, const char *record_path, int counts_status)
 		return 128 + sig;
 	}
 	status = child_status(&verify);
-	if (counts_status == IDEM_EXIT_FINDING)
-		fprintf(stderr, "rehearse: the run has a finding, named above (counts against the "
-		    "seed's expect, the sandbox account); the record says fail: %s\n", record_path);
+	if (counts_status == IDEM_EXIT_FINDING) {
+		why = record_why(record_path);
+		fprintf(stderr, "rehearse: the record says fail: %s; %s\n",
+		    why ? why : "a finding, named above", record_path);
+		free(why);
+	}
 	printf("%s\n", record_path);
 	return status == 0 ? counts_status : status;
 }

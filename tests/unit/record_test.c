@@ -1,5 +1,6 @@
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "record.h"
 #include "unit.h"
@@ -23,6 +24,45 @@ main(void)
 		    high == 1.0, "wilson: 3 of 3 is [0.438503, 1]");
 		CHECK(idem_record_wilson(0, 0, &low, &high) == -1, "wilson: no trials, no interval");
 		CHECK(idem_record_wilson(7, 6, &low, &high) == -1, "wilson: more events than trials");
+	}
+	{
+		/* every reason at once: each, taken away, lets the next show */
+		json_t *r = json_loads("{\"verdict\": \"fail\","
+		    " \"missed\": [{\"what\": \"kill\", \"scenario\": \"k\", \"job\": \"a\","
+		    " \"attempt\": 1, \"step\": \"after-commit\"}],"
+		    " \"counts\": {\"totals\": {\"effects\": {\"expected\": 2, \"observed\": 3},"
+		    " \"duplicates\": {\"expected\": 0, \"observed\": 1},"
+		    " \"pending\": {\"expected\": 0, \"observed\": 2}}},"
+		    " \"baseline\": {\"result\": \"failed\", \"summary\": \"baseline failed: x\"},"
+		    " \"worker\": {\"observed\": {\"as_declared\": false}},"
+		    " \"account\": {\"findings\": [\"holds DELETE\"]}}", 0, NULL);
+		static const char *const want[] = {
+			"kill point never reached: step after-commit of job a, attempt 1 (scenario k)",
+			"the deadline passed with messages unacked (pending: expected 0, observed 2)",
+			"baseline failed: x",
+			"the worker that ran is not the one the seed declares",
+			"the sandbox account held more than its list: holds DELETE",
+			"the counts differ from the seed's expect: duplicates: expected 0, observed 1",
+		};
+		char *why;
+		size_t i;
+
+		for (i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+			why = idem_record_why(r);
+			CHECK_STR(why ? why : "(null)", want[i], "why: the reasons in order");
+			free(why);
+			switch (i) {
+			case 0: json_object_set_new(r, "missed", json_array()); break;
+			case 1: json_object_del(json_object_get(json_object_get(r, "counts"), "totals"),
+				    "pending"); break;
+			case 2: json_object_set_new(r, "baseline", json_null()); break;
+			case 3: json_object_set_new(r, "worker", json_null()); break;
+			case 4: json_object_set_new(r, "account", json_null()); break;
+			}
+		}
+		json_object_set_new(r, "verdict", json_string("pass"));
+		CHECK(idem_record_why(r) == NULL, "why: nothing for a pass");
+		json_decref(r);
 	}
 	return unit_done("record");
 }

@@ -43,6 +43,20 @@ main(void)
 		CHECK_STR(t, "1970-01-01T00:00:00.000000Z", "the epoch");
 	}
 
+	{
+		static const char *const steps[] = { "before-write", "after-commit",
+			"external-call", NULL };
+
+		CHECK(idem_text_distance("kil", "kill") == 1, "distance: one left out");
+		CHECK(idem_text_distance("aftre", "after") == 1, "distance: neighbours swapped");
+		CHECK(idem_text_distance("", "abc") == 3, "distance from nothing");
+		CHECK(idem_text_near("aftercommit", "after-commit"), "near: one left out");
+		CHECK(!idem_text_near("ab", "ax"), "not near: half the length changed");
+		CHECK(!idem_text_near("kill", "kill"), "not near: the name itself");
+		CHECK_STR(idem_text_nearest("after_commit", steps), "after-commit", "nearest");
+		CHECK(idem_text_nearest("ledger-flushed", steps) == NULL, "nothing near");
+	}
+
 	idem_sha256_hex("abc", 3, hex);
 	CHECK_STR(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
 	    "sha256 of abc (FIPS 180-2 vector)");
