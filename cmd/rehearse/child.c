@@ -4,6 +4,7 @@
 #include <sys/types.h>
 #include <sys/wait.h>
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -21,6 +22,7 @@
 #define SETTLE_MS 300		/* for the stages before a failed one to end */
 #define LEFT_MS 5000		/* for the processes of the run to end, at exit */
 
+static const char *keep_dir;	/* where each child's standard error is kept, or NULL */
 static int interrupted;		/* the first of SIGINT, SIGTERM, SIGHUP that came */
 static int signal_fd = -1;
 
@@ -74,6 +76,10 @@ child_line(struct child *c, const char *line, size_t len)
 
 	write_all(2, line, len);
 	write_all(2, "\n", 1);
+	if (c->log_fd >= 0) {
+		write_all(c->log_fd, line, len);
+		write_all(c->log_fd, "\n", 1);
+	}
 	if (len == 0)
 		return;
 	snprintf(c->last, sizeof(c->last), "%.*s", (int)len, line);
@@ -104,6 +110,9 @@ relay(struct child *c, int final)
 			c->partial_len = 0;
 			close(c->err_fd);
 			c->err_fd = -1;
+			if (c->log_fd >= 0)
+				close(c->log_fd);
+			c->log_fd = -1;
 			return;
 		}
 		if (n < 0)
@@ -157,6 +166,35 @@ exec_child(const char *command, int in_fd, int out_fd, int err_fd)
 	_exit(127);
 }
 
+void
+child_keep_logs(const char *dir)
+{
+	keep_dir = dir;
+}
+
+/* The file that keeps a child's standard error, or -1: its name's words
+ * joined by one '-', what is not a letter, digit or '.' left out. */
+static int
+open_log(const char *name)
+{
+	char path[512], file[80];
+	size_t i, n = 0;
+	int fd;
+
+	if (keep_dir == NULL)
+		return -1;
+	for (i = 0; name[i] != '\0' && n < sizeof(file) - 1; i++)
+		if (isalnum((unsigned char)name[i]) || name[i] == '.')
+			file[n++] = name[i];
+		else if ((name[i] == ' ' || name[i] == '-') && n > 0 && file[n - 1] != '-')
+			file[n++] = '-';
+	file[n] = '\0';
+	snprintf(path, sizeof(path), "%s/%s.stderr", keep_dir, n ? file : "child");
+	if ((fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600)) < 0)
+		idem_warn("%s:", path);
+	return fd;
+}
+
 /* Starts the children, each one's standard output into the next one's
  * input: the first reads /dev/null, the last writes to out_fd, or with
  * its standard error when out_fd is -1. */
@@ -190,6 +228,7 @@ start_children(struct child *c, int n, int out_fd)
 		c[i].pid = pid;
 		c[i].ended = c[i].after_signal = 0;
 		c[i].err_fd = err_fds[0];
+		c[i].log_fd = open_log(c[i].name);
 		c[i].partial_len = 0;
 		c[i].last[0] = c[i].message[0] = '\0';
 		close(in_fd);

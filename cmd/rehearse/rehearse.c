@@ -63,28 +63,65 @@ stop_sandbox(void)
 
 	if (child_run(&stop, "idem-sandbox --purge stop", stop_command, null, CHILD_HOLD) >= 0) {
 		child_report_failure(&stop);
-		idem_warn("the sandbox is left in %s: stop it with idem-sandbox -D %s --purge stop",
-		    sandbox, sandbox);
+		idem_warn("the sandbox is left in %s: stop it with idem-sandbox -D %s --purge stop "
+		    "&& rmdir %s", sandbox, sandbox, work);
 		sandbox_kept = 1;
 	}
 	if (null >= 0)
 		close(null);
 }
 
+/* Whether path is dir or under it. */
+static int
+under(const char *path, const char *dir)
+{
+	size_t len = strlen(dir);
+
+	return len > 0 && strncmp(path, dir, len) == 0 && (path[len] == '\0' || path[len] == '/');
+}
+
+/* What the cleanup leaves of the scratch directory: the sandbox left
+ * running; with -K, the stream and each program's standard error too. */
+static int
+kept(const char *path)
+{
+	size_t len = strlen(work), name_len;
+	const char *name = path + len + 1;
+
+	if (strcmp(path, work) == 0)
+		return keep_sandbox || sandbox_kept;
+	if (sandbox_kept && under(path, sandbox))
+		return 1;
+	if (!keep_sandbox || !under(path, work) || strchr(name, '/') != NULL)
+		return 0;
+	name_len = strlen(name);
+	return strcmp(name, "stream.tsv") == 0 ||
+	    (name_len > 7 && strcmp(name + name_len - 7, ".stderr") == 0);
+}
+
 static int
 remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
-	size_t len = strlen(sandbox);
-
 	(void)st;
 	(void)flag;
 	(void)ftw;
-	if (sandbox_kept && len > 0 && strncmp(path, sandbox, len) == 0 &&
-	    (path[len] == '\0' || path[len] == '/'))
-		return 0;
-	if (remove(path) < 0 && errno != ENOENT && !(sandbox_kept && strcmp(path, work) == 0))
+	if (!kept(path) && remove(path) < 0 && errno != ENOENT)
 		idem_warn("%s:", path);
 	return 0;
+}
+
+/* With -K: where the scratch directory is, what it holds, and how to
+ * throw it away. */
+static void
+say_kept(void)
+{
+	if (!keep_sandbox)
+		return;
+	fprintf(stderr, "rehearse: kept in %s: %sthe stream (stream.tsv) and each program's "
+	    "standard error (NAME.stderr); throw it away with: %s%s%srm -r %s\n", work,
+	    started_sandbox ? "the sandbox (sandbox), " : "",
+	    started_sandbox ? "idem-sandbox -D " : "", started_sandbox ? sandbox : "",
+	    started_sandbox ? " --purge stop && " : "", work);
 }
 
 /*
@@ -108,6 +145,7 @@ clean_up(void)
 	if (reaper)
 		child_wait_all();
 	nftw(work, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+	say_kept();
 	if ((sig = child_interrupted()) != 0) {
 		fflush(NULL);
 		signal(sig, SIG_DFL);
@@ -454,6 +492,8 @@ make_scratch(void)
 		idem_die_error(&err);
 	main_pid = getpid();
 	atexit(clean_up);
+	if (keep_sandbox)
+		child_keep_logs(work);
 	/* whatever the programs leave in TMPDIR goes with the scratch directory */
 	snprintf(tmp_dir, sizeof(tmp_dir), "%s/tmp", work);
 	if (mkdir(tmp_dir, 0700) < 0)
