@@ -30,12 +30,13 @@
 #include "file.h"
 #include "text.h"
 #include "record.h"
+#include "git.h"
 #include "child.h"
 
 static const char synopsis[] =
 	"usage: rehearse [-d conninfo] [-w worker] [-s setup] [-k key]\n"
 	"                [-f allowed-signers] [-o dir] [-W cause=duration] [-c] [-K] [--draft]\n"
-	"                seed\n";
+	"                [--allow-dirty] seed\n";
 
 #define STAGES 5
 
@@ -379,6 +380,7 @@ struct options {
 	char *throwaway_key, *throwaway_signers;	/* made when -k is not given */
 	int commit;
 	int draft;		/* --draft: seed-gen --draft, for a seed that is not ready */
+	int allow_dirty;	/* --allow-dirty: mkrecord's, for a seed not committed */
 };
 
 /* The shell text of the run's commands. */
@@ -403,6 +405,7 @@ parse_options(int argc, char *argv[], struct options *opt)
 		{ "keep-sandbox", no_argument, NULL, 'K' },
 		{ "wait", required_argument, NULL, 'W' },
 		{ "draft", no_argument, NULL, 'D' },
+		{ "allow-dirty", no_argument, NULL, 'A' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -423,6 +426,7 @@ parse_options(int argc, char *argv[], struct options *opt)
 		case 'K': keep_sandbox = 1; break;
 		case 'W': add_wait(&opt->waits, optarg); break;
 		case 'D': opt->draft = 1; break;
+		case 'A': opt->allow_dirty = 1; break;
 		case 'h': idem_usage(synopsis, 0);
 		case 'V': puts("rehearse " IDEM_VERSION); idem_close_stdout(); exit(0);
 		default: idem_usage(synopsis, IDEM_EXIT_USAGE);
@@ -435,11 +439,45 @@ parse_options(int argc, char *argv[], struct options *opt)
 	opt->seed_path = argv[optind];
 }
 
+/* The directory of -o: one mkrecord can write a record in, or make. */
+static void
+check_output_dir(const char *dir)
+{
+	char parent[PATH_MAX], *q_dir;
+	struct stat st;
+
+	if (stat(dir, &st) == 0) {
+		if (!S_ISDIR(st.st_mode))
+			idem_die(IDEM_EXIT_USAGE, "-o %s: not a directory", dir);
+		if (access(dir, W_OK | X_OK) < 0)
+			idem_die(IDEM_EXIT_ENV, "-o %s: no record can be written there:", dir);
+		return;
+	}
+	if (errno != ENOENT)
+		idem_die(IDEM_EXIT_ENV, "-o %s:", dir);
+	snprintf(parent, sizeof(parent), "%s", dir);
+	while (strlen(parent) > 1 && parent[strlen(parent) - 1] == '/')
+		parent[strlen(parent) - 1] = '\0';
+	if (strrchr(parent, '/') == NULL)
+		snprintf(parent, sizeof(parent), ".");
+	else if (strrchr(parent, '/') == parent)
+		parent[1] = '\0';
+	else
+		*strrchr(parent, '/') = '\0';
+	if (access(parent, W_OK | X_OK) == 0)
+		return;
+	q_dir = idem_shell_quote(dir);
+	idem_die(errno == ENOENT ? IDEM_EXIT_USAGE : IDEM_EXIT_ENV, "-o %s: %s%s; run: mkdir -p %s",
+	    dir, errno == ENOENT ? "no such directory, nor its parent " : "cannot be made in ", parent,
+	    q_dir);
+}
+
 /* The seed and the key, refused before anything runs; the worker the seed
  * names when -w does not. */
 static void
 load_inputs(struct options *opt, struct idem_seed *seed)
 {
+	struct idem_git_revision rev;
 	struct idem_key probe;
 	struct idem_error err;
 	char missing[256];
@@ -449,6 +487,10 @@ load_inputs(struct options *opt, struct idem_seed *seed)
 	/* seed-gen would refuse it: before anything starts */
 	if (!opt->draft && !idem_seed_ready(seed, missing, sizeof(missing)))
 		idem_die(IDEM_EXIT_USAGE, "%s: not ready: %s", opt->seed_path, missing);
+	/* mkrecord would refuse it after the whole run */
+	if (idem_git_seed_ready(opt->seed_path, opt->allow_dirty, &rev, &err) < 0)
+		idem_die_error(&err);
+	check_output_dir(opt->dir);
 	if (opt->key != NULL) {
 		if (idem_key_load(&probe, opt->key, &err) < 0)
 			idem_die_error(&err);
@@ -544,11 +586,13 @@ make_commands(const struct options *opt, struct commands *cmd)
 	q_pipeline = idem_shell_quote(cmd->pipeline);
 	snprintf(cmd->stream_path, sizeof(cmd->stream_path), "%s/stream.tsv", work);
 	q_stream = idem_shell_quote(cmd->stream_path);
-	if (asprintf(&cmd->record, "mkrecord -k %s -o %s%s%s -r %s < %s", q_key, q_dir,
-	    opt->commit ? " -c" : "", opt->waits ? opt->waits : "", q_pipeline, q_stream) < 0)
+	if (asprintf(&cmd->record, "mkrecord -k %s -o %s%s%s%s -r %s < %s", q_key, q_dir,
+	    opt->commit ? " -c" : "", opt->allow_dirty ? " --allow-dirty" : "",
+	    opt->waits ? opt->waits : "", q_pipeline, q_stream) < 0)
 		idem_die(IDEM_EXIT_ENV, "asprintf:");
-	fprintf(stderr, "+ %s | mkrecord -k %s -o %s%s%s\n", cmd->pipeline, q_key, q_dir,
-	    opt->commit ? " -c" : "", opt->waits ? opt->waits : "");
+	fprintf(stderr, "+ %s | mkrecord -k %s -o %s%s%s%s\n", cmd->pipeline, q_key, q_dir,
+	    opt->commit ? " -c" : "", opt->allow_dirty ? " --allow-dirty" : "",
+	    opt->waits ? opt->waits : "");
 	free(q_stream);
 	free(q_pipeline);
 	free(q_dir);
