@@ -69,8 +69,13 @@ boom='python3 -c '\''raise RuntimeError("boom")'\'
 	run --separate-stderr rh -K -s 'idem-worker --guard unique --setup' -w "$boom" seeds/invoice-line.yaml
 	[ "$status" -eq 3 ]
 	d=$(ls -d "$T"/rehearse.*)
-	[[ "$stderr" == *"rehearse: kept in $d: the sandbox (sandbox), the stream (stream.tsv) and each program's standard error (NAME.stderr); throw it away with: idem-sandbox -D $d/sandbox --purge stop && rm -r $d" ]]
+	[[ "$stderr" == *"rehearse: kept in $d: the sandbox (sandbox), the stream (stream.tsv), what each stage read (NAME.in.tsv) and each program's standard error (NAME.stderr); throw it away with: idem-sandbox -D $d/sandbox --purge stop && rm -r $d" ]]
 	[ -d "$d/sandbox" ] && [ -f "$d/stream.tsv" ]
+	# what kill-at read: the stream to rerun it on
+	head -n 1 "$d/kill-at.in.tsv" | grep -q '^#idem-tsv	1\.'
+	grep -q '^publish	' "$d/kill-at.in.tsv"
+	[ ! -s "$d/count-effects.in.tsv" ]
+	[ -f "$d/dup-publish.in.tsv" ] && [ -f "$d/count-effects-before.in.tsv" ]
 	grep -q '^RuntimeError: boom$' "$d/kill-at.stderr"
 	grep -q 'its last words: RuntimeError: boom$' "$d/kill-at.stderr"
 	[ -f "$d/seed-gen.stderr" ] && [ -f "$d/count-effects-before.stderr" ]

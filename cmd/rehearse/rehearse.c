@@ -96,7 +96,7 @@ kept(const char *path)
 	if (!keep_sandbox || !under(path, work) || strchr(name, '/') != NULL)
 		return 0;
 	name_len = strlen(name);
-	return strcmp(name, "stream.tsv") == 0 ||
+	return (name_len > 4 && strcmp(name + name_len - 4, ".tsv") == 0) ||
 	    (name_len > 7 && strcmp(name + name_len - 7, ".stderr") == 0);
 }
 
@@ -116,13 +116,15 @@ remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 static void
 say_kept(void)
 {
+	int running = started_sandbox && access(sandbox, F_OK) == 0;
+
 	if (!keep_sandbox)
 		return;
-	fprintf(stderr, "rehearse: kept in %s: %sthe stream (stream.tsv) and each program's "
-	    "standard error (NAME.stderr); throw it away with: %s%s%srm -r %s\n", work,
-	    started_sandbox ? "the sandbox (sandbox), " : "",
-	    started_sandbox ? "idem-sandbox -D " : "", started_sandbox ? sandbox : "",
-	    started_sandbox ? " --purge stop && " : "", work);
+	fprintf(stderr, "rehearse: kept in %s: %sthe stream (stream.tsv), what each stage "
+	    "read (NAME.in.tsv) and each program's standard error (NAME.stderr); throw it away "
+	    "with: %s%s%srm -r %s\n", work,
+	    running ? "the sandbox (sandbox), " : "", running ? "idem-sandbox -D " : "",
+	    running ? sandbox : "", running ? " --purge stop && " : "", work);
 }
 
 /*
@@ -478,6 +480,7 @@ static void
 load_inputs(struct options *opt, struct idem_seed *seed)
 {
 	struct idem_git_revision rev;
+	struct stat st;
 	struct idem_key probe;
 	struct idem_error err;
 	char missing[256];
@@ -487,8 +490,10 @@ load_inputs(struct options *opt, struct idem_seed *seed)
 	/* seed-gen would refuse it: before anything starts */
 	if (!opt->draft && !idem_seed_ready(seed, missing, sizeof(missing)))
 		idem_die(IDEM_EXIT_USAGE, "%s: not ready: %s", opt->seed_path, missing);
-	/* mkrecord would refuse it after the whole run */
-	if (idem_git_seed_ready(opt->seed_path, opt->allow_dirty, &rev, &err) < 0)
+	/* mkrecord would refuse it after the whole run; a named pipe is
+	 * read once, by seed-gen, and left to mkrecord */
+	if ((stat(opt->seed_path, &st) < 0 || S_ISREG(st.st_mode)) &&
+	    idem_git_seed_ready(opt->seed_path, opt->allow_dirty, &rev, &err) < 0)
 		idem_die_error(&err);
 	check_output_dir(opt->dir);
 	if (opt->key != NULL) {
