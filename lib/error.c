@@ -54,7 +54,9 @@ idem_error_set(struct idem_error *err, int status, const char *fmt, ...)
 void
 idem_die_error(const struct idem_error *err)
 {
-	fprintf(stderr, "%s: %s\n", argv0, err->text);
+	/* no text: the error was told already, by the stage before (tsv.c) */
+	if (err->text[0] != '\0')
+		fprintf(stderr, "%s: %s\n", argv0, err->text);
 	exit(err->status ? err->status : IDEM_EXIT_ENV);
 }
 

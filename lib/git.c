@@ -12,6 +12,7 @@
 #include "git.h"
 #include "parallel.h"
 #include "file.h"
+#include "text.h"
 
 /*
  * libgit2 built on mbed TLS, as Debian's is, parses the whole system CA
@@ -212,6 +213,31 @@ out:
 	git_tree_entry_free(entry);
 	git_tree_free(tree);
 	git_object_free(head);
+	return rc;
+}
+
+int
+idem_git_seed_ready(const char *file, int allow_dirty, struct idem_git_revision *rev,
+		    struct idem_error *err)
+{
+	char *q = idem_shell_quote(file);
+	int rc = 0;
+
+	if (idem_git_revision(file, rev, err) < 0) {
+		if (strstr(err->text, ": not in a git repository") != NULL)
+			idem_error_set(err, IDEM_EXIT_ENV, "%s: not in a git repository; run: git init "
+			    "&& git add %s && git commit -m seed", file, q);
+		rc = -1;
+	} else if (rev->dirty && !allow_dirty && !*rev->commit) {
+		rc = idem_error_set(err, IDEM_EXIT_USAGE, "%s: not committed, in a repository "
+		    "without a commit; run: git add %s && git commit -m seed, or give --allow-dirty "
+		    "and the record will say so", file, q);
+	} else if (rev->dirty && !allow_dirty) {
+		rc = idem_error_set(err, IDEM_EXIT_USAGE, "%s has changes not committed at %.12s; "
+		    "run: git add %s && git commit -m seed, or give --allow-dirty and the record "
+		    "will say so", file, rev->commit, q);
+	}
+	free(q);
 	return rc;
 }
 

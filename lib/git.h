@@ -17,6 +17,11 @@ struct idem_git_revision {
 	char path[1024];		/* relative to the work tree */
 };
 int idem_git_revision(const char *file, struct idem_git_revision *rev, struct idem_error *err);
+/* The same, for a seed a record is made of: refused, with the commands
+ * that fix it, outside a git repository or, unless allow_dirty, when it is
+ * not committed as it is. */
+int idem_git_seed_ready(const char *file, int allow_dirty, struct idem_git_revision *rev,
+			struct idem_error *err);
 
 /* The contents of path at a commit, in the repository that holds dir.
  * This, idem_git_revision and idem_git_commit keep the repository they

@@ -1,3 +1,5 @@
+#include <sys/stat.h>
+
 #include <errno.h>
 #include <limits.h>
 #include <stdint.h>
@@ -826,6 +828,17 @@ plain_ascii(const char *s, size_t len, int *backslash)
 	return 1;
 }
 
+/* An empty stream from a pipe is what a stage gets when the one before it
+ * failed: that one said why, and this one keeps quiet (idem-tsv(5)). */
+static int
+empty_from_pipe(FILE *in)
+{
+	struct stat st;
+	int fd = fileno(in);
+
+	return fd >= 0 && fstat(fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
+}
+
 int
 idem_tsv_next(struct idem_tsv_reader *r, struct idem_error *err)
 {
@@ -838,9 +851,12 @@ idem_tsv_next(struct idem_tsv_reader *r, struct idem_error *err)
 	if (got < 0) {
 		if (ferror(r->in))
 			return idem_error_set(err, IDEM_EXIT_ENV, "%s: read error:", r->name);
+		if (!r->header_seen && empty_from_pipe(r->in))
+			return idem_error_set(err, IDEM_EXIT_USAGE, "%s", "");
 		if (!r->header_seen)
 			return idem_error_set(err, IDEM_EXIT_USAGE,
-			    "%s: empty stream: expected the line \"#idem-tsv<TAB>1\"", r->name);
+			    "%s: empty stream: expected the header line \"#idem-tsv<TAB>%s\"",
+			    r->name, IDEM_TSV_MAGIC + 10);
 		if (!r->seen[IDEM_KIND_SEED])
 			return idem_error_set(err, IDEM_EXIT_USAGE,
 			    "%s: no seed row: start the stream with seed-gen", r->name);
@@ -869,7 +885,8 @@ idem_tsv_next(struct idem_tsv_reader *r, struct idem_error *err)
 	if (!r->header_seen) {
 		if (strncmp(r->line, "#idem-tsv\t", 10) != 0)
 			return idem_error_set(err, IDEM_EXIT_USAGE,
-			    "%s:1: not an idem-tsv stream: expected \"#idem-tsv<TAB>1\"", r->name);
+			    "%s:1: not an idem-tsv stream: expected the header line \"#idem-tsv<TAB>%s\"",
+			    r->name, IDEM_TSV_MAGIC + 10);
 		if (strcmp(r->line + 10, "1") != 0 && (strncmp(r->line + 10, "1.", 2) != 0 ||
 		    r->line[12] == '\0' || strspn(r->line + 12, "0123456789") != strlen(r->line + 12))) {
 			char shown[QUOTE_MAX * 2 + 8];

@@ -544,3 +544,20 @@ probe not-enforced"
 	assert_equal "$(head -n 1 "$BATS_TEST_TMPDIR/handoff.md")" \
 		"# Rehearsal matrix: fail: kill point never reached: step ledger-flushed of job a, attempt 1 (scenario kill)"
 }
+
+@test "a worker that dies before its first delivery: kill-at says how it ended and its last lines, once" {
+	seed_for none >"$BATS_TEST_TMPDIR/seed.yaml"
+	idem-worker --setup -g unique -k business
+	printf 'import sys\nprint("starting", file=sys.stderr)\nimport no_such_module_x\n' >"$BATS_TEST_TMPDIR/worker.py"
+	run --separate-stderr bash -c 'seed-gen --draft "$1" | dup-publish | kill-at -D 20s -- python3 "$2" | count-effects' \
+		_ "$BATS_TEST_TMPDIR/seed.yaml" "$BATS_TEST_TMPDIR/worker.py"
+	echo "$stderr" >&2
+	[ "$status" -eq 2 ] || [ "$status" -eq 3 ]
+	# its last lines, bounded, then one message: how it ended and its last line
+	[[ "$stderr" == *"ModuleNotFoundError: No module named 'no_such_module_x'"$'\n'"kill-at: worker 0 exited with status 1 before its first delivery, again after 20 restarts; giving up; its last words: ModuleNotFoundError: No module named 'no_such_module_x'" ]]
+	[ "$(grep -c '^starting$' <<<"$stderr")" -le 1 ]
+	[ "$(wc -l <<<"$stderr")" -le 6 ]
+	# count-effects, after it, keeps quiet about the empty stream
+	[[ "$stderr" != *"empty stream"* ]]
+	[ -z "$output" ]
+}

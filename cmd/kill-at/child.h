@@ -9,6 +9,9 @@
 
 #include "error.h"
 
+#define TAIL_LINES 5
+#define TAIL_LINE_MAX 400
+
 struct child {
 	pid_t pid;			/* 0 when not running */
 	int out;			/* its stdout and stderr, or -1 */
@@ -16,6 +19,11 @@ struct child {
 	size_t partial_len;
 	int killed;			/* killed by us at a step: restart it */
 	int restarts;
+	int stepped;			/* this process reported a step */
+	/* the last lines of this process's output, for the message when it
+	 * keeps dying: a ring of TAIL_LINES lines cut at TAIL_LINE_MAX bytes */
+	char tail[TAIL_LINES][TAIL_LINE_MAX];
+	int tail_next, tail_count;
 };
 
 /* What the child does before it executes the command: its environment. */

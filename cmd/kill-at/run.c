@@ -43,6 +43,9 @@ void
 record_step(int worker, pid_t pid, const char *name, const char *job_id, long long attempt,
 	    const char *action, const char *observed)
 {
+	/* a step of any process of the worker's: it got a delivery */
+	if (worker >= 0 && worker < run.nworkers)
+		run.workers[worker].stepped = 1;
 	idem_evidence_step(run.ev, db_now(), worker, pid, name, job_id, attempt, action, observed);
 }
 

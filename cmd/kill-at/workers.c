@@ -74,6 +74,8 @@ workers_start(int index)
 
 	if (run.database_url == NULL)
 		run.database_url = idem_pg_url_of(run.conn);
+	run.workers[index].stepped = 0;
+	run.workers[index].tail_next = run.workers[index].tail_count = 0;
 	if (child_start(&run.workers[index], run.command, run.watchdog_fd, worker_env, &index,
 	    &err) < 0)
 		idem_die_error(&err);
@@ -84,8 +86,39 @@ static void
 worker_line(void *ctx, const char *text, size_t len)
 {
 	int index = *(const int *)ctx;
+	struct child *w = &run.workers[index];
 
-	record_log(index, run.workers[index].pid, text, len);
+	record_log(index, w->pid, text, len);
+	if (len == 0)
+		return;
+	snprintf(w->tail[w->tail_next], TAIL_LINE_MAX, "%.*s", (int)len, text);
+	w->tail_next = (w->tail_next + 1) % TAIL_LINES;
+	if (w->tail_count < TAIL_LINES)
+		w->tail_count++;
+}
+
+/* A worker that keeps dying on its own: its last lines, as it wrote them,
+ * then one message with how it ended and its last line. */
+static void __attribute__((noreturn))
+give_up(int index, int status)
+{
+	struct child *w = &run.workers[index];
+	const char *last = "";
+	char how[64];
+	int i;
+
+	for (i = 0; i < w->tail_count; i++)
+		fprintf(stderr, "%s\n", w->tail[(w->tail_next - w->tail_count + i + TAIL_LINES) %
+		    TAIL_LINES]);
+	if (w->tail_count > 0)
+		last = w->tail[(w->tail_next - 1 + TAIL_LINES) % TAIL_LINES];
+	if (WIFEXITED(status))
+		snprintf(how, sizeof(how), "exited with status %d", WEXITSTATUS(status));
+	else
+		snprintf(how, sizeof(how), "was killed by signal %d", WTERMSIG(status));
+	idem_die(IDEM_EXIT_ENV, "worker %d %s%s, again after %d restarts; giving up%s%.200s",
+	    index, how, w->stepped ? "" : " before its first delivery", MAX_RESTARTS,
+	    *last ? "; its last words: " : "; it wrote nothing", last);
 }
 
 void
@@ -134,8 +167,7 @@ workers_reap(void)
 			    run.command[0]);
 		}
 		if (!run.workers[i].killed && ++run.workers[i].restarts > MAX_RESTARTS)
-			idem_die(IDEM_EXIT_ENV, "worker %d stopped on its own %d times; giving up", i,
-			    MAX_RESTARTS);
+			give_up(i, status);
 		workers_start(i);
 	}
 }

@@ -371,12 +371,8 @@ seed_revision(const struct idem_run *run, int allow_dirty, struct idem_git_revis
 	if (strcmp(sha, idem_run_seed(run, "sha256")) != 0)
 		idem_die(IDEM_EXIT_USAGE, "%s changed since the stream was made (SHA-256 %s, the "
 		    "stream says %s)", path, sha, idem_run_seed(run, "sha256"));
-	if (idem_git_revision(path, rev, &err) < 0)
+	if (idem_git_seed_ready(path, allow_dirty, rev, &err) < 0)
 		idem_die_error(&err);
-	if (rev->dirty && !allow_dirty)
-		idem_die(IDEM_EXIT_USAGE, "%s has changes not committed at %s: commit the seed first, "
-		    "or give --allow-dirty and the record will say so", path,
-		    *rev->commit ? rev->commit : "(no commit)");
 }
 
 /* One record: the handoff renders it with a few conveniences more. A

@@ -4,6 +4,7 @@
 #include <sys/types.h>
 #include <sys/wait.h>
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -15,12 +16,14 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "text.h"
 #include "child.h"
 
 #define GRACE_MS 1000		/* from SIGTERM (or the forwarded signal) to SIGKILL */
 #define SETTLE_MS 300		/* for the stages before a failed one to end */
 #define LEFT_MS 5000		/* for the processes of the run to end, at exit */
 
+static const char *keep_dir;	/* where each child's standard error is kept, or NULL */
 static int interrupted;		/* the first of SIGINT, SIGTERM, SIGHUP that came */
 static int signal_fd = -1;
 
@@ -74,6 +77,10 @@ child_line(struct child *c, const char *line, size_t len)
 
 	write_all(2, line, len);
 	write_all(2, "\n", 1);
+	if (c->log_fd >= 0) {
+		write_all(c->log_fd, line, len);
+		write_all(c->log_fd, "\n", 1);
+	}
 	if (len == 0)
 		return;
 	snprintf(c->last, sizeof(c->last), "%.*s", (int)len, line);
@@ -104,6 +111,9 @@ relay(struct child *c, int final)
 			c->partial_len = 0;
 			close(c->err_fd);
 			c->err_fd = -1;
+			if (c->log_fd >= 0)
+				close(c->log_fd);
+			c->log_fd = -1;
 			return;
 		}
 		if (n < 0)
@@ -126,12 +136,11 @@ relay(struct child *c, int final)
 /* In the child: its own process group, the signals as a program expects
  * them, and the command run by bash. */
 static void __attribute__((noreturn))
-exec_child(const char *command, int in_fd, int out_fd, int err_fd)
+exec_child(const char *text, int in_fd, int out_fd, int err_fd)
 {
 	static const int signals[] = { SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGCHLD };
 	int fds[3] = { in_fd, out_fd, err_fd }, fd;
 	sigset_t none;
-	char *text;
 	size_t i;
 
 	setpgid(0, 0);
@@ -151,10 +160,68 @@ exec_child(const char *command, int in_fd, int out_fd, int err_fd)
 	for (fd = 0; fd < 3; fd++)
 		if (dup2(fds[fd], fd) < 0)
 			_exit(126);
-	if (asprintf(&text, "exec %s", command) < 0)
-		_exit(126);
 	execl("/bin/bash", "bash", "-c", text, (char *)NULL);
 	_exit(127);
+}
+
+void
+child_keep_logs(const char *dir)
+{
+	keep_dir = dir;
+}
+
+/* The path of a file of keep_dir for a child: its name's words joined by
+ * one '-', what is not a letter, digit or '.' left out, then suffix. */
+static void
+kept_path(char *path, size_t size, const char *name, const char *suffix)
+{
+	char file[80];
+	size_t i, n = 0;
+
+	for (i = 0; name[i] != '\0' && n < sizeof(file) - 1; i++)
+		if (isalnum((unsigned char)name[i]) || name[i] == '.')
+			file[n++] = name[i];
+		else if ((name[i] == ' ' || name[i] == '-') && n > 0 && file[n - 1] != '-')
+			file[n++] = '-';
+	file[n] = '\0';
+	snprintf(path, size, "%s/%s%s", keep_dir, n ? file : "child", suffix);
+}
+
+/* The file that keeps a child's standard error, or -1. */
+static int
+open_log(const char *name)
+{
+	char path[512];
+	int fd;
+
+	if (keep_dir == NULL)
+		return -1;
+	kept_path(path, sizeof(path), name, ".stderr");
+	if ((fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600)) < 0)
+		idem_warn("%s:", path);
+	return fd;
+}
+
+/* The shell text a child runs: its command; with keep_dir, a child that
+ * reads the one before it keeps what it read in NAME.in.tsv, through a
+ * tee in its process group. */
+static char *
+shell_text(const struct child *c, int reads_stream)
+{
+	char path[512], *quoted, *text;
+	int rc;
+
+	if (keep_dir == NULL || !reads_stream) {
+		rc = asprintf(&text, "exec %s", c->command);
+	} else {
+		kept_path(path, sizeof(path), c->name, ".in.tsv");
+		quoted = idem_shell_quote(path);
+		rc = asprintf(&text, "exec %s < <(exec tee -- %s)", c->command, quoted);
+		free(quoted);
+	}
+	if (rc < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	return text;
 }
 
 /* Starts the children, each one's standard output into the next one's
@@ -164,6 +231,7 @@ static void
 start_children(struct child *c, int n, int out_fd)
 {
 	int in_fd, next_in, stdout_fd, pipe_fds[2], err_fds[2], i;
+	char *text;
 	pid_t pid;
 
 	if ((in_fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0)
@@ -179,17 +247,20 @@ start_children(struct child *c, int n, int out_fd)
 		}
 		if (pipe2(err_fds, O_CLOEXEC) < 0)
 			idem_die(IDEM_EXIT_ENV, "pipe:");
+		text = shell_text(&c[i], i > 0);
 		fflush(NULL);
 		if ((pid = fork()) < 0)
 			idem_die(IDEM_EXIT_ENV, "fork:");
 		if (pid == 0)
-			exec_child(c[i].command, in_fd, stdout_fd >= 0 ? stdout_fd : err_fds[1], err_fds[1]);
+			exec_child(text, in_fd, stdout_fd >= 0 ? stdout_fd : err_fds[1], err_fds[1]);
+		free(text);
 		setpgid(pid, pid);
 		close(err_fds[1]);
 		fcntl(err_fds[0], F_SETFL, O_NONBLOCK);
 		c[i].pid = pid;
 		c[i].ended = c[i].after_signal = 0;
 		c[i].err_fd = err_fds[0];
+		c[i].log_fd = open_log(c[i].name);
 		c[i].partial_len = 0;
 		c[i].last[0] = c[i].message[0] = '\0';
 		close(in_fd);

@@ -26,6 +26,7 @@ struct child {
 	int after_signal;	/* reaped after rehearse signalled it */
 	int may_find;		/* its exit 1 is a finding the record shows */
 	int err_fd;		/* its standard error, passed on line by line */
+	int log_fd;		/* and kept there (child_keep_logs), or -1 */
 	char partial[4096];	/* a line not yet ended */
 	size_t partial_len;
 	char last[1024];	/* its last line */
@@ -54,6 +55,11 @@ int child_run_pipeline(struct child *c, int n, int out_fd, enum on_interrupt mod
 /* Runs one command to its end; returns what child_run_pipeline does. */
 int child_run(struct child *c, const char *name, const char *command, int out_fd,
 	      enum on_interrupt mode);
+
+/* From now on each child's standard error is also kept in a file of dir,
+ * named after the child: NAME.stderr, a word of the name a word of the
+ * file name. */
+void child_keep_logs(const char *dir);
 
 /* The status a child's end calls for: its exit status, 128+N for signal N. */
 int child_status(const struct child *c);

@@ -31,12 +31,13 @@
 #include "text.h"
 #include "record.h"
 #include "yamljson.h"
+#include "git.h"
 #include "child.h"
 
 static const char synopsis[] =
 	"usage: rehearse [-d conninfo] [-w worker] [-s setup] [-k key]\n"
 	"                [-f allowed-signers] [-o dir] [-W cause=duration] [-c] [-K] [--draft]\n"
-	"                seed\n";
+	"                [--allow-dirty] seed\n";
 
 #define STAGES 5
 
@@ -64,28 +65,67 @@ stop_sandbox(void)
 
 	if (child_run(&stop, "idem-sandbox --purge stop", stop_command, null, CHILD_HOLD) >= 0) {
 		child_report_failure(&stop);
-		idem_warn("the sandbox is left in %s: stop it with idem-sandbox -D %s --purge stop",
-		    sandbox, sandbox);
+		idem_warn("the sandbox is left in %s: stop it with idem-sandbox -D %s --purge stop "
+		    "&& rmdir %s", sandbox, sandbox, work);
 		sandbox_kept = 1;
 	}
 	if (null >= 0)
 		close(null);
 }
 
+/* Whether path is dir or under it. */
+static int
+under(const char *path, const char *dir)
+{
+	size_t len = strlen(dir);
+
+	return len > 0 && strncmp(path, dir, len) == 0 && (path[len] == '\0' || path[len] == '/');
+}
+
+/* What the cleanup leaves of the scratch directory: the sandbox left
+ * running; with -K, the stream and each program's standard error too. */
+static int
+kept(const char *path)
+{
+	size_t len = strlen(work), name_len;
+	const char *name = path + len + 1;
+
+	if (strcmp(path, work) == 0)
+		return keep_sandbox || sandbox_kept;
+	if (sandbox_kept && under(path, sandbox))
+		return 1;
+	if (!keep_sandbox || !under(path, work) || strchr(name, '/') != NULL)
+		return 0;
+	name_len = strlen(name);
+	return (name_len > 4 && strcmp(name + name_len - 4, ".tsv") == 0) ||
+	    (name_len > 7 && strcmp(name + name_len - 7, ".stderr") == 0);
+}
+
 static int
 remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
-	size_t len = strlen(sandbox);
-
 	(void)st;
 	(void)flag;
 	(void)ftw;
-	if (sandbox_kept && len > 0 && strncmp(path, sandbox, len) == 0 &&
-	    (path[len] == '\0' || path[len] == '/'))
-		return 0;
-	if (remove(path) < 0 && errno != ENOENT && !(sandbox_kept && strcmp(path, work) == 0))
+	if (!kept(path) && remove(path) < 0 && errno != ENOENT)
 		idem_warn("%s:", path);
 	return 0;
+}
+
+/* With -K: where the scratch directory is, what it holds, and how to
+ * throw it away. */
+static void
+say_kept(void)
+{
+	int running = started_sandbox && access(sandbox, F_OK) == 0;
+
+	if (!keep_sandbox)
+		return;
+	fprintf(stderr, "rehearse: kept in %s: %sthe stream (stream.tsv), what each stage "
+	    "read (NAME.in.tsv) and each program's standard error (NAME.stderr); throw it away "
+	    "with: %s%s%srm -r %s\n", work,
+	    running ? "the sandbox (sandbox), " : "", running ? "idem-sandbox -D " : "",
+	    running ? sandbox : "", running ? " --purge stop && " : "", work);
 }
 
 /*
@@ -109,6 +149,7 @@ clean_up(void)
 	if (reaper)
 		child_wait_all();
 	nftw(work, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+	say_kept();
 	if ((sig = child_interrupted()) != 0) {
 		fflush(NULL);
 		signal(sig, SIG_DFL);
@@ -342,6 +383,7 @@ struct options {
 	char *throwaway_key, *throwaway_signers;	/* made when -k is not given */
 	int commit;
 	int draft;		/* --draft: seed-gen --draft, for a seed that is not ready */
+	int allow_dirty;	/* --allow-dirty: mkrecord's, for a seed not committed */
 };
 
 /* The shell text of the run's commands. */
@@ -366,6 +408,7 @@ parse_options(int argc, char *argv[], struct options *opt)
 		{ "keep-sandbox", no_argument, NULL, 'K' },
 		{ "wait", required_argument, NULL, 'W' },
 		{ "draft", no_argument, NULL, 'D' },
+		{ "allow-dirty", no_argument, NULL, 'A' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -386,6 +429,7 @@ parse_options(int argc, char *argv[], struct options *opt)
 		case 'K': keep_sandbox = 1; break;
 		case 'W': add_wait(&opt->waits, optarg); break;
 		case 'D': opt->draft = 1; break;
+		case 'A': opt->allow_dirty = 1; break;
 		case 'h': idem_usage(synopsis, 0);
 		case 'V': puts("rehearse " IDEM_VERSION); idem_close_stdout(); exit(0);
 		default: idem_usage(synopsis, IDEM_EXIT_USAGE);
@@ -398,11 +442,46 @@ parse_options(int argc, char *argv[], struct options *opt)
 	opt->seed_path = argv[optind];
 }
 
+/* The directory of -o: one mkrecord can write a record in, or make. */
+static void
+check_output_dir(const char *dir)
+{
+	char parent[PATH_MAX], *q_dir;
+	struct stat st;
+
+	if (stat(dir, &st) == 0) {
+		if (!S_ISDIR(st.st_mode))
+			idem_die(IDEM_EXIT_USAGE, "-o %s: not a directory", dir);
+		if (access(dir, W_OK | X_OK) < 0)
+			idem_die(IDEM_EXIT_ENV, "-o %s: no record can be written there:", dir);
+		return;
+	}
+	if (errno != ENOENT)
+		idem_die(IDEM_EXIT_ENV, "-o %s:", dir);
+	snprintf(parent, sizeof(parent), "%s", dir);
+	while (strlen(parent) > 1 && parent[strlen(parent) - 1] == '/')
+		parent[strlen(parent) - 1] = '\0';
+	if (strrchr(parent, '/') == NULL)
+		snprintf(parent, sizeof(parent), ".");
+	else if (strrchr(parent, '/') == parent)
+		parent[1] = '\0';
+	else
+		*strrchr(parent, '/') = '\0';
+	if (access(parent, W_OK | X_OK) == 0)
+		return;
+	q_dir = idem_shell_quote(dir);
+	idem_die(errno == ENOENT ? IDEM_EXIT_USAGE : IDEM_EXIT_ENV, "-o %s: %s%s; run: mkdir -p %s",
+	    dir, errno == ENOENT ? "no such directory, nor its parent " : "cannot be made in ", parent,
+	    q_dir);
+}
+
 /* The seed and the key, refused before anything runs; the worker the seed
  * names when -w does not. */
 static void
 load_inputs(struct options *opt, struct idem_seed *seed)
 {
+	struct idem_git_revision rev;
+	struct stat st;
 	struct idem_key probe;
 	struct idem_error err;
 	char missing[256];
@@ -412,6 +491,12 @@ load_inputs(struct options *opt, struct idem_seed *seed)
 	/* seed-gen would refuse it: before anything starts */
 	if (!opt->draft && !idem_seed_ready(seed, missing, sizeof(missing)))
 		idem_die(IDEM_EXIT_USAGE, "%s: not ready: %s", opt->seed_path, missing);
+	/* mkrecord would refuse it after the whole run; a named pipe is
+	 * read once, by seed-gen, and left to mkrecord */
+	if ((stat(opt->seed_path, &st) < 0 || S_ISREG(st.st_mode)) &&
+	    idem_git_seed_ready(opt->seed_path, opt->allow_dirty, &rev, &err) < 0)
+		idem_die_error(&err);
+	check_output_dir(opt->dir);
 	if (opt->key != NULL) {
 		if (idem_key_load(&probe, opt->key, &err) < 0)
 			idem_die_error(&err);
@@ -455,6 +540,8 @@ make_scratch(void)
 		idem_die_error(&err);
 	main_pid = getpid();
 	atexit(clean_up);
+	if (keep_sandbox)
+		child_keep_logs(work);
 	/* whatever the programs leave in TMPDIR goes with the scratch directory */
 	snprintf(tmp_dir, sizeof(tmp_dir), "%s/tmp", work);
 	if (mkdir(tmp_dir, 0700) < 0)
@@ -505,11 +592,13 @@ make_commands(const struct options *opt, struct commands *cmd)
 	q_pipeline = idem_shell_quote(cmd->pipeline);
 	snprintf(cmd->stream_path, sizeof(cmd->stream_path), "%s/stream.tsv", work);
 	q_stream = idem_shell_quote(cmd->stream_path);
-	if (asprintf(&cmd->record, "mkrecord -k %s -o %s%s%s -r %s < %s", q_key, q_dir,
-	    opt->commit ? " -c" : "", opt->waits ? opt->waits : "", q_pipeline, q_stream) < 0)
+	if (asprintf(&cmd->record, "mkrecord -k %s -o %s%s%s%s -r %s < %s", q_key, q_dir,
+	    opt->commit ? " -c" : "", opt->allow_dirty ? " --allow-dirty" : "",
+	    opt->waits ? opt->waits : "", q_pipeline, q_stream) < 0)
 		idem_die(IDEM_EXIT_ENV, "asprintf:");
-	fprintf(stderr, "+ %s | mkrecord -k %s -o %s%s%s\n", cmd->pipeline, q_key, q_dir,
-	    opt->commit ? " -c" : "", opt->waits ? opt->waits : "");
+	fprintf(stderr, "+ %s | mkrecord -k %s -o %s%s%s%s\n", cmd->pipeline, q_key, q_dir,
+	    opt->commit ? " -c" : "", opt->allow_dirty ? " --allow-dirty" : "",
+	    opt->waits ? opt->waits : "");
 	free(q_stream);
 	free(q_pipeline);
 	free(q_dir);
