@@ -192,20 +192,22 @@ static const struct {
 
 /*
  * The script that installs the run's schema: the sections of failpoint.sql
- * and the adapter's observe section. The point of after-commit only when
- * the run may arm it, and the triggers of the effect table (table and key
- * quoted; table NULL when it does not exist) only for the steps the run
- * may arm: an unarmed point costs the writer nothing.
+ * and the adapter's observe and hold-lease sections. The point of
+ * after-commit only when the run may arm it, and the triggers of the
+ * effect table (table and key quoted; table NULL when it does not exist)
+ * only for the steps the run may arm: an unarmed point costs the writer
+ * nothing.
  */
 static char *
 install_sql(PGconn *conn, const struct idem_queue *q, const char *table, const char *key,
 	    unsigned steps)
 {
 	static const char *const queue_part[] = { "schema", "hold", "acking", "acking_published",
-		"delivered", "ledger-deliveries" }, *const table_part[] = { "before_write",
+		"delivered", "touched", "ledger-deliveries" }, *const table_part[] = { "before_write",
 		"record_write", "before_commit", "ledger-trigger" };
 	struct fill fills[NNUMBERS + 4];
-	char text[NNUMBERS][16], *sql = NULL, *observe, *after_commit = NULL, *wrote = NULL;
+	char text[NNUMBERS][16], *sql = NULL, *observe, *hold_lease, *after_commit = NULL;
+	char *wrote = NULL;
 	size_t len = 0, i, n;
 	FILE *f;
 
@@ -227,6 +229,8 @@ install_sql(PGconn *conn, const struct idem_queue *q, const char *table, const c
 		put_section(f, conn, queue_part[i], fills, n);
 	if ((observe = idem_queue_sql(q, conn, "observe")) != NULL)
 		fprintf(f, "%s\n", observe);
+	if ((hold_lease = idem_queue_sql(q, conn, "hold-lease")) != NULL)
+		fprintf(f, "%s\n", hold_lease);
 	for (i = 0; table != NULL && i < sizeof(table_part) / sizeof(table_part[0]); i++)
 		put_section(f, conn, table_part[i], fills, n);
 	if (table != NULL && (steps & 1u << IDEM_FAILPOINT_BEFORE_WRITE))
@@ -236,6 +240,7 @@ install_sql(PGconn *conn, const struct idem_queue *q, const char *table, const c
 	if (fclose(f) != 0)
 		idem_die(IDEM_EXIT_ENV, "open_memstream:");
 	free(observe);
+	free(hold_lease);
 	free(after_commit);
 	free(wrote);
 	return sql;

@@ -55,6 +55,18 @@ CREATE UNLOGGED TABLE idem_run.ack (
 CREATE INDEX ON idem_run.ack (msg_id);
 -- the acks are counted from the last count's horizon on
 CREATE INDEX ON idem_run.ack (xid);
+-- the messages whose leases the plan holds: a delivery of one keeps its
+-- lease until kill-at ends it (the adapter's hold-lease and expire
+-- sections)
+CREATE UNLOGGED TABLE idem_run.leased (msg_id text PRIMARY KEY);
+-- the statements on the queue's table, by server process, while kill-at
+-- watches for the end of an attempt released from a stall (a row in
+-- watch): its ack, or its next fetch
+CREATE UNLOGGED TABLE idem_run.watch (since timestamptz NOT NULL);
+CREATE UNLOGGED TABLE idem_run.touch (
+	backend_pid integer NOT NULL DEFAULT pg_backend_pid(),
+	at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
 
 -- a session at an armed point takes a slot for its transaction (the
 -- last, shared, when every other is taken) and waits on the slot's gate
@@ -110,6 +122,16 @@ BEGIN
 	IF EXISTS (SELECT FROM idem.published WHERE kind = $1 AND msg_id = $2) THEN
 		INSERT INTO idem_run.delivery (msg_id, attempt) VALUES ($2, $3);
 	END IF;
+END
+
+-- a statement on the queue's table, of any rows or none, which the
+-- adapter's observe section reports: kept only while kill-at watches
+-- @function touched() RETURNS trigger
+BEGIN
+	IF EXISTS (SELECT FROM idem_run.watch) THEN
+		INSERT INTO idem_run.touch DEFAULT VALUES;
+	END IF;
+	RETURN NULL;
 END
 
 -- the deliveries of the queues whose tables keep none, as the adapters'

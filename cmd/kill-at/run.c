@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "run.h"
+#include "lease.h"
 #include "text.h"
 
 struct run run;
@@ -37,6 +38,7 @@ kill_point_reached(struct kill_point *kp, int worker, pid_t pid, const char *msg
 	kp->killed_at = db_now();
 	kp->msg_id = msg_id ? idem_estrdup(msg_id) : NULL;
 	kp->observed = observed;
+	lease_killed(worker, pid, msg_id, kp->plan->job_id, kp->plan->attempt);
 }
 
 void

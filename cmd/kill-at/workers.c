@@ -9,6 +9,7 @@
 
 #include "run.h"
 #include "workers.h"
+#include "lease.h"
 #include "pg.h"
 #include "text.h"
 
@@ -157,6 +158,7 @@ workers_reap(void)
 		workers_read(i, 1);
 		if (!run.workers[i].killed)
 			note_end(i, pid, status);
+		leases_worker_gone(i, run.workers[i].killed);
 		child_ended(&run.workers[i], run.watchdog_fd);
 		tell_vendor();
 		if (run.stopping)

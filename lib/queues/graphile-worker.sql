@@ -70,16 +70,29 @@ $$;
 CREATE TRIGGER idem_run_ack AFTER DELETE ON graphile_worker._private_jobs
 FOR EACH ROW WHEN (OLD.locked_at IS NOT NULL)
 EXECUTE FUNCTION idem_run.graphile_ack();
+CREATE TRIGGER idem_run_touch AFTER UPDATE OR DELETE ON graphile_worker._private_jobs
+FOR EACH STATEMENT EXECUTE FUNCTION idem_run.touched();
 
 -- @rescue
 -- graphile-worker's own release of stale locks (resetLockedAt), after the
--- seed's visibility timeout ($1, milliseconds) instead of 4 hours
+-- seed's visibility timeout ($1, milliseconds) instead of 4 hours; the
+-- lock is the lease, so the messages in idem_run.leased, whose leases
+-- kill-at ends (expire), are passed over: no hold-lease section
 UPDATE graphile_worker._private_jobs j
 SET locked_at = NULL, locked_by = NULL, run_at = greatest(j.run_at, now())
 FROM graphile_worker._private_tasks t
 WHERE t.id = j.task_id AND t.identifier = :'queue'
   AND j.locked_at < now() - $1::bigint * interval '1 millisecond'
+  AND NOT EXISTS (SELECT FROM idem_run.leased l WHERE l.msg_id = j.id::text)
 RETURNING j.id::text
+
+-- @expire
+-- the lease of the deliveries $1 ends now: their locks released, as the
+-- rescue does
+UPDATE graphile_worker._private_jobs
+SET locked_at = NULL, locked_by = NULL, run_at = greatest(run_at, now())
+WHERE id = ANY ($1::text[]::bigint[]) AND locked_at IS NOT NULL
+RETURNING id::text
 
 -- @deliveries
 -- from the run's own rows, which the triggers of observe keep

@@ -45,6 +45,30 @@ $$;
 CREATE TRIGGER idem_run_ack BEFORE UPDATE OF acked_at ON idem.message FOR EACH ROW
 WHEN (OLD.acked_at IS NULL AND NEW.acked_at IS NOT NULL AND OLD.queue = :'queue')
 EXECUTE FUNCTION idem_run.idem_ack();
+CREATE TRIGGER idem_run_touch AFTER UPDATE ON idem.message
+FOR EACH STATEMENT EXECUTE FUNCTION idem_run.touched();
+
+-- @hold-lease
+-- a delivery of a message in idem_run.leased is hidden until kill-at ends
+-- its lease, not until now() + the worker's visibility timeout
+CREATE FUNCTION idem_run.idem_hold_lease() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+	IF EXISTS (SELECT FROM idem_run.leased WHERE msg_id = NEW.msg_id::text) THEN
+		NEW.visible_at := 'infinity';
+	END IF;
+	RETURN NEW;
+END
+$$;
+CREATE TRIGGER idem_run_hold_lease BEFORE UPDATE OF read_ct ON idem.message FOR EACH ROW
+WHEN (NEW.read_ct > OLD.read_ct AND OLD.queue = :'queue')
+EXECUTE FUNCTION idem_run.idem_hold_lease();
+
+-- @expire
+-- the lease of the deliveries $1 ends now: the queue delivers them again
+UPDATE idem.message SET visible_at = clock_timestamp()
+WHERE msg_id = ANY ($1::text[]::bigint[]) AND acked_at IS NULL AND read_ct > 0
+RETURNING msg_id::text
 
 -- @deliveries
 SELECT d.msg_id::text, m.job_id, m.business_key, d.read_ct,

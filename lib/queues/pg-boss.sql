@@ -79,6 +79,33 @@ $$;
 CREATE TRIGGER idem_run_ack AFTER UPDATE OF state ON pgboss.job FOR EACH ROW
 WHEN (NEW.name = :'queue' AND NEW.state = 'completed' AND OLD.state = 'active')
 EXECUTE FUNCTION idem_run.pgboss_ack();
+CREATE TRIGGER idem_run_touch AFTER UPDATE ON pgboss.job
+FOR EACH STATEMENT EXECUTE FUNCTION idem_run.touched();
+
+-- @hold-lease
+-- a delivery of a message in idem_run.leased expires in a day, not after
+-- the seed's visibility timeout: in the row fetch returns, for pg-boss's
+-- worker times its handler out after expire_in on its own (a day, for a
+-- Node timer waits at most 24 days); kill-at ends the lease (expire)
+CREATE FUNCTION idem_run.pgboss_hold_lease() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+	IF EXISTS (SELECT FROM idem_run.leased WHERE msg_id = NEW.id::text) THEN
+		NEW.expire_in := interval '1 day';
+	END IF;
+	RETURN NEW;
+END
+$$;
+CREATE TRIGGER idem_run_hold_lease BEFORE UPDATE OF state ON pgboss.job FOR EACH ROW
+WHEN (NEW.name = :'queue' AND NEW.state = 'active' AND OLD.state < 'active')
+EXECUTE FUNCTION idem_run.pgboss_hold_lease();
+
+-- @expire
+-- the lease of the deliveries $1 has run out; the rescue that follows
+-- fails them by timeout, as pg-boss's own expiry would
+UPDATE pgboss.job SET expire_in = interval '0'
+WHERE name = :'queue' AND id = ANY ($1::text[]::uuid[]) AND state = 'active'
+RETURNING id::text
 
 -- @rescue
 -- pg-boss's own expiry (failJobsByTimeout, without the dead letter), run
