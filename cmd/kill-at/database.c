@@ -6,6 +6,7 @@
 
 #include "run.h"
 #include "database.h"
+#include "stall.h"
 #include "workers.h"
 
 static const char DATABASE[] = "database";
@@ -23,10 +24,8 @@ database_remove(void)
 	run.fp = NULL;
 }
 
-/* The database point of a step and key, when the database sees the step:
- * after-commit always, the others when the effect table has its ledger. */
-static int
-arm(const char *step_name, const char *business_key)
+int
+database_arm(const char *step_name, const char *business_key)
 {
 	int step = idem_failpoint_step(step_name), id;
 	struct idem_error err;
@@ -49,10 +48,11 @@ database_install(void)
 		idem_die_error(&err);
 	atexit(database_remove);
 	for (i = 0; i < run.plan.nkills; i++)
-		run.kills[i].armed = arm(run.kills[i].plan->step,
+		run.kills[i].armed = database_arm(run.kills[i].plan->step,
 		    idem_plan_job(&run.plan, run.kills[i].plan->job_id)->business_key);
 	for (i = 0; i < run.plan.nraces; i++)
-		run.races[i].armed = arm(run.races[i].plan->step, run.races[i].plan->business_key);
+		run.races[i].armed = database_arm(run.races[i].plan->step,
+		    run.races[i].plan->business_key);
 }
 
 void
@@ -86,8 +86,8 @@ database_watch_sessions(void)
 	free(s);
 }
 
-static void
-pass_slot(int slot)
+void
+database_pass(int slot)
 {
 	struct idem_error err;
 
@@ -152,7 +152,7 @@ hold_for_race(struct race *race, const struct idem_failpoint_waiter *w,
 	}
 	record_step(first->worker, first->pid, race->plan->step, first->job_id, first->attempt,
 	    "release", DATABASE);
-	pass_slot(first->slot);
+	database_pass(first->slot);
 	race->db_first = first;
 	race->db_second = new_hold(w, s, d);
 	race->db_held = NULL;
@@ -194,7 +194,7 @@ handle_waiter(const struct idem_failpoint_waiter *w)
 	int *same;
 
 	if (key == NULL || step == NULL) {
-		pass_slot(w->slot);
+		database_pass(w->slot);
 		return;
 	}
 	same = idem_peer_backends(&run.sessions, s->worker, &nsame);
@@ -208,6 +208,10 @@ handle_waiter(const struct idem_failpoint_waiter *w)
 		kill_held(kp, w, s, &d);
 		goto out;
 	}
+	if (w->step != IDEM_FAILPOINT_ACK_IN_EFFECT && stall_reached(step, job, d.attempt,
+	    &(struct held){ .observed = DATABASE, .slot = w->slot, .backend_pid =
+	    w->session.backend_pid, .worker = s->worker, .pid = s->pid, .msg_id = d.msg_id }))
+		goto out;
 	for (i = 0; i < run.plan.nraces; i++) {
 		struct race *race = &run.races[i];
 
@@ -216,7 +220,7 @@ handle_waiter(const struct idem_failpoint_waiter *w)
 			goto out;
 	}
 	record_step(s->worker, s->pid, step, job, d.attempt, "go", DATABASE);
-	pass_slot(w->slot);
+	database_pass(w->slot);
 out:
 	free(d.job_id);
 	free(d.msg_id);
@@ -256,7 +260,7 @@ release_races(void)
 			continue;
 		record_step(second->worker, second->pid, race->plan->step, second->job_id, second->attempt,
 		    "release", DATABASE);
-		pass_slot(second->slot);
+		database_pass(second->slot);
 		free_hold(race->db_first);
 		free_hold(second);
 		race->db_first = race->db_second = NULL;
@@ -276,7 +280,8 @@ database_watch(void)
 	if (idem_failpoint_waiters(run.fp, &w, &n, &err) < 0)
 		idem_die_error(&err);
 	for (i = 0; i < n; i++)
-		if (!held_by_race(w[i].session.backend_pid))
+		if (!held_by_race(w[i].session.backend_pid) &&
+		    !stall_holds_backend(w[i].session.backend_pid))
 			handle_waiter(&w[i]);
 	free(w);
 	release_races();

@@ -10,6 +10,12 @@
 void database_install(void);
 /* Removes them, on every way out; the workers are killed first. */
 void database_remove(void);
+/* The database point of a step and key, when the database sees the step:
+ * after-commit always, the others when the effect table has its ledger;
+ * else -1. */
+int database_arm(const char *step_name, const char *business_key);
+/* Lets the session held in a slot go on. */
+void database_pass(int slot);
 /* A kill point fired or a race met: its point is disarmed when nothing
  * else needs it. */
 void database_disarm(int armed);

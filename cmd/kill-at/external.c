@@ -5,6 +5,7 @@
 #include "run.h"
 #include "database.h"
 #include "external.h"
+#include "stall.h"
 #include "workers.h"
 
 static const char VENDOR[] = "vendor";
@@ -37,7 +38,11 @@ handle_vendor_call(const struct idem_vendor_held *h)
 	free(same);
 	if (d.job_id != NULL)
 		kp = kill_for("external-call", d.job_id, d.attempt);
-	if (kp == NULL) {
+	if (kp == NULL && d.job_id != NULL && stall_reached("external-call", d.job_id, d.attempt,
+	    &(struct held){ .observed = VENDOR, .call = h->id, .worker = h->worker, .pid = h->pid,
+	    .msg_id = d.msg_id })) {
+		/* held: the redelivered attempt's call finds the key armed no more */
+	} else if (kp == NULL) {
 		record_step(h->worker, h->pid, "external-call", d.job_id ? d.job_id : "", d.attempt,
 		    "go", VENDOR);
 		idem_vendor_release(run.vendor, h->id, 0);
@@ -64,7 +69,8 @@ external_watch(void)
 	if (n > 0)
 		database_watch_sessions();
 	for (i = 0; i < n; i++) {
-		handle_vendor_call(&held[i]);
+		if (!stall_holds_call(held[i].id))
+			handle_vendor_call(&held[i]);
 		free(held[i].business_key);
 	}
 }

@@ -18,6 +18,8 @@
 #include "run.h"
 #include "database.h"
 #include "external.h"
+#include "lease.h"
+#include "stall.h"
 #include "options.h"
 #include "socket.h"
 #include "workers.h"
@@ -26,7 +28,8 @@
 #include "text.h"
 
 #define CHECK_EVERY_US 20000
-#define RESCUE_EVERY 5			/* checks between two rescues of the queue's own */
+#define RESCUE_EVERY 5
+#define BOUND_US 20000000		/* the longest wait for an event of the plan */			/* checks between two rescues of the queue's own */
 
 /* The plan, and what becomes of each kill point and race, none yet. */
 static void
@@ -88,12 +91,19 @@ read_stream(struct options *o)
 		idem_die(IDEM_EXIT_ENV, "holding the stream:");
 	choose_command(o);
 	make_plan(o);
-	run.nworkers = o->nworkers ? o->nworkers : run.plan.nraces > 0 ? 2 : 1;
+	/* one more for the races, which hold one while the other comes, and
+	 * one more for the stalls, which hold one while another takes the
+	 * job again */
+	run.nworkers = o->nworkers ? o->nworkers :
+	    1 + (run.plan.nraces > 0) + (run.plan.nstalls > 0);
 	if (run.plan.nraces > 0 && run.nworkers < 2)
 		idem_die(IDEM_EXIT_USAGE, "-n %d: a race needs two workers", run.nworkers);
+	if (run.plan.nstalls > 0 && run.nworkers < 2)
+		idem_die(IDEM_EXIT_USAGE, "-n %d: a stall needs two workers", run.nworkers);
 	if (o->deadline_ms < 0)
 		o->deadline_ms = 30000 + 3 * run.plan.visibility_timeout_ms *
 		    (run.plan.max_attempts ? run.plan.max_attempts : 5);
+	run.bound_us = BOUND_US;
 	return hold;
 }
 
@@ -169,7 +179,7 @@ all_fired(void)
 	for (i = 0; i < run.plan.nraces; i++)
 		if (!run.races[i].done)
 			return 0;
-	return 1;
+	return stalls_done();
 }
 
 /* Every msg_id of the stream, as a PostgreSQL array of texts. */
@@ -262,6 +272,8 @@ report_deadline(const char *ids)
 		    PQgetvalue(res, (int)i, 0), PQgetvalue(res, (int)i, 1),
 		    PQgetvalue(res, (int)i, 2), PQgetvalue(res, (int)i, 3));
 	PQclear(res);
+	if (!run.in_baseline)
+		leases_bound();
 	for (i = 0; !run.in_baseline && i < run.plan.nkills; i++)
 		if (!run.kills[i].fired)
 			idem_warn("deadline: step %s of job %s, attempt %lld, never reached (scenario %s)",
@@ -286,6 +298,10 @@ conduct(long long deadline_us)
 
 	if (idem_failpoint_watch_acks(run.fp, ids, &err) < 0)
 		idem_die_error(&err);
+	if (!run.in_baseline) {
+		leases_hold_copies();
+		stalls_hold_back();
+	}
 	for (i = 0; i < run.nworkers; i++)
 		workers_start(i);
 	while (rc < 0) {
@@ -294,6 +310,9 @@ conduct(long long deadline_us)
 		if (idem_now_us() >= next_check) {
 			next_check = idem_now_us() + CHECK_EVERY_US;
 			database_watch();
+			if (!run.in_baseline)
+				stalls_watch();
+			leases_watch();
 			if (++checks % RESCUE_EVERY == 0 &&
 			    idem_failpoint_rescue(run.fp, run.plan.visibility_timeout_ms, &err) < 0)
 				idem_die_error(&err);
@@ -304,6 +323,8 @@ conduct(long long deadline_us)
 		}
 	}
 	free(fds);
+	if (!run.in_baseline)
+		stalls_end();
 	/* a held session is terminated before its worker goes: let go, a dead
 	 * client's transaction would commit */
 	if (idem_failpoint_terminate_all(run.fp, &err) < 0)
@@ -388,7 +409,8 @@ write_calls(void)
 		idem_die(IDEM_EXIT_ENV, "holding the rows:");
 }
 
-/* The missed rows: every kill point and race the run did not reach. */
+/* The missed rows: every kill point, race and stall the run did not
+ * reach. */
 static void
 write_missed(void)
 {
@@ -404,6 +426,8 @@ write_missed(void)
 		    run.races[i].plan->scenario, run.races[i].plan->business_key, 0,
 		    run.races[i].plan->step) < 0)
 			idem_die(IDEM_EXIT_ENV, "holding the rows:");
+	if (stalls_write(run.out, 1) < 0)
+		idem_die(IDEM_EXIT_ENV, "holding the rows:");
 }
 
 static int
@@ -455,6 +479,8 @@ write_evidence(void)
 	}
 	if (idem_evidence_write(ev, run.conn, run.out, &err) < 0)
 		idem_die_error(&err);
+	if (leases_write(run.out) < 0 || stalls_write(run.out, 0) < 0)
+		idem_die(IDEM_EXIT_ENV, "holding the rows:");
 	write_calls();
 	/* after a failed baseline no fault was tried, so none was missed */
 	if (run.base.result != IDEM_BASELINE_FAILED)
@@ -508,6 +534,8 @@ free_all(struct options *o)
 		free(run.kills[i].msg_id);
 	free(run.kills);
 	database_free();
+	leases_free();
+	stalls_free();
 	free(run.races);
 	idem_plan_free(&run.plan);
 	idem_peer_sessions_free(&run.sessions);
@@ -533,7 +561,9 @@ main(int argc, char *argv[])
 	connect_sandbox(o.conninfo);
 	setup_signals();
 	database_install();
+	leases_install();
 	external_start();
+	stalls_arm();
 	socket_listen();
 	workers_watchdog();
 	/* -1: the baseline was the whole run */

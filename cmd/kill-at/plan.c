@@ -75,10 +75,13 @@ scenario_row(struct idem_plan *p, const struct idem_tsv_reader *r)
 	p->scenario_names = idem_ereallocarray(p->scenario_names, n + 1, sizeof(char *));
 	p->scenario_faults = idem_ereallocarray(p->scenario_faults, n + 1, sizeof(char *));
 	p->scenario_steps = idem_ereallocarray(p->scenario_steps, n + 1, sizeof(char *));
+	p->scenario_untils = idem_ereallocarray(p->scenario_untils, n + 1, sizeof(char *));
 	p->scenario_attempts = idem_ereallocarray(p->scenario_attempts, n + 1, sizeof(long long));
 	p->scenario_names[n] = idem_estrdup(r->fields[SCENARIO_NAME]);
 	p->scenario_faults[n] = idem_estrdup(r->fields[SCENARIO_FAULT]);
 	p->scenario_steps[n] = r->fields[SCENARIO_STEP] ? idem_estrdup(r->fields[SCENARIO_STEP]) : NULL;
+	p->scenario_untils[n] = r->fields[SCENARIO_UNTIL] ? idem_estrdup(r->fields[SCENARIO_UNTIL]) :
+	    NULL;
 	p->scenario_attempts[n] = idem_tsv_number(r, SCENARIO_ATTEMPT, 0);
 	p->nscenarios++;
 }
@@ -96,6 +99,15 @@ job_row(struct idem_plan *p, const struct idem_tsv_reader *r)
 	job->copies = 0;
 	idem_map_put(&p->job_index, job->id, p->njobs);
 	p->njobs++;
+}
+
+static void
+planned_msg(struct idem_plan *p, size_t job, const struct idem_tsv_reader *r)
+{
+	p->planned = idem_ereallocarray(p->planned, p->nplanned + 1, sizeof(*p->planned));
+	p->planned[p->nplanned++] = (struct idem_plan_msg){ idem_estrdup(r->fields[PUBLISH_MSG_ID]),
+	    job, idem_tsv_number(r, PUBLISH_COPY, 0) };
+	p->jobs[job].copies++;
 }
 
 int
@@ -143,7 +155,7 @@ idem_plan_read(struct idem_plan *p, FILE *in, const char *name, FILE *hold,
 			idem_text_array_add(&p->msgs, r.fields[PUBLISH_MSG_ID]);
 			idem_baseline_message(base, r.fields[PUBLISH_JOB_ID], r.fields[PUBLISH_MSG_ID]);
 			if ((i = idem_map_get(&p->job_index, r.fields[PUBLISH_JOB_ID])) != IDEM_MAP_NONE)
-				p->jobs[i].copies++;
+				planned_msg(p, i, &r);
 			break;
 		default:
 			break;
@@ -196,6 +208,16 @@ add_race(struct idem_plan *p, const char *scenario, const char *business_key, co
 	p->races[p->nraces].business_key = idem_estrdup(business_key);
 	p->races[p->nraces].step = idem_estrdup(step);
 	p->nraces++;
+}
+
+static void
+add_stall(struct idem_plan *p, size_t s, const char *job_id)
+{
+	p->stalls = idem_ereallocarray(p->stalls, p->nstalls + 1, sizeof(*p->stalls));
+	p->stalls[p->nstalls++] = (struct idem_plan_stall){ idem_estrdup(p->scenario_names[s]),
+	    idem_estrdup(p->scenario_steps[s]), idem_estrdup(job_id),
+	    p->scenario_untils[s] ? idem_estrdup(p->scenario_untils[s]) : NULL,
+	    p->scenario_attempts[s] ? p->scenario_attempts[s] : 1 };
 }
 
 static void
@@ -268,6 +290,8 @@ idem_plan_make(struct idem_plan *p, char *const *kill_options, size_t nkill_opti
 		else if (strcmp(p->scenario_faults[s], "race") == 0)
 			add_race(p, p->scenario_names[s], p->jobs[i].business_key,
 			    race_step ? race_step : p->scenario_steps[s]);
+		else if (strcmp(p->scenario_faults[s], "stall") == 0)
+			add_stall(p, (size_t)s, p->jobs[i].id);
 	}
 	/* -r with no race scenario: race every key that has two deliveries */
 	for (i = 0; race_step != NULL && p->nraces == 0 && i < p->njobs; i++)
@@ -289,6 +313,11 @@ idem_plan_database_steps(const struct idem_plan *p)
 		steps |= 1u << idem_failpoint_step(p->kills[i].step);
 	for (i = 0; i < p->nraces; i++)
 		steps |= 1u << idem_failpoint_step(p->races[i].step);
+	for (i = 0; i < p->nstalls; i++) {
+		steps |= 1u << idem_failpoint_step(p->stalls[i].step);
+		if (p->stalls[i].until != NULL)
+			steps |= 1u << idem_failpoint_step(p->stalls[i].until);
+	}
 	return steps;
 }
 
@@ -303,13 +332,15 @@ idem_plan_tell_baseline(const struct idem_plan *p, struct idem_baseline *base)
 		idem_baseline_fault_key(base, p->races[i].business_key);
 	for (i = 0; i < p->nfaults; i++)
 		idem_baseline_fault_key(base, p->faults[i].business_key);
+	for (i = 0; i < p->nstalls; i++)
+		idem_baseline_fault_job(base, p->stalls[i].job_id);
 }
 
 void
 idem_plan_steps(const struct idem_plan *p, const char ***names, const char ***job_ids,
 		size_t *n)
 {
-	size_t most = p->nkills + 2 * p->njobs + 1, i, r;
+	size_t most = p->nkills + 3 * p->nstalls + 2 * p->njobs + 1, i, r;
 	struct idem_map race_of;	/* business key: its race */
 
 	*names = idem_ereallocarray(NULL, most, sizeof(**names));
@@ -318,6 +349,18 @@ idem_plan_steps(const struct idem_plan *p, const char ***names, const char ***jo
 	for (i = 0; i < p->nkills; i++) {
 		(*names)[*n] = p->kills[i].step;
 		(*job_ids)[(*n)++] = p->kills[i].job_id;
+	}
+	/* a stall's step, the step its redelivered attempt runs to, and the
+	 * acked step that ends each of its attempts */
+	for (i = 0; i < p->nstalls; i++) {
+		(*names)[*n] = p->stalls[i].step;
+		(*job_ids)[(*n)++] = p->stalls[i].job_id;
+		if (p->stalls[i].until != NULL) {
+			(*names)[*n] = p->stalls[i].until;
+			(*job_ids)[(*n)++] = p->stalls[i].job_id;
+		}
+		(*names)[*n] = "acked";
+		(*job_ids)[(*n)++] = p->stalls[i].job_id;
 	}
 	idem_map_init(&race_of);
 	for (i = 0; i < p->nraces; i++)
@@ -346,6 +389,7 @@ idem_plan_free(struct idem_plan *p)
 	idem_free_list(p->scenario_names, p->nscenarios);
 	idem_free_list(p->scenario_faults, p->nscenarios);
 	idem_free_list(p->scenario_steps, p->nscenarios);
+	idem_free_list(p->scenario_untils, p->nscenarios);
 	free(p->scenario_attempts);
 	for (i = 0; i < p->njobs; i++) {
 		free(p->jobs[i].id);
@@ -354,6 +398,9 @@ idem_plan_free(struct idem_plan *p)
 	free(p->jobs);
 	idem_map_free(&p->job_index);
 	free(p->msgs.text);
+	for (i = 0; i < p->nplanned; i++)
+		free(p->planned[i].msg_id);
+	free(p->planned);
 	for (i = 0; i < p->nkills; i++) {
 		free(p->kills[i].scenario);
 		free(p->kills[i].step);
@@ -367,6 +414,13 @@ idem_plan_free(struct idem_plan *p)
 		free(p->races[i].step);
 	}
 	free(p->races);
+	for (i = 0; i < p->nstalls; i++) {
+		free(p->stalls[i].scenario);
+		free(p->stalls[i].step);
+		free(p->stalls[i].job_id);
+		free(p->stalls[i].until);
+	}
+	free(p->stalls);
 	for (i = 0; i < p->nfaults; i++)
 		free(p->faults[i].business_key);
 	free(p->faults);

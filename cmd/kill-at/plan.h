@@ -21,10 +21,24 @@ struct idem_plan_job {
 	long long copies;		/* messages published for it */
 };
 
+/* A message of a job the plan keeps: its lease is the plan's. */
+struct idem_plan_msg {
+	char *msg_id;
+	size_t job;			/* its job's index */
+	long long copy;
+};
+
 struct idem_plan_kill {
 	char *scenario, *step, *job_id;
 	long long attempt;
 	size_t next;			/* the job's next kill point, or IDEM_MAP_NONE */
+};
+
+/* An attempt to hold alive at a step while its lease expires, until the
+ * redelivered attempt is acked or reaches until (NULL: its ack). */
+struct idem_plan_stall {
+	char *scenario, *step, *job_id, *until;
+	long long attempt;
 };
 
 struct idem_plan_race {
@@ -50,7 +64,7 @@ struct idem_plan {
 	char *external_name, *external_key_fields;
 	int honours_idempotency_key;
 	/* the scenario rows */
-	char **scenario_names, **scenario_faults, **scenario_steps;
+	char **scenario_names, **scenario_faults, **scenario_steps, **scenario_untils;
 	long long *scenario_attempts;
 	size_t nscenarios;
 	/* the jobs in a scenario or named by -k (every job when all_jobs) */
@@ -58,12 +72,16 @@ struct idem_plan {
 	size_t njobs;
 	struct idem_map job_index;	/* job id: its index */
 	struct idem_text_array msgs;	/* every msg_id */
+	struct idem_plan_msg *planned;	/* the messages of the jobs kept */
+	size_t nplanned;
 	/* made from them */
 	struct idem_plan_kill *kills;
 	size_t nkills;
 	struct idem_map kill_index;	/* job id: its first kill point */
 	struct idem_plan_race *races;
 	size_t nraces;
+	struct idem_plan_stall *stalls;
+	size_t nstalls;
 	struct idem_plan_fault *faults;
 	size_t nfaults;
 };
@@ -80,13 +98,13 @@ int idem_plan_read(struct idem_plan *p, FILE *in, const char *name, FILE *hold,
 		   char *const *kill_options, size_t nkill_options, int all_jobs,
 		   struct idem_baseline *base, struct idem_error *err);
 
-/* The kill points and races: the stream's scenarios, then -r (race_step,
+/* The kill points, races and stalls: the stream's scenarios, then -r (race_step,
  * or NULL) and the -k options. -1 with err set (IDEM_EXIT_USAGE) on a bad
  * option. */
 int idem_plan_make(struct idem_plan *p, char *const *kill_options, size_t nkill_options,
 		   const char *race_step, struct idem_error *err);
 
-/* The steps of idem-step(7) that the kill points and races use, as a
+/* The steps of idem-step(7) that the kill points, races and stalls use, as a
  * mask of 1 << idem_failpoint_step(step): the database points to install. */
 unsigned idem_plan_database_steps(const struct idem_plan *p);
 
@@ -98,8 +116,9 @@ void idem_plan_tell_baseline(const struct idem_plan *p, struct idem_baseline *ba
 const struct idem_plan_job *idem_plan_job(const struct idem_plan *p, const char *id);
 
 /* The steps a worker may be stopped at, for idem-step(7)'s plan: each kill
- * point's, and for every job of a raced key the race's step and the acked
- * step that ends its attempt. The arrays are the caller's to free; their
+ * point's; for every job of a raced key the race's step and the acked
+ * step that ends its attempt; for a stalled job, its stall's step and
+ * until step, and the acked step. The arrays are the caller's to free; their
  * texts are the plan's. */
 void idem_plan_steps(const struct idem_plan *p, const char ***names, const char ***job_ids,
 		     size_t *n);

@@ -89,6 +89,7 @@ extern struct run {
 	size_t nclients;
 	struct idem_evidence *ev;	/* the steps, kills and lines seen */
 	int stopping;
+	long long bound_us;		/* the longest wait for an event of the plan */
 	/* the database's side */
 	struct idem_failpoint *fp;
 	struct idem_peer_sessions sessions;	/* the worker owning each */

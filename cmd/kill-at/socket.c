@@ -8,6 +8,7 @@
 #include "run.h"
 #include "database.h"
 #include "socket.h"
+#include "stall.h"
 #include "workers.h"
 
 static const char SOCKET[] = "socket";
@@ -149,10 +150,17 @@ handle_step(size_t ci, const struct idem_step_line *l)
 	}
 	if ((race = race_for(l->job_id, l->name)) != NULL && meet(race, ci, l))
 		return;
+	if (stall_reached(l->name, l->job_id, l->attempt, &(struct held){ .observed = SOCKET,
+	    .client = ci, .worker = c->worker, .pid = c->peer.pid })) {
+		c->held = 1;
+		return;
+	}
 	record_step(c->worker, c->peer.pid, l->name, l->job_id, l->attempt, "go", SOCKET);
 	idem_step_go(&c->peer);
-	if (strcmp(l->name, "acked") == 0)
+	if (strcmp(l->name, "acked") == 0) {
 		release_second(ci);
+		stall_told_acked(c->peer.pid, l->job_id, l->attempt);
+	}
 }
 
 void
