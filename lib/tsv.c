@@ -54,6 +54,7 @@ struct field {
 #define E14(name, values) { name, ENUM, 1, values, 1 }
 #define E16(name, values) { name, ENUM, 1, values, 1 }
 #define N16(name, type) { name, type, 1, NULL, 1 }
+#define N17(name, type) { name, type, 1, NULL, 1 }
 
 static const struct {
 	const char *name;
@@ -74,9 +75,10 @@ static const struct {
 		F("missing", COUNT), F("pending", COUNT), N13("external", COUNT),
 		E14("verdict", "pass fail") } },
 	[IDEM_KIND_SCENARIO] = { "scenario", { F("name", NAME),
-		E("fault", "duplicate-publish kill race same-key vendor-error vendor-timeout"),
+		E("fault", "duplicate-publish kill race same-key vendor-error vendor-timeout stall"),
 		N("step", NAME),
-		N("attempt", POSITIVE), F("duplicates", COUNT), F("within_ms", COUNT) } },
+		N("attempt", POSITIVE), F("duplicates", COUNT), F("within_ms", COUNT),
+		N17("until", NAME) } },
 	[IDEM_KIND_JOB] = { "job", { F("job_id", NAME), F("business_key", TEXT),
 		F("payload", JSON_OBJECT), F("payload_sha256", SHA256), N("scenario", NAME) } },
 	[IDEM_KIND_PUBLISH] = { "publish", { F("job_id", NAME), F("copy", COUNT),
@@ -120,7 +122,13 @@ static const struct {
 		F("key_columns", JSON_NAMES) } },
 	[IDEM_KIND_WORKER] = { "worker", { F("argv", JSON_STRINGS), N("executable", TEXT),
 		N("executable_sha256", SHA256), N("script", TEXT), N("script_sha256", SHA256) } },
-	[IDEM_KIND_MISSED] = { "missed", { E("what", "kill race"), F("scenario", NAME),
+	[IDEM_KIND_STALL] = { "stall", { F("scenario", NAME), F("job_id", NAME),
+		F("attempt", POSITIVE), F("step", NAME), F("pid", COUNT), F("stalled_at", TIME),
+		N("released_at", TIME), E("release", "acked until blocked bound"),
+		E("observed", "database socket vendor") } },
+	[IDEM_KIND_LEASE] = { "lease", { F("at", TIME), F("msg_id", NAME), F("job_id", NAME),
+		F("attempt", POSITIVE), E("why", "kill stall exit bound") } },
+	[IDEM_KIND_MISSED] = { "missed", { E("what", "kill race stall"), F("scenario", NAME),
 		F("job_id", TEXT), N("attempt", POSITIVE), F("step", NAME) } },
 	[IDEM_KIND_BASELINE] = { "baseline", { E("result", "none passed failed"), F("jobs", COUNT),
 		F("messages", COUNT), F("unacked", COUNT), F("expected", COUNT),
@@ -150,6 +158,7 @@ static const struct {
 #undef E14
 #undef E16
 #undef N16
+#undef N17
 
 const char *
 idem_kind_name(enum idem_kind kind)
@@ -741,8 +750,8 @@ static const unsigned char once[IDEM_KIND_COUNT] = {
 
 /* The rules of the stream as a whole, for rows whose fields are good: one
  * seed row and at most one expect row, one external row and one queue
- * row, of the seed's kind; scenario names and job ids unique;
- * a job's scenario named by a scenario row before it. */
+ * row, of the seed's kind; scenario names and job ids unique; an until
+ * step only for a stall; a job's scenario named by a scenario row before it. */
 static int
 check_row(struct idem_tsv_reader *r, struct idem_error *err)
 {
@@ -774,6 +783,10 @@ check_row(struct idem_tsv_reader *r, struct idem_error *err)
 			return idem_error_set(err, IDEM_EXIT_USAGE,
 			    "%s:%ld: scenario row, field name: scenario \"%s\" appears twice in the stream",
 			    r->name, r->line_no, quote(v, strlen(v), shown, sizeof(shown)));
+		if (r->fields[SCENARIO_UNTIL] != NULL && strcmp(r->fields[SCENARIO_FAULT], "stall") != 0)
+			return idem_error_set(err, IDEM_EXIT_USAGE,
+			    "%s:%ld: scenario row, field until: a step for a stall only, not for a %s",
+			    r->name, r->line_no, r->fields[SCENARIO_FAULT]);
 		break;
 	case IDEM_KIND_JOB:
 		v = r->fields[JOB_SCENARIO];

@@ -488,6 +488,37 @@ static const struct {
 	    "scenario\ts\trace\tbefore-write\t\\N\t1\t0\n",
 	    "t:4: scenario row, field name: scenario \"s\" appears twice in the stream",
 	    "a scenario name twice" },
+	/* the rows of 1.7: a stall scenario, its until step, stall and lease rows */
+	{ HEAD "scenario\ts\tstall\tbefore-commit\t1\t0\t0\tbefore-ack\n", "",
+	    "a stall scenario with an until step (1.7)" },
+	{ HEAD "scenario\ts\tstall\tafter-commit\t1\t0\t0\t\\N\n", "",
+	    "a stall scenario that runs to the ack (1.7)" },
+	{ HEAD "scenario\ts\tkill\tbefore-commit\t1\t0\t0\tbefore-ack\n",
+	    "t:3: scenario row, field until: a step for a stall only, not for a kill",
+	    "an until step on a kill" },
+	{ HEAD "scenario\ts\tstall\tbefore-commit\t1\t0\t0\t\n",
+	    "t:3: scenario row, field until: empty", "an empty until step" },
+	{ HEAD "scenario\ts\tstall\tbefore-commit\t1\t0\t0\tacked\tx\n",
+	    "t:3: scenario row has 8 fields, expected 6 to 7", "a scenario row with a field too many" },
+	{ HEAD "stall\ts\ta\t1\tafter-commit\t42\t2026-11-29T13:48:32.247642Z\t2026-11-29T13:48:32.247642Z\tacked\tsocket\n", "",
+	    "a stall row, released" },
+	{ HEAD "stall\ts\ta\t1\tafter-commit\t42\t2026-11-29T13:48:32.247642Z\t\\N\tbound\tdatabase\n", "",
+	    "a stall row never released" },
+	{ HEAD "stall\ts\ta\t1\tafter-commit\t42\t2026-11-29T13:48:32.247642Z\t\\N\tlate\tdatabase\n",
+	    "t:3: stall row, field release: expected one of acked, until, blocked, bound; got \"late\"",
+	    "a stall row's release is one of four" },
+	{ HEAD "stall\ts\ta\t0\tafter-commit\t42\t2026-11-29T13:48:32.247642Z\t\\N\tbound\tdatabase\n",
+	    "t:3: stall row, field attempt: expected a whole number from 1 (digits, no sign, no "
+	    "leading zeros), got \"0\"", "a stall row's attempt is positive" },
+	{ HEAD "stall\ts\ta\t1\tafter-commit\t42\t2026-11-29T13:48:32.247642Z\t\\N\tbound\n",
+	    "t:3: stall row has 8 fields, expected 9", "a stall row has no field added since" },
+	{ HEAD "lease\t2026-11-29T13:48:32.247642Z\t7\ta\t1\tstall\n", "", "a lease row" },
+	{ HEAD "lease\t2026-11-29T13:48:32.247642Z\t7\ta\t1\tlost\n",
+	    "t:3: lease row, field why: expected one of kill, stall, exit, bound; got \"lost\"",
+	    "a lease row's why is one of four" },
+	{ HEAD "lease\t2026-11-29T13:48:32.247642Z\t\\N\ta\t1\tkill\n", "t:3: lease row, field msg_id: missing (\\N)",
+	    "a lease row names its message" },
+	{ HEAD "missed\tstall\ts\ta\t1\tbefore-ack\n", "", "a stall never reached (1.7)" },
 	/* ids in byte order are only listed; the first out of that order
 	 * finds every id listed before it */
 	{ HEAD "job\ta\tk\t{}\t" HASH "\t\\N\njob\ta\tl\t{}\t" HASH "\t\\N\n",
@@ -524,6 +555,34 @@ kill_rows(void)
 		    (i == 0 ? r.fields[KILL_OBSERVED] == NULL :
 		    strcmp(r.fields[KILL_OBSERVED], "database") == 0),
 		    i == 0 ? "a kill row of 1.0 reads, observed \\N" : "a kill row of 1.1 reads");
+		idem_tsv_reader_free(&r);
+		fclose(f);
+	}
+}
+
+/* A scenario row of 1.6 has no until field; 1.7 adds it. */
+static void
+scenario_rows(void)
+{
+	static const char *const scenarios[] = {
+		HEAD "scenario\ts\tkill\tafter-commit\t1\t0\t0\n",
+		HEAD "scenario\ts\tstall\tafter-commit\t1\t0\t0\tbefore-ack\n",
+	};
+	struct idem_error err;
+	struct idem_tsv_reader r;
+	FILE *f;
+	size_t i;
+	int rc;
+
+	for (i = 0; i < 2; i++) {
+		f = fmemopen((void *)scenarios[i], strlen(scenarios[i]), "r");
+		idem_tsv_reader_init(&r, f, "t");
+		while ((rc = idem_tsv_next(&r, &err)) > 0 && r.kind != IDEM_KIND_SCENARIO)
+			;
+		CHECK(rc == IDEM_TSV_ROW && r.nfields == SCENARIO_UNTIL + 1 &&
+		    (i == 0 ? r.fields[SCENARIO_UNTIL] == NULL :
+		    strcmp(r.fields[SCENARIO_UNTIL], "before-ack") == 0),
+		    i == 0 ? "a scenario row of 1.6 reads, until \\N" : "a scenario row of 1.7 reads");
 		idem_tsv_reader_free(&r);
 		fclose(f);
 	}
@@ -578,6 +637,7 @@ main(void)
 	    "no leading zeros), got \"-1\"", "expect effects -1");
 	CHECK(err.status == IDEM_EXIT_USAGE, "a bad field is bad input");
 	kill_rows();
+	scenario_rows();
 	{
 		static const char nul[] = "#idem-tsv\t1\nexpect\t1\0\t0\t0\t0\n";
 		FILE *f = fmemopen((void *)nul, sizeof(nul) - 1, "r");
@@ -606,6 +666,10 @@ main(void)
 	CHECK(idem_kind_nfields(IDEM_KIND_QUEUE) == 3, "queue has 3 fields");
 	CHECK(idem_kind_nfields(IDEM_KIND_WORKER) == 5 && idem_kind_nfields(IDEM_KIND_MISSED) == 5 &&
 	    idem_kind_nfields(IDEM_KIND_DECLARED_GUARD) == 2, "the rows of 1.4");
+	CHECK(idem_kind_nfields(IDEM_KIND_SCENARIO) == 7 && idem_kind_nfields(IDEM_KIND_STALL) == 9 &&
+	    idem_kind_nfields(IDEM_KIND_LEASE) == 5, "the rows of 1.7");
+	CHECK_STR(idem_kind_name(IDEM_KIND_STALL), "stall", "the stall kind by name");
+	CHECK_STR(idem_kind_name(IDEM_KIND_LEASE), "lease", "the lease kind by name");
 	CHECK_STR(idem_kind_field_name(IDEM_KIND_JOB, JOB_PAYLOAD_SHA256), "payload_sha256",
 	    "field names by position");
 	return unit_done("tsv");
