@@ -143,7 +143,7 @@ static void
 write_scenario_rows(const struct idem_seed *s)
 {
 	char attempt[32], duplicates[32], within[32];
-	const char *row[6];
+	const char *row[7];
 	size_t i;
 
 	for (i = 0; i < s->nscenarios; i++) {
@@ -158,7 +158,8 @@ write_scenario_rows(const struct idem_seed *s)
 		row[3] = sc->attempt ? attempt : NULL;
 		row[4] = duplicates;
 		row[5] = within;
-		idem_tsv_write_row(stdout, "scenario", row, 6);
+		row[6] = sc->until;
+		idem_tsv_write_row(stdout, "scenario", row, 7);
 	}
 }
 

@@ -600,23 +600,36 @@ load_vendor_fault(struct loader *l, const yaml_node_t *n, const char *field,
 	return 0;
 }
 
-/* A scenario's fault: one of kill, race and vendor, else duplicates or
- * conflicting payloads. */
+/* kill: STEP or stall: STEP, with the attempt it hits; external-call
+ * needs the external call declared. */
+static int
+load_held_fault(struct loader *l, const yaml_node_t *n, const char *field,
+		struct idem_seed_scenario *sc, const char *fault, long long attempt)
+{
+	if (get_text(l, n, field, fault, 1, &sc->step) < 0)
+		return -1;
+	sc->fault = fault;
+	sc->attempt = attempt;
+	if (strcmp(sc->step, "external-call") == 0 && l->seed->external.name == NULL)
+		return fail_at(l, lookup(l, n, fault), field, "%s: external-call is the "
+		    "call to an external system: declare it with external: { name: ..., "
+		    "key: [...], honours_idempotency_key: ... }", fault);
+	return 0;
+}
+
+/* A scenario's fault: one of kill, race, vendor and stall, else
+ * duplicates or conflicting payloads. */
 static int
 load_fault(struct loader *l, const yaml_node_t *n, const char *field,
 	   struct idem_seed_scenario *sc, long long attempt, int has_dups)
 {
-	if (!!lookup(l, n, "kill") + !!lookup(l, n, "race") + !!lookup(l, n, "vendor") > 1)
-		return fail_at(l, n, field, "declare one of kill, race and vendor, not two");
+	if (!!lookup(l, n, "kill") + !!lookup(l, n, "race") + !!lookup(l, n, "vendor") +
+	    !!lookup(l, n, "stall") > 1)
+		return fail_at(l, n, field, "declare one of kill, race, vendor and stall, not two");
 	if (lookup(l, n, "kill")) {
-		if (get_text(l, n, field, "kill", 1, &sc->step) < 0)
-			return -1;
-		sc->fault = "kill";
-		sc->attempt = attempt;
-		if (strcmp(sc->step, "external-call") == 0 && l->seed->external.name == NULL)
-			return fail_at(l, lookup(l, n, "kill"), field, "kill: external-call is the "
-			    "call to an external system: declare it with external: { name: ..., "
-			    "key: [...], honours_idempotency_key: ... }");
+		return load_held_fault(l, n, field, sc, "kill", attempt);
+	} else if (lookup(l, n, "stall")) {
+		return load_held_fault(l, n, field, sc, "stall", attempt);
 	} else if (lookup(l, n, "vendor")) {
 		return load_vendor_fault(l, n, field, sc);
 	} else if (lookup(l, n, "race")) {
@@ -632,8 +645,8 @@ load_fault(struct loader *l, const yaml_node_t *n, const char *field,
 	} else if (sc->conflicting_payloads) {
 		sc->fault = "same-key";
 	} else {
-		return fail_at(l, n, field, "declares no fault (duplicates, kill, race, vendor or "
-		    "conflicting_payloads)");
+		return fail_at(l, n, field, "declares no fault (duplicates, kill, race, vendor, "
+		    "stall or conflicting_payloads)");
 	}
 	return 0;
 }
@@ -670,24 +683,24 @@ own_step(const struct idem_seed *s, const char *step)
 	return 0;
 }
 
-/* A scenario's step: a standard one, or one of the worker's own; a name
- * near a standard one is a typo unless own_steps declares it. */
+/* A scenario's step, under key: a standard one, or one of the worker's
+ * own; a name near a standard one is a typo unless own_steps declares it. */
 static int
-check_step(struct loader *l, const yaml_node_t *n, const char *field,
-	   const struct idem_seed_scenario *sc)
+check_step(struct loader *l, const yaml_node_t *n, const char *field, const char *key,
+	   const char *step)
 {
-	const char *key = sc->fault[0] == 'k' ? "kill" : "race", *near;
+	const char *near;
 	char sub[96];
 
-	if (!valid_step(sc->step))
+	if (!valid_step(step))
 		return fail_at(l, lookup(l, n, key), field,
-		    "step name \"%s\" must be lowercase letters, digits and -_.", sc->step);
+		    "step name \"%s\" must be lowercase letters, digits and -_.", step);
 	field_name(sub, sizeof(sub), field, key);
-	near = idem_text_nearest(sc->step, standard_steps);
-	if (near != NULL && !own_step(l->seed, sc->step))
+	near = idem_text_nearest(step, standard_steps);
+	if (near != NULL && !own_step(l->seed, step))
 		return fail_at(l, lookup(l, n, key), sub, "%s is not a standard step; did you mean "
-		    "%s? A step of the worker's own is declared in own_steps: [%s]", sc->step,
-		    near, sc->step);
+		    "%s? A step of the worker's own is declared in own_steps: [%s]", step,
+		    near, step);
 	return 0;
 }
 
@@ -720,7 +733,7 @@ static int
 load_scenarios(struct loader *l, const yaml_node_t *root)
 {
 	static const char *const keys[] = { "name", "jobs", "every", "duplicates", "within",
-		"kill", "attempt", "race", "conflicting_payloads", "vendor", NULL };
+		"kill", "attempt", "race", "conflicting_payloads", "vendor", "stall", "until", NULL };
 	struct idem_seed *s = l->seed;
 	yaml_node_t *list = lookup(l, root, "scenarios");
 	yaml_node_item_t *item;
@@ -767,11 +780,21 @@ load_scenarios(struct loader *l, const yaml_node_t *root)
 		json_object_set_new_nocheck(names, sc->name, json_true());
 		if (load_fault(l, n, field, sc, attempt, has_dups) < 0)
 			goto out;
-		if (has_attempt && strcmp(sc->fault, "kill") != 0) {
-			fail_at(l, lookup(l, n, "attempt"), field, "attempt applies to kill only");
+		if (has_attempt && strcmp(sc->fault, "kill") != 0 && strcmp(sc->fault, "stall") != 0) {
+			fail_at(l, lookup(l, n, "attempt"), field, "attempt applies to kill and "
+			    "stall only");
 			goto out;
 		}
-		if (sc->step && check_step(l, n, field, sc) < 0)
+		if (lookup(l, n, "until") && strcmp(sc->fault, "stall") != 0) {
+			fail_at(l, lookup(l, n, "until"), field, "until applies to stall only: the "
+			    "step of the redelivered attempt that releases the stalled one");
+			goto out;
+		}
+		if (sc->step && check_step(l, n, field, sc->fault[0] == 'r' ? "race" : sc->fault,
+		    sc->step) < 0)
+			goto out;
+		if (lookup(l, n, "until") && (get_text(l, n, field, "until", 1, &sc->until) < 0 ||
+		    check_step(l, n, field, "until", sc->until) < 0))
 			goto out;
 		if (load_scenario_jobs(l, n, field, has_every) < 0)
 			goto out;
@@ -1431,6 +1454,7 @@ idem_seed_free(struct idem_seed *s)
 	for (i = 0; i < s->nscenarios; i++) {
 		free(s->scenarios[i].name);
 		free(s->scenarios[i].step);
+		free(s->scenarios[i].until);
 	}
 	free(s->scenarios);
 	memset(s, 0, sizeof(*s));

@@ -31,9 +31,11 @@ struct idem_seed_job {
 struct idem_seed_scenario {
 	char *name;
 	const char *fault;	/* duplicate-publish, kill, race, same-key, vendor-error,
-				 * vendor-timeout */
-	char *step;		/* kill or race step, or NULL */
-	long long attempt;	/* kill attempt, or 0 */
+				 * vendor-timeout, stall */
+	char *step;		/* kill, race or stall step, or NULL */
+	char *until;		/* stall: the redelivered attempt's step that releases
+				 * the stalled one, or NULL for its ack */
+	long long attempt;	/* kill or stall attempt, or 0 */
 	long long duplicates;	/* extra copies published */
 	long long within_ms;
 	long long every;	/* selects one job in every, or 0 */

@@ -214,6 +214,7 @@ idem_seed_to_json(const struct idem_seed *s)
 		v = json_pack("{s:s,s:s,s:I,s:I}", "name", sc->name, "fault", sc->fault,
 		    "duplicates", (json_int_t)sc->duplicates, "within_ms", (json_int_t)sc->within_ms);
 		json_object_set_new(v, "step", text_or_null(sc->step));
+		json_object_set_new(v, "until", text_or_null(sc->until));
 		json_object_set_new(v, "attempt", sc->attempt ? json_integer(sc->attempt) : json_null());
 		json_array_append_new(a, v);
 	}

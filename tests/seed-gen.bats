@@ -53,7 +53,25 @@ setup() {
 
 @test "a vendor fault is a scenario of fault vendor-error or vendor-timeout, without step or attempt" {
 	seed-gen tests/fixtures/seeds/external.yaml >"$out"
-	assert_equal "$(grep '^scenario' "$out")" "$(printf 'scenario\tcharge-killed\tkill\texternal-call\t1\t0\t0\nscenario\tvendor-error\tvendor-error\t\\N\t\\N\t0\t0\nscenario\tvendor-timeout\tvendor-timeout\t\\N\t\\N\t1\t100')"
+	assert_equal "$(grep '^scenario' "$out")" "$(printf 'scenario\tcharge-killed\tkill\texternal-call\t1\t0\t0\t\\N\nscenario\tvendor-error\tvendor-error\t\\N\t\\N\t0\t0\t\\N\nscenario\tvendor-timeout\tvendor-timeout\t\\N\t\\N\t1\t100\t\\N')"
+}
+
+@test "a stall scenario reaches its row with its attempt and until step, \\N for the ack and for other faults" {
+	seed-gen tests/fixtures/seeds/stall.yaml >"$out"
+	assert_equal "$(grep '^scenario' "$out")" "$(printf 'scenario\tstall-after-commit\tstall\tafter-commit\t1\t0\t0\t\\N\nscenario\tstall-until-commit\tstall\tbefore-commit\t2\t0\t0\tafter-commit\nscenario\tkill-after-commit\tkill\tafter-commit\t1\t0\t0\t\\N')"
+	grep -q "^job	a	1	.*	stall-after-commit$" "$out"
+}
+
+@test "stall and until: refused beside another fault, until without stall, near names and an undeclared external call" {
+	for bad in stall-and-kill until-without-stall stall-step-near-standard stall-until-near-standard \
+		stall-key-near until-key-near stall-external-undeclared stall-until-list stall-attempt-zero; do
+		assert_refused "tests/golden/seed-gen/$bad.err" seed-gen "tests/fixtures/bad/$bad.yaml"
+	done
+	# with external declared, stall: external-call is accepted
+	sed 's/^payload_schema: .*/&\nexternal: { name: payment charge, key: [order_id], honours_idempotency_key: false }/; s/^expect: { effects: 2 }/expect: { effects: 2, external: 2 }/' \
+		tests/fixtures/bad/stall-external-undeclared.yaml >"$BATS_TEST_TMPDIR/external.yaml"
+	seed-gen --draft "$BATS_TEST_TMPDIR/external.yaml" >"$out"
+	grep -q "^scenario	held	stall	external-call	1	0	0	\\\\N$" "$out"
 }
 
 @test "the payload hash is SHA-256 of the canonical payload bytes" {

@@ -156,7 +156,7 @@ external(void)
 	refused("vendor-undeclared", ":8:54: scenarios[0]: vendor: a vendor fault needs the external "
 	    "call it faults");
 	refused("vendor-unknown", ":9:54: scenarios[0]: vendor: expected error or timeout, got \"slow\"");
-	refused("vendor-and-kill", ":9:14: scenarios[0]: declare one of kill, race and vendor, not two");
+	refused("vendor-and-kill", ":9:14: scenarios[0]: declare one of kill, race, vendor and stall, not two");
 
 	/* a call's business key, read from its body as a job's from its payload */
 	body = json_loads("{\"invoice_id\":\"inv-1\",\"line_no\":1,\"urgent\":true,\"extra\":{}}",
