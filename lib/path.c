@@ -89,10 +89,13 @@ has_point(const json_t *rows, const json_t *p)
 	return 0;
 }
 
-/* "killed at STEP on attempt N", or for a missed race "the race at STEP" */
+/* "killed at STEP on attempt N", or for a missed race "the race at STEP";
+ * a missed stall is "a stall", whatever verb says */
 static void
 point_text(const json_t *p, const char *verb, char *out, size_t size)
 {
+	if (strcmp(text(p, "what"), "stall") == 0)
+		verb = "a stall";
 	if (strcmp(text(p, "what"), "race") == 0)
 		snprintf(out, size, "the race at %s", text(p, "step"));
 	else if (json_is_integer(json_object_get(p, "attempt")))
@@ -111,9 +114,43 @@ attempt_text(const json_t *a, char *out, size_t size)
 	    branch ? branch : "none");
 }
 
+/* The stalls of a job: each reached on one side alone, and each whose
+ * release differs. */
+static void
+stall_diff(json_t *out, const char *job, const json_t *stalls[2])
+{
+	static const char *const side[2] = { "record", "rerun" };
+	const json_t *row, *other;
+	char what[256];
+	size_t i, j;
+	int s;
+
+	for (s = 0; s < 2; s++)
+		json_array_foreach(stalls[s], i, row) {
+			if (strcmp(text(row, "job"), job) != 0)
+				continue;
+			point_text(row, "stalled", what, sizeof(what));
+			if (!has_point(stalls[!s], row)) {
+				json_array_append_new(out, json_sprintf("%s: %s %s, %s never reached it",
+				    job, side[s], what, side[!s]));
+				continue;
+			}
+			if (s == 1)
+				continue;
+			json_array_foreach(stalls[1], j, other)
+				if (same_point(row, other) && strcmp(text(row, "release"),
+				    text(other, "release")) != 0) {
+					json_array_append_new(out, json_sprintf("%s: %s: the record "
+					    "released it on %s, the rerun on %s", job, what,
+					    text(row, "release"), text(other, "release")));
+					break;
+				}
+		}
+}
+
 static void
 job_diff(json_t *out, const char *job, const json_t *kills[2], const json_t *attempts[2],
-	 const json_t *missed[2])
+	 const json_t *missed[2], const json_t *stalls[2])
 {
 	static const char *const side[2] = { "record", "rerun" };
 	const json_t *row;
@@ -130,12 +167,14 @@ job_diff(json_t *out, const char *job, const json_t *kills[2], const json_t *att
 			}
 		json_array_foreach(missed[s], i, row)
 			if (strcmp(text(row, "job"), job) == 0 && !has_point(missed[!s], row) &&
-			    !has_point(kills[!s], row)) {
+			    !has_point(strcmp(text(row, "what"), "stall") == 0 ? stalls[!s] : kills[!s],
+			    row)) {
 				point_text(row, "a kill", what, sizeof(what));
 				json_array_append_new(out, json_sprintf("%s: %s never reached %s, the %s "
 				    "did not miss it", job, side[s], what, side[!s]));
 			}
 	}
+	stall_diff(out, job, stalls);
 	/* the attempts of the job, one against the other, in order */
 	for (s = 0; s < 2; s++)
 		n[s] = 0;
@@ -167,13 +206,14 @@ job_diff(json_t *out, const char *job, const json_t *kills[2], const json_t *att
 }
 
 json_t *
-idem_path_diff(const json_t *record_kills, const json_t *record_attempts,
-	       const json_t *record_missed, const json_t *rerun_kills,
-	       const json_t *rerun_attempts, const json_t *rerun_missed)
+idem_path_diff(const struct idem_path *record, const struct idem_path *rerun)
 {
-	const json_t *kills[2] = { record_kills, rerun_kills };
-	const json_t *attempts[2] = { record_attempts, rerun_attempts };
-	const json_t *missed[2] = { record_missed, rerun_missed };
+	json_t *none = json_array();
+	const json_t *kills[2] = { record->kills, rerun->kills };
+	const json_t *attempts[2] = { record->attempts, rerun->attempts };
+	const json_t *missed[2] = { record->missed, rerun->missed };
+	const json_t *stalls[2] = { record->stalls ? record->stalls : none,
+		rerun->stalls ? rerun->stalls : none };
 	json_t *jobs = json_array(), *out = json_array(), *job;
 	size_t i;
 	int s;
@@ -181,10 +221,12 @@ idem_path_diff(const json_t *record_kills, const json_t *record_attempts,
 	for (s = 0; s < 2; s++) {
 		add_job(jobs, kills[s]);
 		add_job(jobs, missed[s]);
+		add_job(jobs, stalls[s]);
 		add_job(jobs, attempts[s]);
 	}
 	json_array_foreach(jobs, i, job)
-		job_diff(out, json_string_value(job), kills, attempts, missed);
+		job_diff(out, json_string_value(job), kills, attempts, missed, stalls);
 	json_decref(jobs);
+	json_decref(none);
 	return out;
 }

@@ -1,5 +1,5 @@
-/* path.h: the path of a rehearsal, job by job: the kill points it reached,
- * on which attempt, and the outcome and branch of each attempt, as
+/* path.h: the path of a rehearsal, job by job: the kill points and stalls
+ * it reached, on which attempt, and the outcome and branch of each attempt, as
  * mkrecord(1) writes them in a record and verify-record(1) --rerun
  * compares them with a rerun's stream */
 #ifndef IDEM_PATH_H
@@ -17,12 +17,16 @@
 void idem_path_outcome(const json_t *attempt, const json_t *kills, const json_t *recovers,
 		       char *out, size_t size);
 
-/* The differences between two paths, each given as its kill points (job,
- * attempt, step), its attempts in order (job, attempt, outcome, branch)
- * and what it missed (what, job, attempt, step): one line per difference,
+/* One side of a comparison: its kill points (job, attempt, step), its
+ * attempts in order (job, attempt, outcome, branch), what it missed
+ * (what, job, attempt, step) and its stalls (job, attempt, step,
+ * release); stalls may be NULL, as for a record before format 7. */
+struct idem_path {
+	const json_t *kills, *attempts, *missed, *stalls;
+};
+
+/* The differences between two paths: one line per difference,
  * "JOB: record ..., rerun ...", in the order of the jobs. Caller decrefs. */
-json_t *idem_path_diff(const json_t *record_kills, const json_t *record_attempts,
-		       const json_t *record_missed, const json_t *rerun_kills,
-		       const json_t *rerun_attempts, const json_t *rerun_missed);
+json_t *idem_path_diff(const struct idem_path *record, const struct idem_path *rerun);
 
 #endif

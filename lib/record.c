@@ -127,12 +127,36 @@ text_of(const json_t *o, const char *key)
 	return idem_json_str(o, key) ? idem_json_str(o, key) : "?";
 }
 
-/* A kill point or race of the missed list, as the reason of the verdict. */
+/* What releases a stall of the scenario: the redelivered attempt's until
+ * step, else its ack. */
+static const char *
+stall_until(const json_t *record, const char *scenario)
+{
+	const json_t *sc;
+	size_t i;
+
+	json_array_foreach(json_object_get(record, "scenarios"), i, sc)
+		if (idem_json_str(sc, "name") && strcmp(idem_json_str(sc, "name"), scenario) == 0 &&
+		    idem_json_str(sc, "until"))
+			return idem_json_str(sc, "until");
+	return NULL;
+}
+
+/* A kill point, race or stall of the missed list, as the reason of the
+ * verdict. */
 static char *
 missed_point(const json_t *missed)
 {
 	char *out;
 	int race = idem_json_str(missed, "what") && strcmp(idem_json_str(missed, "what"), "race") == 0;
+
+	if (idem_json_str(missed, "what") && strcmp(idem_json_str(missed, "what"), "stall") == 0) {
+		if (asprintf(&out, "stall at %s of job %s never reached: attempt %lld (scenario %s)",
+		    text_of(missed, "step"), text_of(missed, "job"), idem_json_num(missed, "attempt"),
+		    text_of(missed, "scenario")) < 0)
+			return NULL;
+		return out;
+	}
 
 	if (race && asprintf(&out, "race never met: step %s on business key %s (scenario %s)",
 	    text_of(missed, "step"), text_of(missed, "job"), text_of(missed, "scenario")) >= 0)
@@ -141,6 +165,38 @@ missed_point(const json_t *missed)
 	    "(scenario %s)", text_of(missed, "step"), text_of(missed, "job"),
 	    idem_json_num(missed, "attempt"), text_of(missed, "scenario")) >= 0)
 		return out;
+	return NULL;
+}
+
+char *
+idem_record_bound(const json_t *record)
+{
+	const json_t *row, *lease;
+	char *out = NULL;
+	size_t i;
+
+	json_array_foreach(json_object_get(record, "stalls"), i, row)
+		if (idem_json_str(row, "release") && strcmp(idem_json_str(row, "release"), "bound") == 0) {
+			const char *until = stall_until(record, text_of(row, "scenario"));
+
+			if (asprintf(&out, "stall at %s of job %s, attempt %lld: the bounded wait ran "
+			    "out before the redelivered attempt %s%s (scenario %s)", text_of(row, "step"),
+			    text_of(row, "job"), idem_json_num(row, "attempt"),
+			    until ? "reached " : "was acked", until ? until : "",
+			    text_of(row, "scenario")) < 0)
+				return NULL;
+			return out;
+		}
+	json_array_foreach(json_object_get(record, "evidence"), i, row) {
+		lease = json_object_get(row, "lease_ended");
+		if (idem_json_str(lease, "why") && strcmp(idem_json_str(lease, "why"), "bound") == 0) {
+			if (asprintf(&out, "the lease of job %s, attempt %lld, reached its bound while "
+			    "held", text_of(row, "job"),
+			    idem_json_num(row, "attempt")) < 0)
+				return NULL;
+			return out;
+		}
+	}
 	return NULL;
 }
 
@@ -159,6 +215,8 @@ idem_record_why(const json_t *record)
 		return NULL;
 	if (missed != NULL)
 		return missed_point(missed);
+	if ((out = idem_record_bound(record)) != NULL)
+		return out;
 	/* kill-at waits for every message to be acked, up to its deadline */
 	if (json_integer_value(json_object_get(json_object_get(totals, "pending"), "observed")) >
 	    json_integer_value(json_object_get(json_object_get(totals, "pending"), "expected")) &&

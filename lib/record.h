@@ -23,8 +23,14 @@ FILE *idem_record_file_open(const char *path, const char *mode, struct idem_erro
  * (mkrecord -w), NULL-terminated. */
 extern const char *const idem_wait_causes[];
 
+/* The first stall whose bounded wait ran out, else the first held lease
+ * that reached its bound, of a record (its JSON), as one line; NULL when
+ * there is none. Caller frees. */
+char *idem_record_bound(const json_t *record);
+
 /* Why a record (its JSON) fails, in the order a reviewer needs it: a kill
- * point or race never reached, the deadline with jobs unacked, a failed
+ * point, race or stall never reached, a stall or lease that reached its
+ * bound, the deadline with jobs unacked, a failed
  * baseline, a worker other than the declared one, a finding on the
  * sandbox account, and only then the counts. NULL when the verdict is not
  * fail or none of these says why; else one line. Caller frees. */

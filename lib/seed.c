@@ -1476,7 +1476,7 @@ idem_seed_ready(const struct idem_seed *s, char *missing, size_t size)
 	if (s->duplicate_acceptor == NULL)
 		lacks[n++] = "no effect.duplicate_acceptor";
 	if (!fault)
-		lacks[n++] = "no fault (a scenario with duplicates, kill or race)";
+		lacks[n++] = "no fault (a scenario with duplicates, kill, race or stall)";
 	if (size > 0)
 		*missing = '\0';
 	for (i = 0; i < n && o < size; i++)

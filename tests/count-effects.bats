@@ -518,3 +518,21 @@ declare_guard() {
 	seed-gen "$BATS_TEST_TMPDIR/elsewhere.yaml" | count-effects --before -d "dbname=$PGDATABASE" >/dev/null
 	seed-gen "$BATS_TEST_TMPDIR/elsewhere.yaml" | IDEM_DATABASE="dbname=$PGDATABASE" count-effects --before >/dev/null
 }
+
+@test "a stall scenario's job is expected to have its effect once; the stall and lease rows pass through" {
+	sed 's/^  - { name: copy, jobs: \[j1\], duplicates: 1 }$/&\n  - { name: held, jobs: [j2], stall: after-commit, until: before-ack }/' \
+		"$seed" >"$BATS_TEST_TMPDIR/stall.yaml"
+	{ seed-gen "$BATS_TEST_TMPDIR/stall.yaml"
+	  printf 'stall\theld\tj2\t1\tafter-commit\t4242\t2026-12-01T10:00:00.000000Z\t2026-12-01T10:00:03.000000Z\tuntil\tsocket\n'
+	  printf 'lease\t2026-12-01T10:00:01.000000Z\t2\tj2\t1\tstall\n'
+	} >"$BATS_TEST_TMPDIR/stall.tsv"
+	grep -q "^scenario	held	stall	after-commit	1	0	0	before-ack$" "$BATS_TEST_TMPDIR/stall.tsv"
+	run --separate-stderr count-effects "$BATS_TEST_TMPDIR/stall.tsv"
+	[ "$status" -eq 1 ]
+	printf '%s\n' "$output" >"$out"
+	awk -F '\t' '$1 == "count" && $3 == "key" && $4 == "[\"o-2\",1]" { print $5, $6 }' "$out" >"$out.o2"
+	assert_equal "$(cat "$out.o2")" "1 3"
+	assert_equal "$(grep -c '^stall	held	j2	' "$out")" 1
+	assert_equal "$(grep -c '^lease	' "$out")" 1
+	[[ "$stderr" == *"duplicate: business key [\"o-2\",1] has 3 effect rows, expected 1"* ]]
+}

@@ -41,6 +41,19 @@ refuses() {
 	assert_equal "$(sql "SELECT count(*) FROM idem.message WHERE job_id = 'job-0005'")" 2
 }
 
+@test "a stall scenario is published as a kill's: one message per job, its copies only when asked" {
+	seed-gen tests/fixtures/seeds/stall.yaml >"$BATS_TEST_TMPDIR/stream"
+	dup-publish -s 0 <"$BATS_TEST_TMPDIR/stream" >"$out"
+	assert_equal "$(sql "SELECT string_agg(job_id || ':' || copy, ' ' ORDER BY job_id) FROM idem.message WHERE queue = 'rehearsal_stall'")" "a:0 b:0 c:0"
+	assert_equal "$(rows_of publish "$out")" 3
+	# the scenario rows, until field and all, pass through unchanged
+	assert_equal "$(grep '^scenario' "$out")" "$(grep '^scenario' "$BATS_TEST_TMPDIR/stream")"
+	sed 's/stall: after-commit }/stall: after-commit, duplicates: 2 }/' tests/fixtures/seeds/stall.yaml \
+		>"$BATS_TEST_TMPDIR/copies.yaml"
+	seed-gen "$BATS_TEST_TMPDIR/copies.yaml" | dup-publish -s 0 >/dev/null
+	assert_equal "$(sql "SELECT count(*) FROM idem.message WHERE queue = 'rehearsal_stall' AND job_id = 'a'")" 3
+}
+
 @test "a read message stays invisible until its visibility timeout, then comes back as attempt 2" {
 	dup-publish -s 0 <<<"$(seed-gen tests/fixtures/seeds/minimal.yaml)" >/dev/null
 	first=$(psql -X -At -U idem_worker -c "SELECT msg_id, read_ct FROM idem.read('rehearsal_minimal', '1 second')")

@@ -60,6 +60,57 @@ handoff() {
 	grep -q '^    external call POST /v1/charges 0 killed :milestone, ' "$BATS_TEST_TMPDIR/pending.md"
 }
 
+# The stall fixture's seed, committed apart from the others: the golden
+# handoffs name the revision of theirs. Its stream, stall.tsv, is written
+# by hand, the stall and lease rows as idem-tsv(5) defines them, with the
+# count rows count-effects would append.
+commit_stall_seed() {
+	cp "$fixtures/stall/stall.yaml" .
+	git add stall.yaml
+	git commit -q -m "the stall seed"
+}
+
+@test "the handoff of a stall: its table beside the kill points, the leases ended, two attempts of one job at once" {
+	commit_stall_seed
+	handoff stall
+	readable "$BATS_TEST_TMPDIR/stall.md" records/*-invoice-line-stall.svg
+	grep -q '^# Rehearsal invoice-line-stall: pass$' "$BATS_TEST_TMPDIR/stall.md"
+	sed -n '/^## Kill points$/,/^## Timeline$/p' "$BATS_TEST_TMPDIR/stall.md" >"$BATS_TEST_TMPDIR/points.md"
+	grep -qxF '| stall-after-commit | `job-0001` | 1 | `after-commit` | socket | 71 ms | 420 ms | the redelivered attempt'"'"'s ack |' \
+		"$BATS_TEST_TMPDIR/points.md"
+	grep -qxF '| stall-until-commit | `job-0002` | 1 | `before-commit` | socket | 65 ms | 396 ms | a lock the stalled attempt held |' \
+		"$BATS_TEST_TMPDIR/points.md"
+	grep -qxF '| `job-0001` | 1 | 1 | 50 ms | 70 ms |  | 1 | not acked: inserted; lease ended 380 ms (stall) |' \
+		"$BATS_TEST_TMPDIR/stall.md"
+	# the stalled attempt's bar runs from its delivery past the redelivered one's
+	grep -qx '    section job-0001 stall-after-commit stall, two attempts at once' "$BATS_TEST_TMPDIR/stall.md"
+	grep -qx '    msg 1 try 1 stalled at after-commit, inserted, not acked :active, 50, 420' "$BATS_TEST_TMPDIR/stall.md"
+	grep -qx '    STALL at after-commit :crit, milestone, 71, 71' "$BATS_TEST_TMPDIR/stall.md"
+	grep -qx '    release on acked :milestone, 420, 420' "$BATS_TEST_TMPDIR/stall.md"
+	grep -qx '    msg 1 try 2 conflict-noop, acked :done, 400, 420' "$BATS_TEST_TMPDIR/stall.md"
+	grep -q '>STALL</text>' records/*-invoice-line-stall.svg
+}
+
+@test "a stall whose bounded wait ran out fails the verdict, named in the heading; so does a lease held to its bound" {
+	commit_stall_seed
+	sed 's/^\(stall	stall-after-commit	.*	\)[^	]*	acked	socket$/\1\\N	bound	socket/' \
+		"$fixtures/stall.tsv" >"$BATS_TEST_TMPDIR/bound.tsv"
+	grep -q '	\\N	bound	socket$' "$BATS_TEST_TMPDIR/bound.tsv"
+	mkrecord -k "$key" -n 2027-03-01 -f md <"$BATS_TEST_TMPDIR/bound.tsv" >"$BATS_TEST_TMPDIR/bound.md"
+	readable "$BATS_TEST_TMPDIR/bound.md" records/*-invoice-line-stall.svg
+	assert_equal "$(tr '\n' ' ' <"$BATS_TEST_TMPDIR/bound.md" | grep -o '^# Rehearsal [^V]*')" \
+		"# Rehearsal invoice-line-stall: fail: stall at after-commit of job job-0001, attempt 1: the bounded wait ran out before the redelivered attempt was acked (scenario stall-after-commit)  "
+	grep -qF '| stall-after-commit | `job-0001` | 1 | `after-commit` | socket | 71 ms | never | **the bound ran out: a finding** |' \
+		"$BATS_TEST_TMPDIR/bound.md"
+	grep -q '^verdict: "fail"$' records/*-invoice-line-stall.yaml
+	rm records/*-invoice-line-stall.*
+	sed 's/^\(lease	.*	job-0002	1	\)stall$/\1bound/' "$fixtures/stall.tsv" |
+		mkrecord -k "$key" -n 2027-03-01 -f md >"$BATS_TEST_TMPDIR/lease.md"
+	grep -q '^# Rehearsal invoice-line-stall: fail: the lease of job job-0002, attempt 1, reached its bound while' \
+		"$BATS_TEST_TMPDIR/lease.md"
+	grep -q '^verdict: "fail"$' records/*-invoice-line-stall.yaml
+}
+
 @test "the handoff of a volume run: the scenarios' jobs on the timeline, a histogram of recovery times" {
 	handoff volume
 	readable "$BATS_TEST_TMPDIR/volume.md" records/*-invoice-line-volume.svg

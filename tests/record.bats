@@ -91,17 +91,31 @@ commit_charge_seed() {
 # A record as mkrecord wrote it in format 2, before the external call:
 # without external, calls, the calls of each attempt and the external
 # count expected.
+# A record as mkrecord wrote it in format 6, before stalls: without the
+# stalls, the until step of each scenario, and the lease each attempt
+# ended with.
+as_format_6() {
+	awk '/^record: 7$/ { print "record: 6"; next }
+		/^stalls:/ { stalls = 1; next }
+		stalls && /^[- ]/ { next }
+		{ stalls = 0 }
+		/^  until: / { next }
+		/^  lease_ended:/ { lease = 1; next }
+		lease && /^    / { next }
+		{ lease = 0; print }' "$1"
+}
+
 # A record as mkrecord wrote it in format 5, before the database row: its
 # database the seed's words, no image_observed, and only the seed's lines
 # in cannot_reproduce.
 as_format_5() {
-	awk '/^record: 6$/ { print "record: 5"; next }
+	as_format_6 "$1" | awk '/^record: 6$/ { print "record: 5"; next }
 		/^database:$/ { db = 1; next }
 		db && /^  / { next }
 		db { db = 0; print "database: \"the PG* environment (idem-sandbox)\"" }
 		/^  image_observed: / { next }
 		/^  - "the (database|worker image|worker version|worker command): / { next }
-		{ print }' "$1"
+		{ print }'
 }
 
 # A record as mkrecord wrote it in format 4, before the attempts summary,
@@ -534,7 +548,7 @@ $base-2000.yaml.sig"
 	version=$(idem_schema_version)
 	with_queue "$(printf 'queue\tidem\trehearsal_invoice_line\t%s' "$version")" >"$BATS_TEST_TMPDIR/run.tsv"
 	r=$(mkrecord -k "$key" <"$BATS_TEST_TMPDIR/run.tsv")
-	grep -q '^record: 6$' "$r"
+	grep -q '^record: 7$' "$r"
 	assert_equal "$(sed -n '/^queue:$/,/^database:/p' "$r")" "queue:
   kind: \"idem\"
   name: \"rehearsal_invoice_line\"
@@ -558,17 +572,17 @@ database:'
 	grep -q '^| queue library | pg-boss, version not recorded |$' "${r%.yaml}.md"
 }
 
-@test "a record of a format other than 1 to 6 is refused" {
+@test "a record of a format other than 1 to 7 is refused" {
 	r=$(mkrecord -k "$key" <"$RUN")
-	sed -i 's/^record: 6$/record: 7/' "$r"
+	sed -i 's/^record: 7$/record: 8/' "$r"
 	resign "$r"
 	run -1 verify-record "$r"
-	[[ "$output" == *"$r: not an idem record of format 1 to 6"* ]]
+	[[ "$output" == *"$r: not an idem record of format 1 to 7"* ]]
 }
 
 @test "the record names the database it ran on, as the server says, beside the one the seed declares" {
 	r=$(record)
-	grep -q '^record: 6$' "$r"
+	grep -q '^record: 7$' "$r"
 	# psql, the outside referee
 	assert_equal "$(sed -n '/^database:$/,/^worker:$/p' "$r")" "database:
   declared: null
@@ -801,7 +815,7 @@ worker:'
 	charge_run >"$BATS_TEST_TMPDIR/charge.tsv"
 	r=$(mkrecord -k "$key" -c <"$BATS_TEST_TMPDIR/charge.tsv")
 	run -0 verify-record "$r"
-	grep -q '^record: 6$' "$r"
+	grep -q '^record: 7$' "$r"
 	grep -q '^verdict: "pass"$' "$r"
 	assert_equal "$(sed -n '/^external:$/,/^jobs:/p' "$r")" 'external:
   name: "payment charge"
@@ -969,7 +983,89 @@ kills_missed() {
 	sed -i 's/^verdict: "fail"$/verdict: "pass"/' "$r"
 	resign "$r"
 	run -1 verify-record "$r"
-	[[ "$output" == *"$r: verdict: the record says pass, but the run missed 1 kill points or races"* ]]
+	[[ "$output" == *"$r: verdict: the record says pass, but the run missed 1 kill points, races or stalls"* ]]
+}
+
+# The stall fixture of the handoff tests (tests/fixtures/handoff/stall.tsv),
+# its seed committed as stall.yaml: job-0001 held at after-commit until its
+# redelivery was acked, job-0002 at before-commit until its redelivery
+# waited on its lock.
+stall_fixture() {
+	cp "$BATS_TEST_DIRNAME/fixtures/handoff/stall/stall.yaml" stall.yaml
+	git add stall.yaml
+	git commit -q -m "the stall seed"
+	stall="$BATS_TEST_DIRNAME/fixtures/handoff/stall.tsv"
+}
+
+@test "a record of a stall verifies; its stalls, its scenarios' until steps and the leases ended are in it" {
+	stall_fixture
+	r=$(mkrecord -k "$key" -c <"$stall")
+	run -0 verify-record "$r"
+	grep -q '^record: 7$' "$r"
+	assert_equal "$(sed -n '/^stalls:$/,/^missed:/p' "$r" | head -n 11)" 'stalls:
+- scenario: "stall-until-commit"
+  job: "job-0002"
+  attempt: 1
+  step: "before-commit"
+  pid: 203
+  stalled_at: "2026-12-03T09:30:00.115000Z"
+  released_at: "2026-12-03T09:30:00.446000Z"
+  release: "blocked"
+  observed: "socket"
+- scenario: "stall-after-commit"'
+	grep -qx '  until: "after-commit"' "$r"
+	assert_equal "$(grep -A2 '^  lease_ended:$' "$r" | tr -d '\n')" \
+		'  lease_ended:    at: "2026-12-03T09:30:00.430000Z"    why: "stall"--  lease_ended:    at: "2026-12-03T09:30:00.420000Z"    why: "stall"'
+	assert_equal "$(grep -c '^  lease_ended: null$' "$r")" 3
+	# as format 6 it still verifies, and audits
+	as_format_6 "$r" >"$r.old"
+	mv "$r.old" "$r"
+	! grep -q 'stalls\|lease_ended\|until' "$r"
+	resign "$r"
+	run -0 verify-record "$r"
+}
+
+@test "a stall never reached, or one whose bound ran out, fails the record; a record claiming pass is refused" {
+	stall_fixture
+	awk -F '\t' -v OFS='\t' '$1 == "stall" && $3 == "job-0002" { print "missed", "stall", $2, $3, $4, $5; next } { print }' \
+		"$stall" >"$BATS_TEST_TMPDIR/missed.tsv"
+	r=$(mkrecord -k "$key" <"$BATS_TEST_TMPDIR/missed.tsv")
+	grep -q '^verdict: "fail"$' "$r"
+	head -n 2 "${r%.yaml}.md" | tr '\n' ' ' | grep -qF '# Rehearsal invoice-line-stall: fail: stall at before-commit of job job-0002 never reached: attempt 1 (scenario stall-until-commit)'
+	grep -qF -- '- stall of stall-until-commit on `job-0002`, attempt 1, at `before-commit`' "${r%.yaml}.md"
+	run -1 verify-record "$r"
+	assert_equal "$output" "$r: verified, signed by eng@example.org; verdict fail"
+	sed -i 's/^verdict: "fail"$/verdict: "pass"/' "$r"
+	resign "$r"
+	run -1 verify-record "$r"
+	[[ "$output" == *"$r: verdict: the record says pass, but the run missed 1 kill points, races or stalls"* ]]
+	# a stall whose bounded wait ran out
+	sed 's/^\(stall\tstall-after-commit\t.*\t\)[^\t]*\tacked\tsocket$/\1\\N\tbound\tsocket/' "$stall" |
+		mkrecord -k "$key" >"$BATS_TEST_TMPDIR/name"
+	r=$(cat "$BATS_TEST_TMPDIR/name")
+	grep -q '^verdict: "fail"$' "$r"
+	run -1 verify-record "$r"
+	assert_equal "$output" "$r: verified, signed by eng@example.org; verdict fail"
+	sed -i 's/^verdict: "fail"$/verdict: "pass"/' "$r"
+	resign "$r"
+	run -1 verify-record "$r"
+	[[ "$output" == *"$r: verdict: the record says pass, but stall at after-commit of job job-0001, attempt 1: the bounded wait ran out before the redelivered attempt was acked (scenario stall-after-commit)"* ]]
+}
+
+@test "--rerun compares the stalls: one released otherwise, one never reached, each named" {
+	stall_fixture
+	r=$(mkrecord -k "$key" -c -r "cat $stall" <"$stall")
+	run -0 verify-record --rerun "$r"
+	[[ "$output" == *"rerun reproduces the path"* ]]
+	awk -F '\t' -v OFS='\t' '$1 == "stall" && $3 == "job-0001" { $9 = "until" }
+		$1 == "stall" && $3 == "job-0002" { print "missed", "stall", $2, $3, $4, $5; next } { print }' \
+		"$stall" >"$BATS_TEST_TMPDIR/other.tsv"
+	r=$(mkrecord -k "$key" -c -r "cat $BATS_TEST_TMPDIR/other.tsv" <"$stall")
+	run -1 verify-record --rerun "$r"
+	[[ "$output" == *"rerun reproduces the counts"* ]]
+	[[ "$output" == *"$r: job-0001: stalled at after-commit on attempt 1: the record released it on acked, the rerun on until"* ]]
+	[[ "$output" == *"$r: job-0002: record stalled at before-commit on attempt 1, rerun never reached it"* ]]
+	[[ "$output" != *"rerun reproduces the path"* ]]
 }
 
 # The run's stream, its seed, expect, external, scenario and job rows

@@ -60,6 +60,10 @@ setup() {
 	seed-gen tests/fixtures/seeds/stall.yaml >"$out"
 	assert_equal "$(grep '^scenario' "$out")" "$(printf 'scenario\tstall-after-commit\tstall\tafter-commit\t1\t0\t0\t\\N\nscenario\tstall-until-commit\tstall\tbefore-commit\t2\t0\t0\tafter-commit\nscenario\tkill-after-commit\tkill\tafter-commit\t1\t0\t0\t\\N')"
 	grep -q "^job	a	1	.*	stall-after-commit$" "$out"
+	# the ticket names the step that releases the stall
+	seed-gen --ticket tests/fixtures/seeds/stall.yaml >"$out"
+	grep -qxF '| stall-until-commit | stall | `before-commit`, until `after-commit` | 2 | 0 | 0 ms |' "$out"
+	grep -qxF '| stall-after-commit | stall | `after-commit` | 1 | 0 | 0 ms |' "$out"
 }
 
 @test "stall and until: refused beside another fault, until without stall, near names and an undeclared external call" {
@@ -401,13 +405,13 @@ without() {
 	seed="$BATS_TEST_TMPDIR/no-fault.yaml"
 	run seed-gen "$seed"
 	[ "$status" -eq 2 ]
-	assert_equal "$output" "seed-gen: $seed: not ready: no fault (a scenario with duplicates, kill or race)"
+	assert_equal "$output" "seed-gen: $seed: not ready: no fault (a scenario with duplicates, kill, race or stall)"
 	sed -e '/^  name: invoice line$/d' -e '/duplicate_acceptor/d' -e '/^reconciliation_owner:/d' \
 		-e '/^scenarios:$/,/^  - { name: two-workers/d' seeds/invoice-line.yaml >"$BATS_TEST_TMPDIR/bare.yaml"
 	seed="$BATS_TEST_TMPDIR/bare.yaml"
 	run seed-gen "$seed"
 	[ "$status" -eq 2 ]
-	assert_equal "$output" "seed-gen: $seed: not ready: no effect.name, no reconciliation_owner, no effect.duplicate_acceptor, no fault (a scenario with duplicates, kill or race)"
+	assert_equal "$output" "seed-gen: $seed: not ready: no effect.name, no reconciliation_owner, no effect.duplicate_acceptor, no fault (a scenario with duplicates, kill, race or stall)"
 	# a duplicate alone is a fault, and so is a kill or a race alone
 	for keep in duplicate-publish kill-after-commit two-workers-race; do
 		grep -v '^  - { name: ' seeds/invoice-line.yaml |

@@ -8,7 +8,7 @@
 load helper
 load sandbox-tests
 
-seed=tests/fixtures/seeds/stall.yaml
+seed=tests/fixtures/seeds/stall-invoice-line.yaml
 
 # stall GUARD [WORKER OPTIONS]: the stall seed through the pipeline, with
 # idem-worker and its guard; the stream in $out.
@@ -67,7 +67,7 @@ duplicated() {
 	# hour, nothing waited for it
 	assert_equal "$(leases)" "job-0001:1:stall,job-0002:1:stall,job-0003:1:stall,job-0004:1:kill,"
 	# the queue's own table: every message acked, each stalled one read twice
-	assert_equal "$(sql "SELECT string_agg(job_id || ':' || read_ct, ',' ORDER BY msg_id) FROM idem.message WHERE queue = 'rehearsal_stall' AND acked_at IS NOT NULL")" \
+	assert_equal "$(sql "SELECT string_agg(job_id || ':' || read_ct, ',' ORDER BY msg_id) FROM idem.message WHERE queue = 'rehearsal_stall_invoice_line' AND acked_at IS NOT NULL")" \
 		"job-0001:2,job-0002:2,job-0003:2,job-0004:2,job-0005:1,job-0005:1"
 }
 

@@ -157,12 +157,44 @@ calls(const struct idem_run *run)
 	return out;
 }
 
+/* "msg<TAB>attempt" of an attempt or a lease row. */
+static char *
+msg_and_attempt(const json_t *row)
+{
+	const char *msg = json_string_value(json_object_get(row, "msg"));
+	char *key;
+
+	if (asprintf(&key, "%s\t%lld", msg ? msg : "",
+	    (long long)json_integer_value(json_object_get(row, "attempt"))) < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	return key;
+}
+
+/* The leases kill-at ended, under the message and attempt they held:
+ * the last row of each. */
+static json_t *
+leases_by_attempt(const struct idem_run *run)
+{
+	json_t *out = json_object(), *lease;
+	size_t i;
+	char *key;
+
+	json_array_foreach(run->leases, i, lease) {
+		key = msg_and_attempt(lease);
+		json_object_set_new(out, key, json_pack("{s:O,s:O}", "at", json_object_get(lease, "at"),
+		    "why", json_object_get(lease, "why")));
+		free(key);
+	}
+	return out;
+}
+
 static json_t *
 evidence(const struct idem_run *run)
 {
 	json_t *rows = json_array(), *a, *per_attempt = calls_of_attempts(run), *kills_of = json_object();
-	json_t *kill, *none = json_array();
+	json_t *kill, *none = json_array(), *leases = leases_by_attempt(run), *lease;
 	size_t i;
+	char *key;
 
 	/* each attempt is held against the kills of its job alone */
 	json_array_foreach(run->kills, i, kill) {
@@ -200,11 +232,16 @@ evidence(const struct idem_run *run)
 		json_object_set(row, "branch", json_object_get(a, "branch"));
 		json_object_set_new(row, "log", log_of(run, job ? job : "", attempt, msg));
 		json_object_set(row, "calls", json_array_get(per_attempt, i));
+		key = msg_and_attempt(a);
+		lease = json_object_get(leases, key);
+		json_object_set_new(row, "lease_ended", lease ? json_incref(lease) : json_null());
+		free(key);
 		json_array_append_new(rows, row);
 	}
 	json_decref(per_attempt);
 	json_decref(kills_of);
 	json_decref(none);
+	json_decref(leases);
 	return rows;
 }
 
@@ -404,6 +441,23 @@ baseline_failed(const struct idem_run *run)
 	    strcmp(json_string_value(json_object_get(run->baseline, "result")), "failed") == 0;
 }
 
+/* The stalls whose bounded wait ran out and the held leases that reached
+ * their bound: each is a finding that fails the record. */
+static size_t
+bound_findings(const struct idem_run *run)
+{
+	const json_t *row;
+	size_t i, n = 0;
+
+	json_array_foreach(run->stalls, i, row)
+		n += json_string_value(json_object_get(row, "release")) &&
+		    strcmp(json_string_value(json_object_get(row, "release")), "bound") == 0;
+	json_array_foreach(run->leases, i, row)
+		n += json_string_value(json_object_get(row, "why")) &&
+		    strcmp(json_string_value(json_object_get(row, "why")), "bound") == 0;
+	return n;
+}
+
 /* The sandbox account's findings: each fails the record. */
 static size_t
 account_findings(const struct idem_run *run)
@@ -438,7 +492,7 @@ rehearsed(json_t *r, const struct idem_run *run, const struct idem_git_revision 
 	json_object_set_new(r, "external", run->external ? json_incref(run->external) : json_null());
 }
 
-/* What the run did: its jobs, scenarios, guards and kill points, and the
+/* What the run did: its jobs, scenarios, guards, kill points and stalls, and the
  * attempts and calls it made. */
 static void
 happened(json_t *r, const struct idem_run *run)
@@ -450,6 +504,7 @@ happened(json_t *r, const struct idem_run *run)
 	json_object_set_new(r, "declared_guard", run->declared_guard ? json_incref(run->declared_guard) :
 	    json_null());
 	json_object_set_new(r, "kill_points", kill_points(run));
+	json_object_set_new(r, "stalls", json_incref(run->stalls));
 	json_object_set_new(r, "missed", json_incref(run->missed));
 	json_object_set_new(r, "baseline", run->baseline ? json_incref(run->baseline) : json_null());
 	json_object_set_new(r, "evidence", evidence(run));
@@ -508,12 +563,13 @@ idem_build_record(const struct idem_run *run, const struct idem_git_revision *re
 
 	idem_format_time(idem_now_us(), now);
 	totals = count_totals(run->counts_after);
-	/* a kill point or race the run did not reach proves nothing, and a
-	 * worker other than the one the seed declares proves nothing of it */
+	/* a kill point, race or stall the run did not reach proves nothing,
+	 * and a worker other than the one the seed declares proves nothing
+	 * of it; a stall or a lease that reached its bound is a finding */
 	pass = passes(run, totals) && json_array_size(run->missed) == 0 &&
 	    !json_is_false(idem_observed_as_declared(run)) && !baseline_failed(run) &&
-	    account_findings(run) == 0;
-	json_object_set_new(r, "record", json_integer(6));
+	    account_findings(run) == 0 && bound_findings(run) == 0;
+	json_object_set_new(r, "record", json_integer(7));
 	json_object_set_new(r, "rehearsal", seed_text(run, "rehearsal"));
 	/* counts that pass behind a guard the database cannot enforce are
 	 * best effort, for the owner to accept */

@@ -298,6 +298,7 @@ idem_handoff_context(json_t *ctx, const struct idem_handoff_files *files)
 	}
 	json_array_foreach(json_object_get(ctx, "evidence"), i, row) {
 		const char *outcome = str(row, "outcome"), *branch = str(row, "branch");
+		const json_t *lease = json_object_get(row, "lease_ended");
 
 		json_object_set_new(row, "published", since_start(row, "published_at", start));
 		json_object_set_new(row, "consumed", since_start(row, "consumed_at", start));
@@ -306,6 +307,26 @@ idem_handoff_context(json_t *ctx, const struct idem_handoff_files *files)
 		json_object_set_new(row, "result", branch && *branch ?
 		    json_sprintf("%s: %s", outcome ? outcome : "", branch) :
 		    json_string(outcome ? outcome : ""));
+		if (json_is_object(lease)) {
+			json_t *at = since_start(lease, "at", start);
+
+			json_object_set_new(row, "result", json_sprintf("%s; lease ended %s (%s)",
+			    str(row, "result"), json_string_value(at) ? json_string_value(at) : "",
+			    str(lease, "why") ? str(lease, "why") : ""));
+			json_decref(at);
+		}
+	}
+	json_array_foreach(json_object_get(ctx, "stalls"), i, row) {
+		const char *release = str(row, "release") ? str(row, "release") : "";
+
+		json_object_set_new(row, "stalled", since_start(row, "stalled_at", start));
+		json_object_set_new(row, "released", json_is_null(json_object_get(row, "released_at")) ?
+		    json_string("never") : since_start(row, "released_at", start));
+		json_object_set_new(row, "release_text", json_string(
+		    strcmp(release, "acked") == 0 ? "the redelivered attempt's ack" :
+		    strcmp(release, "until") == 0 ? "the redelivered attempt's until step" :
+		    strcmp(release, "blocked") == 0 ? "a lock the stalled attempt held" :
+		    strcmp(release, "bound") == 0 ? "**the bound ran out: a finding**" : release));
 	}
 	json_array_foreach(json_object_get(ctx, "kill_points"), i, row) {
 		json_object_set_new(row, "killed", since_start(row, "killed_at", start));

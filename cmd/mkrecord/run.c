@@ -236,11 +236,16 @@ static const char *const call_keys[] = {
 	"business_key", "#status", "answer", "effect", "response_id", NULL
 };
 static const char *const scenario_keys[] = {
-	"name", "fault", "step", "#attempt", "#duplicates", "#within_ms", NULL
+	"name", "fault", "step", "#attempt", "#duplicates", "#within_ms", "until", NULL
 };
 static const char *const kill_keys[] = {
 	"scenario", "job", "#attempt", "step", "#pid", "killed_at", "observed", NULL
 };
+static const char *const stall_keys[] = {
+	"scenario", "job", "#attempt", "step", "#pid", "stalled_at", "released_at", "release",
+	"observed", NULL
+};
+static const char *const lease_keys[] = { "at", "@msg_id", "=msg", "job", "#attempt", "why", NULL };
 static const char *const missed_keys[] = { "what", "scenario", "job", "#attempt", "step", NULL };
 static const char *const recover_keys[] = {
 	"job", "@msg_id", "=msg", "killed_at", "acked_at", "#recovery_ms", NULL
@@ -502,6 +507,8 @@ static const struct reader {
 	[IDEM_KIND_KILL] = { &s.kills, kill_keys, KILL_JOB_ID, NULL },
 	[IDEM_KIND_ATTEMPT] = { .read = read_attempt },
 	[IDEM_KIND_MISSED] = { &s.missed, missed_keys, MISSED_JOB_ID, NULL },
+	[IDEM_KIND_STALL] = { &s.stalls, stall_keys, STALL_JOB_ID, NULL },
+	[IDEM_KIND_LEASE] = { &s.leases, lease_keys, LEASE_JOB_ID, NULL },
 	[IDEM_KIND_RECOVER] = { &s.recovers, recover_keys, 0, NULL },
 	[IDEM_KIND_LOG] = { .read = read_log },
 	[IDEM_KIND_QUERY] = { .read = read_query },

@@ -21,7 +21,9 @@ struct idem_run {
 	json_t *queue;		/* the queue row's kind, name and version, or NULL */
 	json_t *external;	/* the external row, or NULL */
 	json_t *calls;		/* the call rows, in order */
-	json_t *missed;		/* the kill points and races the run did not reach */
+	json_t *missed;		/* the kill points, races and stalls the run did not reach */
+	json_t *stalls;		/* the stall rows, in order */
+	json_t *leases;		/* the lease rows: the leases kill-at ended before an ack */
 	json_t *expected_verdict;	/* the expect row's verdict, or NULL */
 	json_t *worker;		/* the worker row, or NULL */
 	json_t *declared_guard;	/* the declared_guard row and its probe, or NULL */

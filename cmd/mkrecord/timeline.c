@@ -12,7 +12,8 @@
 
 /* What a lane holds: bars from start to end, and marks at start. */
 enum mark {
-	BAR_ACKED, BAR_KILLED, BAR_OPEN, GAP, PENDING, PUBLISH, COMMIT, KILL, ACK, CALL
+	BAR_ACKED, BAR_KILLED, BAR_OPEN, BAR_STALLED, GAP, PENDING, PUBLISH, COMMIT, KILL, ACK,
+	CALL, STALL, RELEASE
 };
 
 struct item {
@@ -139,6 +140,8 @@ idem_timeline_start(const json_t *record)
 			earliest(&start, str(row, times[k]));
 	json_array_foreach(json_object_get(record, "kill_points"), i, row)
 		earliest(&start, str(row, "killed_at"));
+	json_array_foreach(json_object_get(record, "stalls"), i, row)
+		earliest(&start, str(row, "stalled_at"));
 	json_array_foreach(json_object_get(record, "calls"), i, row)
 		earliest(&start, str(row, "at"));
 	json_array_foreach(json_object_get(record, "measures"), i, row)
@@ -261,6 +264,46 @@ kill_of(const json_t *record, const json_t *row, const char *msg)
 	return NULL;
 }
 
+/* The stall of an attempt: same job and attempt. */
+static const json_t *
+stall_of(const json_t *record, const json_t *row)
+{
+	const json_t *st;
+	size_t i;
+
+	json_array_foreach(json_object_get(record, "stalls"), i, st)
+		if (json_equal(json_object_get(st, "job"), json_object_get(row, "job")) &&
+		    json_equal(json_object_get(st, "attempt"), json_object_get(row, "attempt")))
+			return st;
+	return NULL;
+}
+
+/* A stalled attempt, from its delivery to its end: the last of its ack,
+ * commit, write and release, or the end of the run when it was never
+ * released; marked where it was held and where it was let go. */
+static void
+stalled_attempt(const struct timeline *tl, struct lane *lane, const json_t *row, const json_t *st,
+		const char *msg)
+{
+	static const char *const ends[] = { "acked_at", "committed_at", "written_at", NULL };
+	long long end = at(tl, st, "released_at"), t;
+	size_t i;
+
+	for (i = 0; ends[i]; i++)
+		if ((t = at(tl, row, ends[i])) > end)
+			end = t;
+	if (json_is_null(json_object_get(st, "released_at")))
+		end = tl->span;
+	add(lane, BAR_STALLED, at(tl, row, "consumed_at"), end, "msg %s try %lld stalled at %s, %s, %s",
+	    msg ? msg : "", (long long)json_integer_value(json_object_get(row, "attempt")),
+	    text_of(st, "step"), str(row, "branch") ? str(row, "branch") : "no branch logged",
+	    text_of(row, "outcome"));
+	add(lane, COMMIT, at(tl, row, "committed_at"), -1, "commit msg %s", msg ? msg : "");
+	add(lane, STALL, at(tl, st, "stalled_at"), -1, "STALL at %s", text_of(st, "step"));
+	add(lane, RELEASE, at(tl, st, "released_at"), -1, "release on %s", text_of(st, "release"));
+	add(lane, ACK, at(tl, row, "acked_at"), -1, "ack msg %s", msg ? msg : "");
+}
+
 /* Two lanes whose attempts overlap in time: deliveries at once, a race. */
 static int
 lanes_overlap(const struct section *sec)
@@ -273,7 +316,7 @@ lanes_overlap(const struct section *sec)
 				for (j = 0; j < sec->lanes[b].n; j++) {
 					const struct item *x = &sec->lanes[a].items[i], *y = &sec->lanes[b].items[j];
 
-					if (x->mark <= BAR_OPEN && y->mark <= BAR_OPEN &&
+					if (x->mark <= BAR_STALLED && y->mark <= BAR_STALLED &&
 					    x->start <= y->end && y->start <= x->end)
 						return 1;
 				}
@@ -296,6 +339,7 @@ job_section(struct timeline *tl, const json_t *record, const json_t *rows, const
 	const json_t *row, *k, *call;
 	char buf[32], scen[128] = "";
 	size_t i, j, r;
+	int stalled = 0;
 
 	tl->sections = idem_ereallocarray(tl->sections, tl->n + 1, sizeof(*tl->sections));
 	sec = &tl->sections[tl->n++];
@@ -304,6 +348,12 @@ job_section(struct timeline *tl, const json_t *record, const json_t *rows, const
 		if (strcmp(text_of(k, "job"), job) == 0 && str(k, "scenario") &&
 		    strstr(scen, str(k, "scenario")) == NULL)
 			snprintf(scen + strlen(scen), sizeof(scen) - strlen(scen), " %s", str(k, "scenario"));
+	json_array_foreach(json_object_get(record, "stalls"), i, k)
+		if (strcmp(text_of(k, "job"), job) == 0 && str(k, "scenario") &&
+		    strstr(scen, str(k, "scenario")) == NULL) {
+			snprintf(scen + strlen(scen), sizeof(scen) - strlen(scen), " %s", str(k, "scenario"));
+			stalled = 1;
+		}
 	for (r = 0; r < jb->n; r++) {
 		const char *msg, *outcome;
 		struct lane *lane;
@@ -318,6 +368,10 @@ job_section(struct timeline *tl, const json_t *record, const json_t *rows, const
 		lane = lane_of(sec, msg);
 		if (lane->n == 0)
 			add(lane, PUBLISH, at(tl, row, "published_at"), -1, "publish msg %s", msg ? msg : "");
+		if ((k = stall_of(record, row)) != NULL) {
+			stalled_attempt(tl, lane, row, k, msg);
+			continue;
+		}
 		if ((k = kill_of(record, row, msg)) != NULL)
 			killed = at(tl, k, "killed_at");
 		end = at(tl, row, "acked_at");
@@ -362,7 +416,8 @@ job_section(struct timeline *tl, const json_t *record, const json_t *rows, const
 		}
 	}
 	snprintf(sec->name, sizeof(sec->name), "%s%s%s", job, scen,
-	    sec->n > 1 ? (lanes_overlap(sec) ? " race, two lanes on one key" : " duplicate publish") : "");
+	    sec->n > 1 ? (lanes_overlap(sec) ? " race, two lanes on one key" : " duplicate publish") :
+	    stalled ? " stall, two attempts at once" : "");
 	{
 		char clean[160];
 
@@ -403,6 +458,9 @@ span_of(const json_t *record, long long start)
 	json_array_foreach(json_object_get(record, "kill_points"), i, row)
 		if ((t = idem_timeline_offset_ms(str(row, "killed_at"), start)) > last)
 			last = t;
+	json_array_foreach(json_object_get(record, "stalls"), i, row)
+		if ((t = idem_timeline_offset_ms(str(row, "released_at"), start)) > last)
+			last = t;
 	json_array_foreach(json_object_get(record, "calls"), i, row)
 		if ((t = idem_timeline_offset_ms(str(row, "at"), start)) > last)
 			last = t;
@@ -442,6 +500,9 @@ jobs_of(const json_t *record, size_t *n)
 			jb->of_scenario = 1;
 	}
 	json_array_foreach(json_object_get(record, "kill_points"), i, k)
+		if ((at = idem_map_get(&index, text_of(k, "job"))) != IDEM_MAP_NONE)
+			jobs[at].of_scenario = 1;
+	json_array_foreach(json_object_get(record, "stalls"), i, k)
 		if ((at = idem_map_get(&index, text_of(k, "job"))) != IDEM_MAP_NONE)
 			jobs[at].of_scenario = 1;
 	idem_map_free(&index);
@@ -490,10 +551,11 @@ build(struct timeline *tl, const json_t *record)
 }
 
 static const char *const mermaid_tags[] = {
-	[BAR_ACKED] = "done, ", [BAR_KILLED] = "crit, ", [BAR_OPEN] = "active, ", [GAP] = "",
-	[PENDING] = "active, ",
+	[BAR_ACKED] = "done, ", [BAR_KILLED] = "crit, ", [BAR_OPEN] = "active, ",
+	[BAR_STALLED] = "active, ", [GAP] = "", [PENDING] = "active, ",
 	[PUBLISH] = "milestone, ", [COMMIT] = "milestone, ", [KILL] = "crit, milestone, ",
-	[ACK] = "done, milestone, ", [CALL] = "milestone, ",
+	[ACK] = "done, milestone, ", [CALL] = "milestone, ", [STALL] = "crit, milestone, ",
+	[RELEASE] = "milestone, ",
 };
 
 char *
@@ -586,7 +648,7 @@ static void
 svg_item(FILE *out, const struct timeline *tl, const struct item *it, int y)
 {
 	static const char *const fill[] = { [BAR_ACKED] = "#2e8b57", [BAR_KILLED] = "#c0392b",
-		[BAR_OPEN] = "#e67e22" };
+		[BAR_OPEN] = "#e67e22", [BAR_STALLED] = "#8e44ad" };
 	double x = svg_x(tl, it->start), x2 = svg_x(tl, it->end);
 	int mid = y + SVG_ROW / 2;
 
@@ -597,6 +659,7 @@ svg_item(FILE *out, const struct timeline *tl, const struct item *it, int y)
 	case BAR_ACKED:
 	case BAR_KILLED:
 	case BAR_OPEN:
+	case BAR_STALLED:
 		fprintf(out, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"10\" fill=\"%s\"/>",
 		    x, mid - 5, x2 - x < 2 ? 2 : x2 - x, fill[it->mark]);
 		break;
@@ -628,6 +691,15 @@ svg_item(FILE *out, const struct timeline *tl, const struct item *it, int y)
 	case CALL:
 		fprintf(out, "<rect x=\"%.1f\" y=\"%d\" width=\"7\" height=\"7\" fill=\"#7d3c98\"/>",
 		    x - 3.5, mid + 2);
+		break;
+	case STALL:
+		fprintf(out, "<path d=\"M%.1f %d v10 m5 -10 v10\" stroke=\"#8e44ad\" stroke-width=\"2.5\"/>"
+		    "<text x=\"%.1f\" y=\"%d\" font-size=\"9\" fill=\"#8e44ad\">STALL</text>",
+		    x - 2.5, mid - 5, x + 6, mid - 4);
+		break;
+	case RELEASE:
+		fprintf(out, "<polygon points=\"%.1f,%d %.1f,%d %.1f,%d\" fill=\"#8e44ad\"/>",
+		    x - 3, mid - 5, x + 5, mid, x - 3, mid + 5);
 		break;
 	}
 	fputs("</g>\n", out);

@@ -484,7 +484,8 @@ counted_verdict(const json_t *record, int pass)
  * as expected (the external call's too when there is one), and the run
  * missed no kill point or race, ran the worker the seed declares and
  * passed its baseline; from format 6, and its sandbox account held
- * nothing beyond its list. */
+ * nothing beyond its list; from format 7, and no stall or held lease
+ * reached its bound. */
 static void
 check_verdict(struct check *c, const json_t *from_rows, int has_external)
 {
@@ -494,6 +495,7 @@ check_verdict(struct check *c, const json_t *from_rows, int has_external)
 	const json_t *findings = json_object_get(json_object_get(c->record, "account"), "findings");
 	size_t i, missed;
 	int pass = 1, other_worker, baseline_failed;
+	char *bound;
 
 	/* a right the account held beyond its list fails a record of format 6 */
 	if (num(c->record, "record") >= 6 && json_array_size(findings) > 0) {
@@ -501,6 +503,14 @@ check_verdict(struct check *c, const json_t *from_rows, int has_external)
 			reason(c, "verdict: the record says %s, but its sandbox account %s",
 			    verdict ? verdict : "nothing", json_string_value(json_array_get(findings, 0)) ?
 			    json_string_value(json_array_get(findings, 0)) : "has a finding");
+		return;
+	}
+	/* a stall or a lease that reached its bound fails a record of format 7 */
+	if (num(c->record, "record") >= 7 && (bound = idem_record_bound(c->record)) != NULL) {
+		if (verdict == NULL || strcmp(verdict, "fail") != 0)
+			reason(c, "verdict: the record says %s, but %s", verdict ? verdict : "nothing",
+			    bound);
+		free(bound);
 		return;
 	}
 
@@ -522,7 +532,7 @@ check_verdict(struct check *c, const json_t *from_rows, int has_external)
 	if (pass && baseline_failed && verdict && strcmp(verdict, "pass") == 0)
 		reason(c, "verdict: the record says pass, but its baseline failed");
 	else if (pass && missed > 0 && verdict && strcmp(verdict, "pass") == 0)
-		reason(c, "verdict: the record says pass, but the run missed %zu kill points or races",
+		reason(c, "verdict: the record says pass, but the run missed %zu kill points, races or stalls",
 		    missed);
 	else if (pass && other_worker && verdict && strcmp(verdict, "pass") == 0)
 		reason(c, "verdict: the record says pass, but not the worker the ticket names ran");
@@ -651,8 +661,8 @@ idem_check_record(struct checker *k, struct check *c)
 		return;
 	}
 	free(text);
-	if (!json_is_object(c->record) || num(c->record, "record") < 1 || num(c->record, "record") > 6) {
-		reason(c, "not an idem record of format 1 to 6");
+	if (!json_is_object(c->record) || num(c->record, "record") < 1 || num(c->record, "record") > 7) {
+		reason(c, "not an idem record of format 1 to 7");
 		return;
 	}
 	check_seed(k, c);

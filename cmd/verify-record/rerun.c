@@ -277,7 +277,7 @@ struct rerun_stream {
 	size_t ncounts;
 	char *digest;
 	char *refused;
-	json_t *kills, *attempts, *recovers, *missed;	/* as mkrecord reads them */
+	json_t *kills, *attempts, *recovers, *missed, *stalls;	/* as mkrecord reads them */
 };
 
 static json_int_t
@@ -300,6 +300,7 @@ read_rerun(const char *stream, struct rerun_stream *out)
 	out->attempts = json_array();
 	out->recovers = json_array();
 	out->missed = json_array();
+	out->stalls = json_array();
 	if (f == NULL)
 		idem_die(IDEM_EXIT_ENV, "fmemopen:");
 	idem_tsv_reader_init(&r, f, "rerun output");
@@ -328,6 +329,10 @@ read_rerun(const char *stream, struct rerun_stream *out)
 			json_array_append_new(out->missed, json_pack("{s:s,s:s,s:o,s:s}",
 			    "what", f[MISSED_WHAT], "job", f[MISSED_JOB_ID], "attempt", f[MISSED_ATTEMPT] ?
 			    json_integer(integer(f[MISSED_ATTEMPT])) : json_null(), "step", f[MISSED_STEP]));
+		} else if (r.kind == IDEM_KIND_STALL) {
+			json_array_append_new(out->stalls, json_pack("{s:s,s:I,s:s,s:s}",
+			    "job", f[STALL_JOB_ID], "attempt", integer(f[STALL_ATTEMPT]),
+			    "step", f[STALL_STEP], "release", f[STALL_RELEASE]));
 		} else if (r.kind == IDEM_KIND_DIGEST && strcmp(r.fields[DIGEST_PHASE], "after") == 0) {
 			free(out->digest);
 			out->digest = idem_estrdup(r.fields[DIGEST_SHA256]);
@@ -358,14 +363,16 @@ volume_jobs(const json_t *record, const struct rerun_stream *out)
 			json_object_set_new(jobs, idem_json_str(a, "job"), json_true());
 	json_array_foreach(out->kills, i, a)
 		json_object_set_new(jobs, idem_json_str(a, "job"), json_true());
+	json_array_foreach(out->stalls, i, a)
+		json_object_set_new(jobs, idem_json_str(a, "job"), json_true());
 	json_array_foreach(out->attempts, i, a)
 		if (idem_json_num(a, "attempt") > 1 || json_is_null(json_object_get(a, "acked_at")))
 			json_object_set_new(jobs, idem_json_str(a, "job"), json_true());
 	return jobs;
 }
 
-/* The rerun's path against the record's: the kill points reached, the
- * races and kill points missed, the outcome and branch of each attempt of
+/* The rerun's path against the record's: the kill points and stalls
+ * reached, the stalls' releases, the races, kill points and stalls missed, the outcome and branch of each attempt of
  * each job, as mkrecord would write them from the rerun's stream. Prints
  * each difference; 1 when there is one. */
 static int
@@ -388,9 +395,14 @@ compare_path(const char *path, const json_t *record, const struct rerun_stream *
 		    "outcome", outcome, "branch", json_object_get(a, "branch")));
 	}
 	missed = json_object_get(record, "missed");
-	diff = idem_path_diff(json_object_get(record, "kill_points"),
-	    json_object_get(record, "evidence"), missed ? missed : none, out->kills, attempts,
-	    out->missed);
+	{
+		struct idem_path was = { json_object_get(record, "kill_points"),
+			json_object_get(record, "evidence"), missed ? missed : none,
+			json_object_get(record, "stalls") };
+		struct idem_path now = { out->kills, attempts, out->missed, out->stalls };
+
+		diff = idem_path_diff(&was, &now);
+	}
 	json_array_foreach(diff, i, line)
 		fprintf(report, "%s: %s\n", path, json_string_value(line));
 	differ = json_array_size(diff) > 0;
@@ -518,6 +530,7 @@ rerun_stream_free(struct rerun_stream *out)
 	json_decref(out->attempts);
 	json_decref(out->recovers);
 	json_decref(out->missed);
+	json_decref(out->stalls);
 	for (i = 0; i < out->ncounts; i++)
 		free(out->counts[i]);
 	free(out->counts);

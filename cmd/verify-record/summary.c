@@ -224,6 +224,27 @@ summary_kills(FILE *f, const json_t *record)
 	fputc('\n', f);
 }
 
+static void
+stall_item(FILE *f, const json_t *k)
+{
+	md(f, "%t (%c", idem_json_str(k, "step"), or_text(idem_json_str(k, "job"), ""));
+	fprintf(f, ", attempt %lld", idem_json_num(k, "attempt"));
+	md(f, ", released on %t)", or_text(idem_json_str(k, "release"), "nothing"));
+}
+
+/* The stalls, when the record has any, the first few named. */
+static void
+summary_stalls(FILE *f, const json_t *record)
+{
+	const json_t *stalls = json_object_get(record, "stalls");
+
+	if (json_array_size(stalls) == 0)
+		return;
+	fprintf(f, "- **stalls:** %zu", json_array_size(stalls));
+	md_list(f, stalls, stall_item);
+	fputc('\n', f);
+}
+
 /* One record as a reviewer reads it in the pull request. */
 static void
 summary_record(FILE *f, const struct idem_summary *s, const char *path,
@@ -256,6 +277,7 @@ summary_record(FILE *f, const struct idem_summary *s, const char *path,
 	summary_counts(f, c->record);
 	summary_guard(f, c->record);
 	summary_kills(f, c->record);
+	summary_stalls(f, c->record);
 	if (!stale)
 		md(f, "- **staleness:** not stale; next review %t\n",
 		    or_text(idem_json_str(c->record, "next_review"), "none"));
