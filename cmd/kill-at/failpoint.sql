@@ -55,10 +55,15 @@ CREATE UNLOGGED TABLE idem_run.ack (
 CREATE INDEX ON idem_run.ack (msg_id);
 -- the acks are counted from the last count's horizon on
 CREATE INDEX ON idem_run.ack (xid);
--- the messages whose leases the plan holds: a delivery of one keeps its
--- lease until kill-at ends it (the adapter's hold-lease and expire
--- sections)
-CREATE UNLOGGED TABLE idem_run.leased (msg_id text PRIMARY KEY);
+-- the messages whose leases the plan holds, while held: a delivery of one
+-- keeps its lease until kill-at ends it (the adapter's hold-lease and
+-- expire sections); kept is the library's own lease setting, where the
+-- hold changes it, to give back once the plan is done with the message
+CREATE UNLOGGED TABLE idem_run.leased (
+	msg_id text PRIMARY KEY,
+	held boolean NOT NULL DEFAULT true,
+	kept text
+);
 -- the statements on the queue's table, by server process, while kill-at
 -- watches for the end of an attempt released from a stall (a row in
 -- watch): its ack, or its next fetch

@@ -5,6 +5,7 @@
 #include "run.h"
 #include "database.h"
 #include "lease.h"
+#include "stall.h"
 #include "text.h"
 #include "tsv.h"
 
@@ -31,7 +32,9 @@ struct copy {
 };
 
 static struct {
-	struct idem_text_array leased;	/* the plan's messages */
+	struct idem_text_array leased;	/* the messages whose leases the plan held */
+	size_t *held;			/* those it holds still: indexes in planned */
+	size_t nheld_leases;
 	struct ended *ended;
 	size_t nended;
 	struct killed *killed;
@@ -101,17 +104,64 @@ exec_ids(const char *sql, const char *section, const char *what, const char *ids
 	PQclear(res);
 }
 
+/* Whether kill-at may hold an attempt of a job: a kill point, a stall or
+ * a race of its key not behind it yet. */
+static int
+may_hold(const struct idem_plan_job *job)
+{
+	size_t i;
+
+	for (i = 0; i < run.plan.nkills; i++)
+		if (!run.kills[i].fired && strcmp(run.plan.kills[i].job_id, job->id) == 0)
+			return 1;
+	for (i = 0; i < run.plan.nraces; i++)
+		if (!run.races[i].done && strcmp(run.plan.races[i].business_key, job->business_key) == 0)
+			return 1;
+	return !stall_over(job->id);
+}
+
 void
 leases_install(void)
 {
 	size_t i;
 
-	for (i = 0; i < run.plan.nplanned; i++)
+	for (i = 0; i < run.plan.nplanned; i++) {
+		if (!may_hold(&run.plan.jobs[run.plan.planned[i].job]))
+			continue;
 		idem_text_array_add(&l.leased, run.plan.planned[i].msg_id);
+		l.held = idem_ereallocarray(l.held, l.nheld_leases + 1, sizeof(*l.held));
+		l.held[l.nheld_leases++] = i;
+	}
 	if (l.leased.n > 0)
 		exec_ids("INSERT INTO idem_run.leased SELECT unnest($1::text[]) ON CONFLICT DO NOTHING",
 		    NULL, "holding the plan's leases", l.leased.text);
 	choose_copies();
+}
+
+/* The messages of the jobs whose kill points, stalls and races are all
+ * behind them go back to the queue's own leases, from their next
+ * delivery on: an attempt that ends without its ack is then delivered
+ * again as the queue would. */
+static void
+give_back(void)
+{
+	struct idem_text_array a = { 0 };
+	char *ids;
+	size_t i;
+
+	for (i = 0; i < l.nheld_leases; i++) {
+		const struct idem_plan_msg *m = &run.plan.planned[l.held[i]];
+
+		if (may_hold(&run.plan.jobs[m->job]))
+			continue;
+		idem_text_array_add(&a, m->msg_id);
+		l.held[i--] = l.held[--l.nheld_leases];
+	}
+	ids = idem_text_array_take(&a);
+	if (strcmp(ids, "{}") != 0)
+		exec_ids("UPDATE idem_run.leased SET held = false WHERE msg_id = ANY ($1::text[])",
+		    NULL, "giving leases back to the queue", ids);
+	free(ids);
 }
 
 /* The messages of the copies held, or not held, as an array's text. */
@@ -183,6 +233,8 @@ leases_watch(void)
 	char *ids;
 	int i;
 
+	if (l.nheld_leases > 0)
+		give_back();
 	if (l.nheld == 0)
 		return;
 	params[0] = ids = copies_text(1, 1);
@@ -376,4 +428,5 @@ leases_free(void)
 	free(l.killed);
 	free(l.copies);
 	free(l.leased.text);
+	free(l.held);
 }

@@ -18,7 +18,8 @@ struct stall {
 	const struct idem_plan_stall *plan;
 	int state;
 	struct held first;		/* the stalled attempt */
-	struct held second;		/* the redelivered attempt, held at until */
+	struct held second;		/* the redelivered attempt, held at until or
+					 * at its next step after a blocked release */
 	int has_second;
 	long long second_attempt;
 	char *second_step;
@@ -61,8 +62,7 @@ stalls_arm(void)
 
 /* Lets a held attempt go on. */
 static void
-let_go(const struct stall *st, struct held *h, const char *job_id, long long attempt,
-       const char *step)
+let_go(struct held *h, const char *job_id, long long attempt, const char *step)
 {
 	record_step(h->worker, h->pid, step, job_id, attempt, "release", h->observed);
 	if (strcmp(h->observed, "database") == 0) {
@@ -73,7 +73,6 @@ let_go(const struct stall *st, struct held *h, const char *job_id, long long att
 		idem_step_go(&run.clients[h->client].peer);
 		run.clients[h->client].held = 0;
 	}
-	(void)st;
 }
 
 static void
@@ -102,7 +101,7 @@ release(struct stall *st, const char *why)
 	st->released_at = db_now();
 	st->state = RELEASED;
 	watch_touches(1);
-	let_go(st, &st->first, st->plan->job_id, st->plan->attempt, st->plan->step);
+	let_go(&st->first, st->plan->job_id, st->plan->attempt, st->plan->step);
 }
 
 /* The lease of the stalled delivery ends, while the attempt lives. */
@@ -222,7 +221,7 @@ done(struct stall *st)
 	int any = 0;
 
 	if (st->has_second) {
-		let_go(st, &st->second, st->plan->job_id, st->second_attempt, st->second_step);
+		let_go(&st->second, st->plan->job_id, st->second_attempt, st->second_step);
 		st->has_second = 0;
 		st->other = st->second.pid;
 		st->second_at = db_now();
@@ -443,6 +442,21 @@ stalls_watch(void)
 	}
 	if (run.plan.nstalls > 0)
 		next_stall();
+}
+
+int
+stall_over(const char *job_id)
+{
+	size_t i;
+
+	for (i = 0; stalls != NULL && i < run.plan.nstalls; i++)
+		if (stalls[i].state != DONE && strcmp(stalls[i].plan->job_id, job_id) == 0)
+			return 0;
+	if (stalls == NULL)
+		for (i = 0; i < run.plan.nstalls; i++)
+			if (strcmp(run.plan.stalls[i].job_id, job_id) == 0)
+				return 0;
+	return 1;
 }
 
 int

@@ -46,6 +46,9 @@ void stall_told_acked(pid_t pid, const char *job_id, long long attempt);
  * wait on them, and finds which released ones have ended. */
 void stalls_watch(void);
 
+/* Whether every stall of a job is over (or it has none). */
+int stall_over(const char *job_id);
+
 /* Whether every stall was reached and has ended. */
 int stalls_done(void);
 

@@ -76,14 +76,14 @@ FOR EACH STATEMENT EXECUTE FUNCTION idem_run.touched();
 -- @rescue
 -- graphile-worker's own release of stale locks (resetLockedAt), after the
 -- seed's visibility timeout ($1, milliseconds) instead of 4 hours; the
--- lock is the lease, so the messages in idem_run.leased, whose leases
--- kill-at ends (expire), are passed over: no hold-lease section
+-- lock is the lease, so the messages held in idem_run.leased, whose
+-- leases kill-at ends (expire), are passed over: no hold-lease section
 UPDATE graphile_worker._private_jobs j
 SET locked_at = NULL, locked_by = NULL, run_at = greatest(j.run_at, now())
 FROM graphile_worker._private_tasks t
 WHERE t.id = j.task_id AND t.identifier = :'queue'
   AND j.locked_at < now() - $1::bigint * interval '1 millisecond'
-  AND NOT EXISTS (SELECT FROM idem_run.leased l WHERE l.msg_id = j.id::text)
+  AND NOT EXISTS (SELECT FROM idem_run.leased l WHERE l.msg_id = j.id::text AND l.held)
 RETURNING j.id::text
 
 -- @expire

@@ -49,12 +49,13 @@ CREATE TRIGGER idem_run_touch AFTER UPDATE ON idem.message
 FOR EACH STATEMENT EXECUTE FUNCTION idem_run.touched();
 
 -- @hold-lease
--- a delivery of a message in idem_run.leased is hidden until kill-at ends
--- its lease, not until now() + the worker's visibility timeout
+-- a delivery of a message held in idem_run.leased is hidden until
+-- kill-at ends its lease, not until now() + the worker's visibility
+-- timeout
 CREATE FUNCTION idem_run.idem_hold_lease() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-	IF EXISTS (SELECT FROM idem_run.leased WHERE msg_id = NEW.msg_id::text) THEN
+	IF EXISTS (SELECT FROM idem_run.leased WHERE msg_id = NEW.msg_id::text AND held) THEN
 		NEW.visible_at := 'infinity';
 	END IF;
 	RETURN NEW;

@@ -83,15 +83,27 @@ CREATE TRIGGER idem_run_touch AFTER UPDATE ON pgboss.job
 FOR EACH STATEMENT EXECUTE FUNCTION idem_run.touched();
 
 -- @hold-lease
--- a delivery of a message in idem_run.leased expires in a day, not after
--- the seed's visibility timeout: in the row fetch returns, for pg-boss's
--- worker times its handler out after expire_in on its own (a day, for a
--- Node timer waits at most 24 days); kill-at ends the lease (expire)
+-- a delivery of a message held in idem_run.leased expires in a day, not
+-- after the seed's visibility timeout: in the row fetch returns, for
+-- pg-boss's worker times its handler out after expire_in on its own (a
+-- day, for a Node timer waits at most 24 days); kill-at ends the lease
+-- (expire). The job's own expire_in is kept, and given back to its
+-- deliveries once the plan no longer holds the message.
 CREATE FUNCTION idem_run.pgboss_hold_lease() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+	l idem_run.leased;
 BEGIN
-	IF EXISTS (SELECT FROM idem_run.leased WHERE msg_id = NEW.id::text) THEN
+	SELECT * INTO l FROM idem_run.leased WHERE msg_id = NEW.id::text;
+	IF NOT FOUND THEN
+		RETURN NEW;
+	ELSIF l.held THEN
+		IF l.kept IS NULL THEN
+			UPDATE idem_run.leased SET kept = OLD.expire_in::text WHERE msg_id = l.msg_id;
+		END IF;
 		NEW.expire_in := interval '1 day';
+	ELSIF l.kept IS NOT NULL THEN
+		NEW.expire_in := l.kept::interval;
 	END IF;
 	RETURN NEW;
 END

@@ -8,7 +8,19 @@
 static const char *const kinds[] = { "idem", "pg-boss", "graphile-worker" };
 static const char *const required[] = { "installed", "version", "publish", "observe",
 	"deliveries", "deliveries-of-key", "unacked", "unacked-list", "hold-back", "let-go",
-	"account", "denied" };
+	"account", "denied", "expire" };
+
+/* Whether a section of the adapter holds a text. */
+static int
+section_holds(const struct idem_queue *q, const char *section, const char *text)
+{
+	size_t i;
+
+	for (i = 0; i < q->nsections; i++)
+		if (strcmp(q->sections[i].name, section) == 0)
+			return memmem(q->sections[i].sql, q->sections[i].len, text, strlen(text)) != NULL;
+	return 0;
+}
 
 /* Whether every :'queue' of a section lies outside dollar quotes, where it
  * is a literal of its own and not text inside a function body. */
@@ -63,6 +75,19 @@ main(void)
 	idem_queue_close(&q);
 	CHECK(idem_queue_open(&q, "pg-boss", "q", &err) == 0 && idem_queue_has(&q, "rescue") &&
 	    !idem_queue_has(&q, "copy"), "pg-boss's expiry is its rescue");
+	idem_queue_close(&q);
+	/* the plan's leases: held at each delivery, or passed over by the
+	 * rescue where the rescue alone ends a lease */
+	CHECK(idem_queue_open(&q, "idem", "q", &err) == 0 && idem_queue_has(&q, "hold-lease"),
+	    "idem's queue holds the plan's leases at delivery");
+	idem_queue_close(&q);
+	CHECK(idem_queue_open(&q, "pg-boss", "q", &err) == 0 && idem_queue_has(&q, "hold-lease"),
+	    "pg-boss holds the plan's leases in the fetched row, which its worker's timer reads");
+	idem_queue_close(&q);
+	CHECK(idem_queue_open(&q, "graphile-worker", "q", &err) == 0 &&
+	    !idem_queue_has(&q, "hold-lease") && idem_queue_has(&q, "rescue") &&
+	    section_holds(&q, "rescue", "idem_run.leased"),
+	    "graphile-worker's rescue passes the plan's leases over");
 	idem_queue_close(&q);
 	CHECK(idem_queue_open(&q, "sqs", "q", &err) < 0 && err.status == IDEM_EXIT_USAGE,
 	    "a kind without an adapter is refused");
