@@ -523,7 +523,7 @@ $base-2000.yaml.sig"
 	python3 - "$RUN" >"$BATS_TEST_TMPDIR/uuids.tsv" <<-'PY'
 	import re, sys
 	uuid = lambda n: "00000000-0000-4000-8000-%012d" % int(n)
-	column = {"publish": 3, "attempt": 2, "recover": 2}
+	column = {"publish": 3, "attempt": 2, "recover": 2, "lease": 2}
 	for line in open(sys.argv[1], encoding="utf-8"):
 	    f = line.rstrip("\n").split("\t")
 	    if f[0] in column:

@@ -248,13 +248,13 @@ mkrecord_writing() {
 	# worker that rehearse does not set up leaves the effect table missing
 	sed -i 's/visibility_timeout: 300ms/visibility_timeout: 18s/' seeds/one.yaml
 	git commit -q -am "slow retries"
-	start=$(date +%s%N)
-	run --separate-stderr env TMPDIR="$T" rehearse -k "$key" -f records/allowed_signers \
+	# rehearse does not wait for the deadline: the timeout, well under
+	# it, is a bound against a hang, not a measure (make bench's stop part
+	# measures how soon it ends)
+	run --separate-stderr timeout 120 env TMPDIR="$T" rehearse -k "$key" -f records/allowed_signers \
 		-w "python3 $root/tests/fixtures/workers/py_worker.py" seeds/one.yaml
-	elapsed_ms=$((($(date +%s%N) - start) / 1000000))
-	echo "rehearse ended after $elapsed_ms ms" >&3
 	[ "$status" -eq 3 ]
-	[ "$elapsed_ms" -lt 15000 ]
+	[[ "$stderr" != *deadline* ]]
 	[[ "$stderr" == *'rehearse: count-effects --before failed (exit 3): count-effects: demo.invoice_lines: no such table'*'e.g. with rehearse -s SETUP'* ]]
 	# the stages it stopped are not named
 	assert_equal "$(grep -c '^rehearse: .* failed' <<<"$stderr")" 1
