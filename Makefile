@@ -172,7 +172,7 @@ demo: deps
 	@BIN="$(CURDIR)/$(BIN)" BUILD="$(CURDIR)/$(BUILD)" tests/demo
 
 bench: deps
-	@$(MAKE) --no-print-directory EXTRA_DEBS="$(BENCH_DEBS)" deps all
+	@$(MAKE) --no-print-directory EXTRA_DEBS="$(BENCH_DEBS)" deps all tests/node/node_modules/.package-lock.json
 	@BIN="$(CURDIR)/$(BIN)" tests/bench/run
 
 install: all
