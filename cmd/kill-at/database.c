@@ -150,11 +150,17 @@ hold_for_race(struct race *race, const struct idem_failpoint_waiter *w,
 		race->db_held = new_hold(w, s, d);
 		return 1;
 	}
-	record_step(first->worker, first->pid, race->plan->step, first->job_id, first->attempt,
-	    "release", DATABASE);
-	database_pass(first->slot);
 	race->db_first = first;
 	race->db_second = new_hold(w, s, d);
+	/* the message published first goes first, whichever came first: the
+	 * same order on every run, however busy the machine */
+	if (publish_order(race->db_second->msg_id) < publish_order(first->msg_id)) {
+		race->db_first = race->db_second;
+		race->db_second = first;
+	}
+	record_step(race->db_first->worker, race->db_first->pid, race->plan->step,
+	    race->db_first->job_id, race->db_first->attempt, "release", DATABASE);
+	database_pass(race->db_first->slot);
 	race->db_held = NULL;
 	race->done = 1;
 	database_disarm(race->armed);

@@ -1,4 +1,5 @@
 /* run.c: the run in progress, and what its modules share (run.h) */
+#include <limits.h>
 #include <string.h>
 
 #include "run.h"
@@ -39,6 +40,17 @@ kill_point_reached(struct kill_point *kp, int worker, pid_t pid, const char *msg
 	kp->msg_id = msg_id ? idem_estrdup(msg_id) : NULL;
 	kp->observed = observed;
 	lease_killed(worker, pid, msg_id, kp->plan->job_id, kp->plan->attempt);
+}
+
+long long
+publish_order(const char *msg_id)
+{
+	size_t i;
+
+	for (i = 0; msg_id != NULL && i < run.plan.nplanned; i++)
+		if (strcmp(run.plan.planned[i].msg_id, msg_id) == 0)
+			return (long long)i;
+	return LLONG_MAX;
 }
 
 void

@@ -111,6 +111,9 @@ struct kill_point *kill_for(const char *step, const char *job_id, long long atte
  * where: its step row, and what becomes of it. The caller kills. */
 void kill_point_reached(struct kill_point *kp, int worker, pid_t pid, const char *msg_id,
 			const char *observed);
+/* Where a message of the plan was published among them (its publish
+ * row's place: job by job, copy by copy); LLONG_MAX for another, or NULL. */
+long long publish_order(const char *msg_id);
 /* The evidence of a step and of a line, at the database's time now. */
 void record_step(int worker, pid_t pid, const char *name, const char *job_id, long long attempt,
 		 const char *action, const char *observed);

@@ -95,11 +95,34 @@ release_second(size_t ci)
 	}
 }
 
+/* Where the message a client's worker works on for a race's key was
+ * published: its last delivery of the key. */
+static long long
+client_order(size_t ci, const struct race *race)
+{
+	struct idem_failpoint_delivery d;
+	struct idem_error err;
+	size_t nsame = 0;
+	int *same;
+	long long order;
+
+	database_watch_sessions();
+	same = idem_peer_backends(&run.sessions, run.clients[ci].worker, &nsame);
+	if (idem_failpoint_delivery(run.fp, race->plan->business_key, -1, same, nsame, &d, &err) < 0)
+		idem_die_error(&err);
+	free(same);
+	order = publish_order(d.msg_id);
+	free(d.msg_id);
+	free(d.job_id);
+	return order;
+}
+
 /*
  * A client at a race's step: the first to come is held until one of
- * another worker comes; then both are past their checks, the first goes
- * on, and the second when the first's attempt has ended, so the order is
- * the same on every run. Returns 0 for a client the race does not hold.
+ * another worker comes; then both are past their checks, and the one
+ * working on the message published first goes on, the other when that one's attempt
+ * has ended, so the order is the same on every run. Returns 0 for a
+ * client the race does not hold.
  */
 static int
 meet(struct race *race, size_t ci, const struct idem_step_line *l)
@@ -114,9 +137,15 @@ meet(struct race *race, size_t ci, const struct idem_step_line *l)
 		race->held = (int)ci;
 		return 1;
 	}
-	release(&run.clients[race->held], l->name);
 	race->first = race->held;
 	race->second = (int)ci;
+	/* the message published first goes first, whichever came first: the
+	 * same order on every run, however busy the machine */
+	if (client_order(ci, race) < client_order((size_t)race->held, race)) {
+		race->first = (int)ci;
+		race->second = race->held;
+	}
+	release(&run.clients[race->first], l->name);
 	race->held = -1;
 	race->done = 1;
 	database_disarm(race->armed);
