@@ -66,6 +66,14 @@ duplicated() {
 	# killed one once its worker was gone: with a visibility timeout of an
 	# hour, nothing waited for it
 	assert_equal "$(leases)" "job-0001:1:stall,job-0002:1:stall,job-0003:1:stall,job-0004:1:kill,"
+	# the record lists the stalls and the leases ended, and its timeline
+	# draws each stalled attempt beside its redelivery
+	mkdir "$BATS_TEST_TMPDIR/records"
+	record=$(mkrecord -o "$BATS_TEST_TMPDIR/records" <"$out")
+	assert_equal "$(grep -c '^  release: ' "$record")" 3
+	assert_equal "$(grep -A1 '^  lease_ended:$' "$record" | grep -c '^    at: ')" 4
+	grep -q 'STALL at before-commit' "${record%.yaml}.md"
+	readable "${record%.yaml}.md" "${record%.yaml}.svg"
 	# the queue's own table: every message acked, each stalled one read twice
 	assert_equal "$(sql "SELECT string_agg(job_id || ':' || read_ct, ',' ORDER BY msg_id) FROM idem.message WHERE queue = 'rehearsal_stall_invoice_line' AND acked_at IS NOT NULL")" \
 		"job-0001:2,job-0002:2,job-0003:2,job-0004:2,job-0005:1,job-0005:1"
