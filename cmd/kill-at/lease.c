@@ -34,7 +34,7 @@ struct copy {
 static struct {
 	struct idem_text_array leased;	/* the messages whose leases the plan held */
 	size_t *held;			/* those it holds still: indexes in planned */
-	size_t nheld_leases;
+	size_t nheld_leases, behind;	/* and the faults behind at the last look */
 	struct ended *ended;
 	size_t nended;
 	struct killed *killed;
@@ -43,25 +43,14 @@ static struct {
 	size_t ncopies, nheld;
 } l;
 
-static int
-raced(const char *business_key)
-{
-	size_t i;
-
-	for (i = 0; i < run.plan.nraces; i++)
-		if (strcmp(run.plan.races[i].business_key, business_key) == 0)
-			return 1;
-	return 0;
-}
-
 /* The original of a copy: the message of copy 0 of its job. */
 static const char *
 original_of(const struct idem_plan_msg *m)
 {
 	size_t i;
 
-	for (i = 0; i < run.plan.nplanned; i++)
-		if (run.plan.planned[i].job == m->job && run.plan.planned[i].copy == 0)
+	for (i = run.plan.jobs[m->job].first_msg; i != IDEM_MAP_NONE; i = run.plan.planned[i].next)
+		if (run.plan.planned[i].copy == 0)
 			return run.plan.planned[i].msg_id;
 	return NULL;
 }
@@ -80,7 +69,7 @@ choose_copies(void)
 
 		if (m->copy == 0 || original == NULL || job->scenario < 0 ||
 		    strcmp(run.plan.scenario_faults[job->scenario], "duplicate-publish") != 0 ||
-		    raced(job->business_key))
+		    idem_plan_race(&run.plan, job->business_key) != NULL)
 			continue;
 		l.copies = idem_ereallocarray(l.copies, l.ncopies + 1, sizeof(*l.copies));
 		l.copies[l.ncopies++] = (struct copy){ m->msg_id, original, job->id, m->copy, 0 };
@@ -109,15 +98,30 @@ exec_ids(const char *sql, const char *section, const char *what, const char *ids
 static int
 may_hold(const struct idem_plan_job *job)
 {
-	size_t i;
+	const struct idem_plan_race *race = idem_plan_race(&run.plan, job->business_key);
+	size_t n;
+
+	for (n = idem_map_get(&run.plan.kill_index, job->id); n != IDEM_MAP_NONE;
+	     n = run.plan.kills[n].next)
+		if (!run.kills[n].fired)
+			return 1;
+	if (race != NULL && !run.races[race - run.plan.races].done)
+		return 1;
+	return !stall_over(job->id);
+}
+
+/* How many kill points, races and stalls are behind the run: when it
+ * grows, some leases may go back. */
+static size_t
+behind(void)
+{
+	size_t n = 0, i;
 
 	for (i = 0; i < run.plan.nkills; i++)
-		if (!run.kills[i].fired && strcmp(run.plan.kills[i].job_id, job->id) == 0)
-			return 1;
+		n += run.kills[i].fired != 0;
 	for (i = 0; i < run.plan.nraces; i++)
-		if (!run.races[i].done && strcmp(run.plan.races[i].business_key, job->business_key) == 0)
-			return 1;
-	return !stall_over(job->id);
+		n += run.races[i].done != 0;
+	return n + stalls_over();
 }
 
 void
@@ -233,8 +237,10 @@ leases_watch(void)
 	char *ids;
 	int i;
 
-	if (l.nheld_leases > 0)
+	if (l.nheld_leases > 0 && behind() != l.behind) {
+		l.behind = behind();
 		give_back();
+	}
 	if (l.nheld == 0)
 		return;
 	params[0] = ids = copies_text(1, 1);

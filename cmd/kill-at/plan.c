@@ -97,17 +97,39 @@ job_row(struct idem_plan *p, const struct idem_tsv_reader *r)
 	job->business_key = idem_estrdup(r->fields[JOB_BUSINESS_KEY]);
 	job->scenario = r->fields[JOB_SCENARIO] ? find_scenario(p, r->fields[JOB_SCENARIO]) : -1;
 	job->copies = 0;
+	job->first_msg = IDEM_MAP_NONE;
 	idem_map_put(&p->job_index, job->id, p->njobs);
 	p->njobs++;
 }
 
+/* A message of a job kept, last of its job's. */
 static void
 planned_msg(struct idem_plan *p, size_t job, const struct idem_tsv_reader *r)
 {
+	size_t *last = &p->jobs[job].first_msg;
+
+	while (*last != IDEM_MAP_NONE)
+		last = &p->planned[*last].next;
 	p->planned = idem_ereallocarray(p->planned, p->nplanned + 1, sizeof(*p->planned));
-	p->planned[p->nplanned++] = (struct idem_plan_msg){ idem_estrdup(r->fields[PUBLISH_MSG_ID]),
-	    job, idem_tsv_number(r, PUBLISH_COPY, 0) };
+	p->planned[p->nplanned] = (struct idem_plan_msg){ idem_estrdup(r->fields[PUBLISH_MSG_ID]),
+	    job, idem_tsv_number(r, PUBLISH_COPY, 0), IDEM_MAP_NONE };
+	idem_map_put(&p->msg_index, p->planned[p->nplanned].msg_id, p->nplanned);
+	*last = p->nplanned++;
 	p->jobs[job].copies++;
+}
+
+size_t
+idem_plan_msg(const struct idem_plan *p, const char *msg_id)
+{
+	return idem_map_get(&p->msg_index, msg_id);
+}
+
+const struct idem_plan_race *
+idem_plan_race(const struct idem_plan *p, const char *business_key)
+{
+	size_t i = idem_map_get(&p->race_index, business_key);
+
+	return i == IDEM_MAP_NONE ? NULL : &p->races[i];
 }
 
 int
@@ -198,11 +220,9 @@ add_kill(struct idem_plan *p, const char *scenario, const char *step, const char
 static void
 add_race(struct idem_plan *p, const char *scenario, const char *business_key, const char *step)
 {
-	size_t i;
-
-	for (i = 0; i < p->nraces; i++)
-		if (strcmp(p->races[i].business_key, business_key) == 0)
-			return;
+	if (idem_map_get(&p->race_index, business_key) != IDEM_MAP_NONE)
+		return;
+	idem_map_put(&p->race_index, business_key, p->nraces);
 	p->races = idem_ereallocarray(p->races, p->nraces + 1, sizeof(*p->races));
 	p->races[p->nraces].scenario = idem_estrdup(scenario);
 	p->races[p->nraces].business_key = idem_estrdup(business_key);
@@ -401,6 +421,8 @@ idem_plan_free(struct idem_plan *p)
 	for (i = 0; i < p->nplanned; i++)
 		free(p->planned[i].msg_id);
 	free(p->planned);
+	idem_map_free(&p->msg_index);
+	idem_map_free(&p->race_index);
 	for (i = 0; i < p->nkills; i++) {
 		free(p->kills[i].scenario);
 		free(p->kills[i].step);

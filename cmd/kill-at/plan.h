@@ -19,6 +19,7 @@ struct idem_plan_job {
 	char *id, *business_key;
 	long scenario;			/* its index in the scenarios, or -1 */
 	long long copies;		/* messages published for it */
+	size_t first_msg;		/* its first message in planned, or IDEM_MAP_NONE */
 };
 
 /* A message of a job the plan keeps: its lease is the plan's. */
@@ -26,6 +27,7 @@ struct idem_plan_msg {
 	char *msg_id;
 	size_t job;			/* its job's index */
 	long long copy;
+	size_t next;			/* the job's next message, or IDEM_MAP_NONE */
 };
 
 struct idem_plan_kill {
@@ -74,12 +76,14 @@ struct idem_plan {
 	struct idem_text_array msgs;	/* every msg_id */
 	struct idem_plan_msg *planned;	/* the messages of the jobs kept */
 	size_t nplanned;
+	struct idem_map msg_index;	/* msg_id: its index in planned */
 	/* made from them */
 	struct idem_plan_kill *kills;
 	size_t nkills;
 	struct idem_map kill_index;	/* job id: its first kill point */
 	struct idem_plan_race *races;
 	size_t nraces;
+	struct idem_map race_index;	/* business key: its race */
 	struct idem_plan_stall *stalls;
 	size_t nstalls;
 	struct idem_plan_fault *faults;
@@ -114,6 +118,10 @@ void idem_plan_tell_baseline(const struct idem_plan *p, struct idem_baseline *ba
 
 /* The job of an id, when the plan keeps it. */
 const struct idem_plan_job *idem_plan_job(const struct idem_plan *p, const char *id);
+/* The index in planned of a message of a job kept, or IDEM_MAP_NONE. */
+size_t idem_plan_msg(const struct idem_plan *p, const char *msg_id);
+/* The race of a business key, or NULL. */
+const struct idem_plan_race *idem_plan_race(const struct idem_plan *p, const char *business_key);
 
 /* The steps a worker may be stopped at, for idem-step(7)'s plan: each kill
  * point's; for every job of a raced key the race's step and the acked

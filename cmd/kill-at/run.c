@@ -45,12 +45,9 @@ kill_point_reached(struct kill_point *kp, int worker, pid_t pid, const char *msg
 long long
 publish_order(const char *msg_id)
 {
-	size_t i;
+	size_t i = msg_id ? idem_plan_msg(&run.plan, msg_id) : IDEM_MAP_NONE;
 
-	for (i = 0; msg_id != NULL && i < run.plan.nplanned; i++)
-		if (strcmp(run.plan.planned[i].msg_id, msg_id) == 0)
-			return (long long)i;
-	return LLONG_MAX;
+	return i == IDEM_MAP_NONE ? LLONG_MAX : (long long)i;
 }
 
 void

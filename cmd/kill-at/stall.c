@@ -355,9 +355,9 @@ messages_of(const struct stall *st)
 	struct idem_text_array a = { 0 };
 	size_t i;
 
-	for (i = 0; i < run.plan.nplanned; i++)
-		if (strcmp(run.plan.jobs[run.plan.planned[i].job].id, st->plan->job_id) == 0)
-			idem_text_array_add(&a, run.plan.planned[i].msg_id);
+	for (i = idem_plan_job(&run.plan, st->plan->job_id)->first_msg; i != IDEM_MAP_NONE;
+	     i = run.plan.planned[i].next)
+		idem_text_array_add(&a, run.plan.planned[i].msg_id);
 	return idem_text_array_take(&a);
 }
 
@@ -449,6 +449,8 @@ stall_over(const char *job_id)
 {
 	size_t i;
 
+	if (run.plan.nstalls == 0)
+		return 1;
 	for (i = 0; stalls != NULL && i < run.plan.nstalls; i++)
 		if (stalls[i].state != DONE && strcmp(stalls[i].plan->job_id, job_id) == 0)
 			return 0;
@@ -457,6 +459,16 @@ stall_over(const char *job_id)
 			if (strcmp(run.plan.stalls[i].job_id, job_id) == 0)
 				return 0;
 	return 1;
+}
+
+size_t
+stalls_over(void)
+{
+	size_t i, n = 0;
+
+	for (i = 0; stalls != NULL && i < run.plan.nstalls; i++)
+		n += stalls[i].state == DONE;
+	return n;
 }
 
 int

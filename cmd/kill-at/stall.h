@@ -49,6 +49,9 @@ void stalls_watch(void);
 /* Whether every stall of a job is over (or it has none). */
 int stall_over(const char *job_id);
 
+/* How many stalls are over. */
+size_t stalls_over(void);
+
 /* Whether every stall was reached and has ended. */
 int stalls_done(void);
 
