@@ -1,8 +1,10 @@
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
 
+#include "error.h"
 #include "path.h"
 
 static const char *
@@ -148,12 +150,40 @@ stall_diff(json_t *out, const char *job, const json_t *stalls[2])
 		}
 }
 
+/* A delivery's message: msg in a rerun's attempts, msg_id in a record's
+ * evidence; "" when neither says. */
+static const char *
+message(const json_t *a)
+{
+	const json_t *m = json_object_get(a, "msg");
+
+	if (!json_is_string(m))
+		m = json_object_get(a, "msg_id");
+	return json_is_string(m) ? json_string_value(m) : "";
+}
+
+/* Deliveries by attempt, then by message: a shorter id first (a number
+ * of fewer digits), then in byte order, the same on every run. */
+static int
+by_attempt(const void *x, const void *y)
+{
+	const json_t *a = *(const json_t *const *)x, *b = *(const json_t *const *)y;
+	long long na = number(a, "attempt"), nb = number(b, "attempt");
+	const char *ma = message(a), *mb = message(b);
+
+	if (na != nb)
+		return na < nb ? -1 : 1;
+	if (strlen(ma) != strlen(mb))
+		return strlen(ma) < strlen(mb) ? -1 : 1;
+	return strcmp(ma, mb);
+}
+
 static void
 job_diff(json_t *out, const char *job, const json_t *kills[2], const json_t *attempts[2],
 	 const json_t *missed[2], const json_t *stalls[2])
 {
 	static const char *const side[2] = { "record", "rerun" };
-	const json_t *row;
+	const json_t *row, **of_job[2];
 	char what[256], a[256], b[256];
 	size_t i, n[2], k;
 	int s;
@@ -175,20 +205,19 @@ job_diff(json_t *out, const char *job, const json_t *kills[2], const json_t *att
 			}
 	}
 	stall_diff(out, job, stalls);
-	/* the attempts of the job, one against the other, in order */
-	for (s = 0; s < 2; s++)
+	/* the deliveries of the job, one against the other, by attempt and
+	 * message: two taken at once may be taken in either order */
+	for (s = 0; s < 2; s++) {
 		n[s] = 0;
-	for (k = 0;; k++) {
-		const json_t *x[2] = { NULL, NULL };
+		of_job[s] = idem_ereallocarray(NULL, json_array_size(attempts[s]) + 1, sizeof(**of_job));
+		json_array_foreach(attempts[s], i, row)
+			if (strcmp(text(row, "job"), job) == 0)
+				of_job[s][n[s]++] = row;
+		qsort(of_job[s], n[s], sizeof(**of_job), by_attempt);
+	}
+	for (k = 0; k < n[0] || k < n[1]; k++) {
+		const json_t *x[2] = { k < n[0] ? of_job[0][k] : NULL, k < n[1] ? of_job[1][k] : NULL };
 
-		for (s = 0; s < 2; s++)
-			for (; n[s] < json_array_size(attempts[s]); n[s]++)
-				if (strcmp(text(json_array_get(attempts[s], n[s]), "job"), job) == 0) {
-					x[s] = json_array_get(attempts[s], n[s]++);
-					break;
-				}
-		if (x[0] == NULL && x[1] == NULL)
-			break;
 		if (x[0] != NULL)
 			attempt_text(x[0], a, sizeof(a));
 		if (x[1] != NULL)
@@ -203,6 +232,8 @@ job_diff(json_t *out, const char *job, const json_t *kills[2], const json_t *att
 			json_array_append_new(out, json_sprintf("%s: delivery %zu: the record %s, the "
 			    "rerun %s", job, k + 1, a, b));
 	}
+	free(of_job[0]);
+	free(of_job[1]);
 }
 
 json_t *

@@ -390,9 +390,10 @@ compare_path(const char *path, const json_t *record, const struct rerun_stream *
 		if (listed != NULL && json_object_get(listed, idem_json_str(a, "job")) == NULL)
 			continue;
 		idem_path_outcome(a, out->kills, out->recovers, outcome, sizeof(outcome));
-		json_array_append_new(attempts, json_pack("{s:O,s:O,s:s,s:O}", "job",
+		json_array_append_new(attempts, json_pack("{s:O,s:O,s:s,s:O,s:O}", "job",
 		    json_object_get(a, "job"), "attempt", json_object_get(a, "attempt"),
-		    "outcome", outcome, "branch", json_object_get(a, "branch")));
+		    "outcome", outcome, "branch", json_object_get(a, "branch"), "msg",
+		    json_object_get(a, "msg")));
 	}
 	missed = json_object_get(record, "missed");
 	{

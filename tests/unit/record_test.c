@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "path.h"
 #include "record.h"
 #include "unit.h"
 
@@ -63,6 +64,30 @@ main(void)
 		json_object_set_new(r, "verdict", json_string("pass"));
 		CHECK(idem_record_why(r) == NULL, "why: nothing for a pass");
 		json_decref(r);
+	}
+	{
+		/* two deliveries of one job taken at once, in either order: the
+		 * same path; a branch that differs, a difference */
+		json_t *rec = json_loads("[{\"job\":\"j\",\"msg_id\":\"7\",\"attempt\":1,"
+		    "\"outcome\":\"acked\",\"branch\":\"conflict-noop\"},{\"job\":\"j\","
+		    "\"msg_id\":\"5\",\"attempt\":1,\"outcome\":\"acked\",\"branch\":\"inserted\"}]",
+		    0, NULL);
+		json_t *again = json_loads("[{\"job\":\"j\",\"msg\":\"5\",\"attempt\":1,"
+		    "\"outcome\":\"acked\",\"branch\":\"inserted\"},{\"job\":\"j\",\"msg\":\"7\","
+		    "\"attempt\":1,\"outcome\":\"acked\",\"branch\":\"conflict-noop\"}]", 0, NULL);
+		json_t *none = json_array(), *diff;
+		struct idem_path a = { none, rec, none, NULL }, b = { none, again, none, NULL };
+
+		diff = idem_path_diff(&a, &b);
+		CHECK(json_array_size(diff) == 0, "path: deliveries taken at once compare by message");
+		json_decref(diff);
+		json_object_set_new(json_array_get(again, 0), "branch", json_string("conflict-noop"));
+		diff = idem_path_diff(&a, &b);
+		CHECK(json_array_size(diff) == 1, "path: the message that wrote, not the order, counts");
+		json_decref(diff);
+		json_decref(rec);
+		json_decref(again);
+		json_decref(none);
 	}
 	return unit_done("record");
 }
