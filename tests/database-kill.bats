@@ -165,7 +165,10 @@ attempts() {
 	# and on SIGTERM
 	sql 'UPDATE idem.message SET visible_at = now()'
 	kill-at -n 2 -D 60s -- idem-worker --no-step <"$BATS_TEST_TMPDIR/published" >/dev/null 2>&1 &
+	# a session held at the race's point; kill-at gone first is a failure,
+	# not a wait for ever
 	until [ "$(sql "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")" -ge 1 ]; do
+		kill -0 $!
 		sleep 0.05
 	done
 	kill -TERM $!

@@ -106,15 +106,20 @@ job_row(struct idem_plan *p, const struct idem_tsv_reader *r)
 static void
 planned_msg(struct idem_plan *p, size_t job, const struct idem_tsv_reader *r)
 {
-	size_t *last = &p->jobs[job].first_msg;
+	size_t last = IDEM_MAP_NONE, i;
 
-	while (*last != IDEM_MAP_NONE)
-		last = &p->planned[*last].next;
+	/* an index, not a pointer: the array moves as it grows */
+	for (i = p->jobs[job].first_msg; i != IDEM_MAP_NONE; i = p->planned[i].next)
+		last = i;
 	p->planned = idem_ereallocarray(p->planned, p->nplanned + 1, sizeof(*p->planned));
 	p->planned[p->nplanned] = (struct idem_plan_msg){ idem_estrdup(r->fields[PUBLISH_MSG_ID]),
 	    job, idem_tsv_number(r, PUBLISH_COPY, 0), IDEM_MAP_NONE };
 	idem_map_put(&p->msg_index, p->planned[p->nplanned].msg_id, p->nplanned);
-	*last = p->nplanned++;
+	if (last == IDEM_MAP_NONE)
+		p->jobs[job].first_msg = p->nplanned;
+	else
+		p->planned[last].next = p->nplanned;
+	p->nplanned++;
 	p->jobs[job].copies++;
 }
 
