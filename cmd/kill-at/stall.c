@@ -140,6 +140,18 @@ stall(struct stall *st, struct held *h)
 		idem_vendor_arm(run.vendor, job->business_key);
 }
 
+/* The redelivered attempt, held at step until the stalled one has ended. */
+static void
+hold_second(struct stall *st, const struct held *h, const char *step, long long attempt)
+{
+	st->second = *h;
+	st->second.msg_id = NULL;
+	st->has_second = 1;
+	st->second_attempt = attempt;
+	st->second_step = idem_estrdup(step);
+	record_step(h->worker, h->pid, step, st->plan->job_id, attempt, "hold", h->observed);
+}
+
 int
 stall_reached(const char *step, const char *job_id, long long attempt, struct held *h)
 {
@@ -159,22 +171,12 @@ stall_reached(const char *step, const char *job_id, long long attempt, struct he
 		 * from its next step once the stalled one has ended */
 		if (st->state == RELEASED && strcmp(st->release, "blocked") == 0 && !st->has_second &&
 		    attempt != st->plan->attempt) {
-			st->second = *h;
-			st->second.msg_id = NULL;
-			st->has_second = 1;
-			st->second_attempt = attempt;
-			st->second_step = idem_estrdup(step);
-			record_step(h->worker, h->pid, step, job_id, attempt, "hold", h->observed);
+			hold_second(st, h, step, attempt);
 			return 1;
 		}
 		if (st->state == HELD && st->plan->until != NULL && attempt > st->plan->attempt &&
 		    strcmp(st->plan->until, step) == 0) {
-			st->second = *h;
-			st->second.msg_id = NULL;
-			st->has_second = 1;
-			st->second_attempt = attempt;
-			st->second_step = idem_estrdup(step);
-			record_step(h->worker, h->pid, step, job_id, attempt, "hold", h->observed);
+			hold_second(st, h, step, attempt);
 			database_disarm(st->until_armed);
 			st->until_armed = -1;
 			release(st, "until");
@@ -184,32 +186,36 @@ stall_reached(const char *step, const char *job_id, long long attempt, struct he
 	return 0;
 }
 
-int
-stall_holds_backend(int backend_pid)
+/* Whether a stall holds an attempt where observed says, by its session
+ * or its call. */
+static int
+holds(const char *observed, int backend_pid, long call)
 {
 	size_t i;
 
-	for (i = 0; i < run.plan.nstalls; i++)
-		if ((stalls[i].state == HELD && stalls[i].first.backend_pid == backend_pid &&
-		    strcmp(stalls[i].first.observed, "database") == 0) ||
-		    (stalls[i].has_second && stalls[i].second.backend_pid == backend_pid &&
-		    strcmp(stalls[i].second.observed, "database") == 0))
-			return 1;
+	for (i = 0; i < run.plan.nstalls; i++) {
+		const struct held *h[2] = { stalls[i].state == HELD ? &stalls[i].first : NULL,
+		    stalls[i].has_second ? &stalls[i].second : NULL };
+		int j;
+
+		for (j = 0; j < 2; j++)
+			if (h[j] != NULL && strcmp(h[j]->observed, observed) == 0 &&
+			    (backend_pid > 0 ? h[j]->backend_pid == backend_pid : h[j]->call == call))
+				return 1;
+	}
 	return 0;
+}
+
+int
+stall_holds_backend(int backend_pid)
+{
+	return holds("database", backend_pid, 0);
 }
 
 int
 stall_holds_call(long call)
 {
-	size_t i;
-
-	for (i = 0; i < run.plan.nstalls; i++)
-		if ((stalls[i].state == HELD && stalls[i].first.call == call &&
-		    strcmp(stalls[i].first.observed, "vendor") == 0) ||
-		    (stalls[i].has_second && stalls[i].second.call == call &&
-		    strcmp(stalls[i].second.observed, "vendor") == 0))
-			return 1;
-	return 0;
+	return holds("vendor", 0, call);
 }
 
 /* The stalled attempt has ended: the redelivered one held after it goes,
