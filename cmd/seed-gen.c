@@ -100,8 +100,8 @@ write_seed_row(const struct idem_seed *s, int draft)
 static void
 write_declarations(const struct idem_seed *s)
 {
-	const char *row[5];
-	char *key;
+	const char *row[8];
+	char *key, *pending_key = NULL, *settled = NULL;
 
 	if (s->guard_table != NULL) {
 		row[0] = s->guard_table;
@@ -115,8 +115,21 @@ write_declarations(const struct idem_seed *s)
 		row[2] = s->external.honours_idempotency_key ? "true" : "false";
 		row[3] = s->external.pending_table;
 		row[4] = s->external.pending_owner;
-		idem_tsv_write_row(stdout, "external", row, 5);
+		/* the pending table's key columns default to the body's field names */
+		if (s->external.pending_table != NULL)
+			pending_key = s->external.npending_key > 0 ?
+			    json_text_list(s->external.pending_key, s->external.npending_key) :
+			    json_text_list(s->external.key, s->external.nkey);
+		if (s->external.pending_state != NULL)
+			settled = json_text_list(s->external.pending_settled,
+			    s->external.npending_settled);
+		row[5] = pending_key;
+		row[6] = s->external.pending_state;
+		row[7] = settled;
+		idem_tsv_write_row(stdout, "external", row, 8);
 		free(key);
+		free(pending_key);
+		free(settled);
 	}
 }
 
@@ -142,8 +155,8 @@ write_expect_row(const struct idem_seed *s)
 static void
 write_scenario_rows(const struct idem_seed *s)
 {
-	char attempt[32], duplicates[32], within[32];
-	const char *row[7];
+	char attempt[32], duplicates[32], within[32], vendor_ms[32];
+	const char *row[8];
 	size_t i;
 
 	for (i = 0; i < s->nscenarios; i++) {
@@ -159,7 +172,9 @@ write_scenario_rows(const struct idem_seed *s)
 		row[4] = duplicates;
 		row[5] = within;
 		row[6] = sc->until;
-		idem_tsv_write_row(stdout, "scenario", row, 7);
+		snprintf(vendor_ms, sizeof(vendor_ms), "%lld", sc->vendor_ms);
+		row[7] = sc->vendor_ms ? vendor_ms : NULL;
+		idem_tsv_write_row(stdout, "scenario", row, 8);
 	}
 }
 

@@ -575,31 +575,6 @@ name_job(struct loader *l, const yaml_node_t *n, const char *field)
 	    "most one scenario", id, s->scenarios[other].name);
 }
 
-/* vendor: error | timeout, the vendor double's answer to the first call
- * for each of the scenario's jobs. */
-static int
-load_vendor_fault(struct loader *l, const yaml_node_t *n, const char *field,
-		  struct idem_seed_scenario *sc)
-{
-	const yaml_node_t *v = lookup(l, n, "vendor");
-	const char *word = resolve_plain(v) == PLAIN_NULL ? NULL : scalar(v);
-
-	if (word != NULL && strcmp(word, "error") == 0)
-		sc->fault = "vendor-error";
-	else if (word != NULL && strcmp(word, "timeout") == 0)
-		sc->fault = "vendor-timeout";
-	else if (word != NULL)
-		return fail_at(l, v, field, "vendor: expected error or timeout, got \"%s\"", word);
-	else
-		return fail_at(l, v, field, "vendor: expected error or timeout, got a %s",
-		    node_kind_name(v));
-	if (l->seed->external.name == NULL)
-		return fail_at(l, v, field, "vendor: a vendor fault needs the external call it "
-		    "faults: declare it with external: { name: ..., key: [...], "
-		    "honours_idempotency_key: ... }");
-	return 0;
-}
-
 /* kill: STEP or stall: STEP, with the attempt it hits; external-call
  * needs the external call declared. */
 static int
@@ -617,21 +592,98 @@ load_held_fault(struct loader *l, const yaml_node_t *n, const char *field,
 	return 0;
 }
 
+/* The vendor faults: the word of vendor: and the scenario's fault. */
+static const char *const vendor_words[][2] = {
+	{ "error", "vendor-error" }, { "timeout", "vendor-timeout" },
+	{ "lost-reply", "vendor-lost-reply" }, { "late-reply", "vendor-late-reply" },
+	{ "forget-keys", "vendor-forget-keys" },
+};
+
+#define VENDOR_WORDS "error, timeout, lost-reply, late-reply or forget-keys"
+/* a late reply holds the run until it is sent */
+#define MAX_LATE_MS 60000LL
+
+/* vendor: error | timeout | lost-reply | late-reply | forget-keys, the
+ * vendor double's fault for each of the scenario's jobs; late-reply takes
+ * its delay:, forget-keys its forget_after: and a kill. */
+static int
+load_vendor_fault(struct loader *l, const yaml_node_t *n, const char *field,
+		  struct idem_seed_scenario *sc, long long attempt)
+{
+	const yaml_node_t *v = lookup(l, n, "vendor");
+	const char *word = resolve_plain(v) == PLAIN_NULL ? NULL : scalar(v);
+	const char *wants = NULL;
+	char sub[96];
+	size_t i;
+
+	for (i = 0; word != NULL && i < sizeof(vendor_words) / sizeof(vendor_words[0]); i++)
+		if (strcmp(word, vendor_words[i][0]) == 0)
+			sc->fault = vendor_words[i][1];
+	if (sc->fault == NULL && word != NULL)
+		return fail_at(l, v, field, "vendor: expected " VENDOR_WORDS ", got \"%s\"", word);
+	if (sc->fault == NULL)
+		return fail_at(l, v, field, "vendor: expected " VENDOR_WORDS ", got a %s",
+		    node_kind_name(v));
+	if (l->seed->external.name == NULL)
+		return fail_at(l, v, field, "vendor: a vendor fault needs the external call it "
+		    "faults: declare it with external: { name: ..., key: [...], "
+		    "honours_idempotency_key: ... }");
+	if (strcmp(sc->fault, "vendor-late-reply") == 0)
+		wants = "delay";
+	else if (strcmp(sc->fault, "vendor-forget-keys") == 0)
+		wants = "forget_after";
+	field_name(sub, sizeof(sub), field, "delay");
+	if (lookup(l, n, "delay") && (wants == NULL || strcmp(wants, "delay") != 0))
+		return fail_at(l, lookup(l, n, "delay"), sub, "applies to vendor: late-reply "
+		    "only: how long after the charge its answer comes");
+	field_name(sub, sizeof(sub), field, "forget_after");
+	if (lookup(l, n, "forget_after") && (wants == NULL || strcmp(wants, "forget_after") != 0))
+		return fail_at(l, lookup(l, n, "forget_after"), sub, "applies to vendor: "
+		    "forget-keys only: how long the vendor keeps an idempotency key");
+	if (lookup(l, n, "kill") && (wants == NULL || strcmp(wants, "forget_after") != 0))
+		return fail_at(l, n, field, "declare one of kill, race, vendor and stall, not two "
+		    "(a kill goes with vendor: forget-keys only)");
+	if (wants == NULL)
+		return 0;
+	field_name(sub, sizeof(sub), field, wants);
+	if (lookup(l, n, wants) == NULL)
+		return fail_at(l, n, sub, "required with vendor: %s: %s", word, wants[0] == 'd' ?
+		    "how long after the charge its answer comes, past the worker's own timeout, "
+		    "such as 3s" : "how long the vendor keeps an idempotency key, such as 24h");
+	if (get_duration(l, n, field, wants, 0, &sc->vendor_ms) < 0)
+		return -1;
+	if (sc->vendor_ms == 0 || (wants[0] == 'd' && sc->vendor_ms > MAX_LATE_MS))
+		return fail_at(l, lookup(l, n, wants), sub, wants[0] == 'd' ? "a delay from 1ms "
+		    "to 60s: the run waits for the late answer" : "a window longer than 0");
+	if (wants[0] == 'f') {
+		const char *fault = sc->fault;
+
+		if (lookup(l, n, "kill") == NULL)
+			return fail_at(l, n, field, "vendor: forget-keys goes with a kill: the vendor "
+			    "forgets the keys of the killed attempt's job when its lease ends, as "
+			    "if the window had passed; add kill: STEP");
+		if (load_held_fault(l, n, field, sc, "kill", attempt) < 0)
+			return -1;
+		sc->fault = fault;
+	}
+	return 0;
+}
+
 /* A scenario's fault: one of kill, race, vendor and stall, else
  * duplicates or conflicting payloads. */
 static int
 load_fault(struct loader *l, const yaml_node_t *n, const char *field,
 	   struct idem_seed_scenario *sc, long long attempt, int has_dups)
 {
-	if (!!lookup(l, n, "kill") + !!lookup(l, n, "race") + !!lookup(l, n, "vendor") +
-	    !!lookup(l, n, "stall") > 1)
+	if (!!lookup(l, n, "race") + !!lookup(l, n, "vendor") + !!lookup(l, n, "stall") +
+	    (lookup(l, n, "kill") && !lookup(l, n, "vendor")) > 1)
 		return fail_at(l, n, field, "declare one of kill, race, vendor and stall, not two");
-	if (lookup(l, n, "kill")) {
+	if (lookup(l, n, "vendor")) {
+		return load_vendor_fault(l, n, field, sc, attempt);
+	} else if (lookup(l, n, "kill")) {
 		return load_held_fault(l, n, field, sc, "kill", attempt);
 	} else if (lookup(l, n, "stall")) {
 		return load_held_fault(l, n, field, sc, "stall", attempt);
-	} else if (lookup(l, n, "vendor")) {
-		return load_vendor_fault(l, n, field, sc);
 	} else if (lookup(l, n, "race")) {
 		if (get_text(l, n, field, "race", 1, &sc->step) < 0)
 			return -1;
@@ -733,7 +785,8 @@ static int
 load_scenarios(struct loader *l, const yaml_node_t *root)
 {
 	static const char *const keys[] = { "name", "jobs", "every", "duplicates", "within",
-		"kill", "attempt", "race", "conflicting_payloads", "vendor", "stall", "until", NULL };
+		"kill", "attempt", "race", "conflicting_payloads", "vendor", "stall", "until",
+		"delay", "forget_after", NULL };
 	struct idem_seed *s = l->seed;
 	yaml_node_t *list = lookup(l, root, "scenarios");
 	yaml_node_item_t *item;
@@ -780,9 +833,16 @@ load_scenarios(struct loader *l, const yaml_node_t *root)
 		json_object_set_new_nocheck(names, sc->name, json_true());
 		if (load_fault(l, n, field, sc, attempt, has_dups) < 0)
 			goto out;
-		if (has_attempt && strcmp(sc->fault, "kill") != 0 && strcmp(sc->fault, "stall") != 0) {
+		if (has_attempt && strcmp(sc->fault, "kill") != 0 && strcmp(sc->fault, "stall") != 0 &&
+		    strcmp(sc->fault, "vendor-forget-keys") != 0) {
 			fail_at(l, lookup(l, n, "attempt"), field, "attempt applies to kill and "
 			    "stall only");
+			goto out;
+		}
+		if (!lookup(l, n, "vendor") && (lookup(l, n, "delay") || lookup(l, n, "forget_after"))) {
+			fail_at(l, lookup(l, n, "delay") ? lookup(l, n, "delay") :
+			    lookup(l, n, "forget_after"), field, "delay and forget_after apply to "
+			    "vendor: late-reply and vendor: forget-keys only");
 			goto out;
 		}
 		if (lookup(l, n, "until") && strcmp(sc->fault, "stall") != 0) {
@@ -790,8 +850,8 @@ load_scenarios(struct loader *l, const yaml_node_t *root)
 			    "step of the redelivered attempt that releases the stalled one");
 			goto out;
 		}
-		if (sc->step && check_step(l, n, field, sc->fault[0] == 'r' ? "race" : sc->fault,
-		    sc->step) < 0)
+		if (sc->step && check_step(l, n, field, sc->fault[0] == 'r' ? "race" :
+		    sc->fault[0] == 'v' ? "kill" : sc->fault, sc->step) < 0)
 			goto out;
 		if (lookup(l, n, "until") && (get_text(l, n, field, "until", 1, &sc->until) < 0 ||
 		    check_step(l, n, field, "until", sc->until) < 0))
@@ -1058,13 +1118,15 @@ check_key_field(struct loader *l, const yaml_node_t *n, const char *field, const
 	return 0;
 }
 
-/* external: { name, key, honours_idempotency_key, pending: { table, owner } } */
+/* external: { name, key, honours_idempotency_key,
+ * pending: { table, owner, key, state, settled } } */
 static int
 load_external(struct loader *l, const yaml_node_t *root)
 {
 	static const char *const external_keys[] = { "name", "key", "honours_idempotency_key",
 		"pending", NULL };
-	static const char *const pending_keys[] = { "table", "owner", NULL };
+	static const char *const pending_keys[] = { "table", "owner", "key", "state", "settled",
+		NULL };
 	struct idem_seed_external *e = &l->seed->external;
 	yaml_node_t *n = lookup(l, root, "external"), *p;
 	size_t i;
@@ -1090,8 +1152,23 @@ load_external(struct loader *l, const yaml_node_t *root)
 	if ((p = lookup(l, n, "pending")) != NULL &&
 	    (check_mapping(l, p, "external.pending", pending_keys) < 0 ||
 	     get_text(l, p, "external.pending", "table", 1, &e->pending_table) < 0 ||
-	     get_text(l, p, "external.pending", "owner", 1, &e->pending_owner) < 0))
+	     get_text(l, p, "external.pending", "owner", 1, &e->pending_owner) < 0 ||
+	     get_text_list(l, p, "external.pending", "key", &e->pending_key, &e->npending_key) < 0 ||
+	     get_text(l, p, "external.pending", "state", 0, &e->pending_state) < 0 ||
+	     get_text_list(l, p, "external.pending", "settled", &e->pending_settled,
+		 &e->npending_settled) < 0))
 		return -1;
+	if (p != NULL && lookup(l, p, "key") != NULL && e->npending_key == 0)
+		return fail_at(l, lookup(l, p, "key"), "external.pending.key", "a list of the "
+		    "columns of %s that hold a call's business key, at least one", e->pending_table);
+	if (p != NULL && (e->pending_state == NULL) != (lookup(l, p, "settled") == NULL))
+		return fail_at(l, p, e->pending_state ? "external.pending.settled" :
+		    "external.pending.state", "state and settled go together: the column of %s "
+		    "that says where a call stands, and its values for a call seen done",
+		    e->pending_table);
+	if (e->pending_state != NULL && e->npending_settled == 0)
+		return fail_at(l, lookup(l, p, "settled"), "external.pending.settled", "a list of "
+		    "the values of %s that mean a call seen done, at least one", e->pending_state);
 	return 0;
 }
 
@@ -1427,8 +1504,8 @@ idem_seed_free(struct idem_seed *s)
 		s->sandbox_account, s->worker_image, s->worker_version, s->worker_command,
 		s->effect_name, s->effect_table, s->key_scope, s->expect_verdict,
 		s->duplicate_acceptor, s->reconciliation_owner, s->external.name,
-		s->external.pending_table, s->external.pending_owner, s->guard_table,
-		s->guard_best_effort };
+		s->external.pending_table, s->external.pending_owner, s->external.pending_state,
+		s->guard_table, s->guard_best_effort };
 	size_t i;
 
 	for (i = 0; i < sizeof(texts) / sizeof(texts[0]); i++)
@@ -1438,6 +1515,8 @@ idem_seed_free(struct idem_seed *s)
 	idem_free_list(s->cannot_reproduce, s->ncannot_reproduce);
 	idem_free_list(s->own_steps, s->nown_steps);
 	idem_free_list(s->external.key, s->external.nkey);
+	idem_free_list(s->external.pending_key, s->external.npending_key);
+	idem_free_list(s->external.pending_settled, s->external.npending_settled);
 	idem_free_list(s->guard_key, s->nguard_key);
 	for (i = 0; i < s->nschema; i++)
 		free(s->schema[i].name);

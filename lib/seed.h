@@ -31,13 +31,16 @@ struct idem_seed_job {
 struct idem_seed_scenario {
 	char *name;
 	const char *fault;	/* duplicate-publish, kill, race, same-key, vendor-error,
-				 * vendor-timeout, stall */
-	char *step;		/* kill, race or stall step, or NULL */
+				 * vendor-timeout, stall, vendor-lost-reply,
+				 * vendor-late-reply, vendor-forget-keys */
+	char *step;		/* kill (also of vendor-forget-keys), race or stall
+				 * step, or NULL */
 	char *until;		/* stall: the redelivered attempt's step that releases
 				 * the stalled one, or NULL for its ack */
 	long long attempt;	/* kill or stall attempt, or 0 */
 	long long duplicates;	/* extra copies published */
 	long long within_ms;
+	long long vendor_ms;	/* the late reply's delay, the forgotten keys' window */
 	long long every;	/* selects one job in every, or 0 */
 	int conflicting_payloads;
 };
@@ -50,6 +53,11 @@ struct idem_seed_external {
 	size_t nkey;
 	int honours_idempotency_key;
 	char *pending_table, *pending_owner;	/* or NULL */
+	char **pending_key;	/* the columns of the business key, or none: key's names */
+	size_t npending_key;
+	char *pending_state;	/* or NULL: every row is a call not seen done */
+	char **pending_settled;	/* the state's values for a call seen done */
+	size_t npending_settled;
 };
 
 struct idem_seed_index;

@@ -30,6 +30,7 @@ enum type {
 	JSON_OBJECT,
 	JSON_STRINGS,	/* a JSON array of strings */
 	JSON_NAMES,	/* a JSON array of one or more strings */
+	JSON_ARRAY,	/* any JSON array */
 	ENUM		/* one of the words in values */
 };
 
@@ -55,6 +56,7 @@ struct field {
 #define E16(name, values) { name, ENUM, 1, values, 1 }
 #define N16(name, type) { name, type, 1, NULL, 1 }
 #define N17(name, type) { name, type, 1, NULL, 1 }
+#define N18(name, type) { name, type, 1, NULL, 1 }
 
 static const struct {
 	const char *name;
@@ -75,10 +77,11 @@ static const struct {
 		F("missing", COUNT), F("pending", COUNT), N13("external", COUNT),
 		E14("verdict", "pass fail") } },
 	[IDEM_KIND_SCENARIO] = { "scenario", { F("name", NAME),
-		E("fault", "duplicate-publish kill race same-key vendor-error vendor-timeout stall"),
+		E("fault", "duplicate-publish kill race same-key vendor-error vendor-timeout stall "
+		    "vendor-lost-reply vendor-late-reply vendor-forget-keys"),
 		N("step", NAME),
 		N("attempt", POSITIVE), F("duplicates", COUNT), F("within_ms", COUNT),
-		N17("until", NAME) } },
+		N17("until", NAME), N18("vendor_ms", COUNT) } },
 	[IDEM_KIND_JOB] = { "job", { F("job_id", NAME), F("business_key", TEXT),
 		F("payload", JSON_OBJECT), F("payload_sha256", SHA256), N("scenario", NAME) } },
 	[IDEM_KIND_PUBLISH] = { "publish", { F("job_id", NAME), F("copy", COUNT),
@@ -117,7 +120,8 @@ static const struct {
 		N("version", TEXT) } },
 	[IDEM_KIND_EXTERNAL] = { "external", { F("name", NAME), F("key_fields", JSON_NAMES),
 		E("honours_idempotency_key", "true false"), N("pending_table", NAME),
-		N("pending_owner", NAME) } },
+		N("pending_owner", NAME), N18("pending_key", JSON_NAMES), N18("pending_state", NAME),
+		N18("pending_settled", JSON_STRINGS) } },
 	[IDEM_KIND_DECLARED_GUARD] = { "declared_guard", { F("table", NAME),
 		F("key_columns", JSON_NAMES) } },
 	[IDEM_KIND_WORKER] = { "worker", { F("argv", JSON_STRINGS), N("executable", TEXT),
@@ -143,8 +147,15 @@ static const struct {
 	[IDEM_KIND_CALL] = { "call", { F("at", TIME), F("worker", INTEGER), F("pid", COUNT),
 		F("method", NAME), F("path", TEXT), N("idempotency_key", TEXT),
 		F("body_sha256", SHA256), N("business_key", TEXT), F("status", COUNT),
-		E("answer", "ok replayed error timeout killed"), E("effect", "yes no"),
-		N("response_id", TEXT) } },
+		E("answer", "ok replayed error timeout killed lost late"), E("effect", "yes no"),
+		N("response_id", TEXT), N18("id", POSITIVE), N18("answered_at", TIME) } },
+	[IDEM_KIND_FORGOT] = { "forgot", { F("at", TIME), F("business_key", TEXT),
+		F("idempotency_key", TEXT), F("first_call", POSITIVE), F("window_ms", COUNT) } },
+	[IDEM_KIND_REKEYED] = { "rekeyed", { F("business_key", TEXT), F("keys", JSON_ARRAY),
+		F("calls", JSON_ARRAY), F("effects", COUNT) } },
+	[IDEM_KIND_PENDING_CALL] = { "pending_call", { F("business_key", TEXT),
+		E("killed", "yes no"), F("rows", COUNT), N("owner", TEXT),
+		E("result", "owned missing wrong-owner open") } },
 };
 
 #undef F
@@ -159,6 +170,7 @@ static const struct {
 #undef E16
 #undef N16
 #undef N17
+#undef N18
 
 const char *
 idem_kind_name(enum idem_kind kind)
@@ -407,6 +419,7 @@ check_value(const struct field *f, const char *value, size_t len, char *buf, siz
 	case JSON_OBJECT:
 	case JSON_STRINGS:
 	case JSON_NAMES:
+	case JSON_ARRAY:
 		if (!idem_json_check(value, len, &shape)) {
 			snprintf(buf, size, "not JSON (at byte %zu): \"%s\"", shape.at + 1,
 			    quote(value, len, shown, sizeof(shown)));
@@ -414,11 +427,14 @@ check_value(const struct field *f, const char *value, size_t len, char *buf, siz
 		}
 		if (f->type == JSON_OBJECT && shape.top == '{')
 			return NULL;
+		if (f->type == JSON_ARRAY && shape.top == '[')
+			return NULL;
 		if (f->type != JSON_OBJECT && shape.top == '[' && shape.strings_only &&
 		    (f->type == JSON_STRINGS || shape.elements > 0))
 			return NULL;
-		what = f->type == JSON_OBJECT ? "a JSON object" : f->type == JSON_STRINGS ?
-		    "a JSON array of strings" : "a JSON array of one or more strings";
+		what = f->type == JSON_OBJECT ? "a JSON object" : f->type == JSON_ARRAY ?
+		    "a JSON array" : f->type == JSON_STRINGS ? "a JSON array of strings" :
+		    "a JSON array of one or more strings";
 		break;
 	case ENUM: {
 		char words[128];
@@ -751,7 +767,8 @@ static const unsigned char once[IDEM_KIND_COUNT] = {
 /* The rules of the stream as a whole, for rows whose fields are good: one
  * seed row and at most one expect row, one external row and one queue
  * row, of the seed's kind; scenario names and job ids unique; an until
- * step only for a stall; a job's scenario named by a scenario row before it. */
+ * step only for a stall; vendor_ms for the vendor faults that take one,
+ * and a kill step for vendor-forget-keys; a job's scenario named by a scenario row before it. */
 static int
 check_row(struct idem_tsv_reader *r, struct idem_error *err)
 {
@@ -787,6 +804,17 @@ check_row(struct idem_tsv_reader *r, struct idem_error *err)
 			return idem_error_set(err, IDEM_EXIT_USAGE,
 			    "%s:%ld: scenario row, field until: a step for a stall only, not for a %s",
 			    r->name, r->line_no, r->fields[SCENARIO_FAULT]);
+		v = r->fields[SCENARIO_FAULT];
+		if ((r->fields[SCENARIO_VENDOR_MS] != NULL) != (strcmp(v, "vendor-late-reply") == 0 ||
+		    strcmp(v, "vendor-forget-keys") == 0))
+			return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%ld: scenario row, field "
+			    "vendor_ms: %s for a vendor-late-reply or vendor-forget-keys scenario, "
+			    "not for a %s", r->name, r->line_no, r->fields[SCENARIO_VENDOR_MS] ?
+			    "only" : "required", v);
+		if (strcmp(v, "vendor-forget-keys") == 0 && r->fields[SCENARIO_STEP] == NULL)
+			return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%ld: scenario row, field "
+			    "step: required for a vendor-forget-keys scenario: the step of its kill",
+			    r->name, r->line_no);
 		break;
 	case IDEM_KIND_JOB:
 		v = r->fields[JOB_SCENARIO];

@@ -10,7 +10,7 @@ setup() {
 
 @test "seed-gen writes the header, one seed and expect row, the scenarios and every job" {
 	seed-gen seeds/invoice-line.yaml >"$out"
-	assert_equal "$(head -n 1 "$out")" "$(printf '#idem-tsv\t1.7')"
+	assert_equal "$(head -n 1 "$out")" "$(printf '#idem-tsv\t1.8')"
 	assert_equal "$(rows_of seed "$out")" 1
 	assert_equal "$(rows_of expect "$out")" 1
 	assert_equal "$(rows_of scenario "$out")" 5
@@ -37,14 +37,19 @@ setup() {
 
 @test "the external call's row comes right after the seed row; the expect row ends with its count" {
 	seed-gen seeds/invoice-line.yaml >"$out"
-	assert_equal "$(sed -n 3p "$out")" "$(printf 'external\tpayment charge\t["invoice_id","line_no"]\tfalse\tdemo.pending_calls\towner')"
+	assert_equal "$(sed -n 3p "$out")" "$(printf 'external\tpayment charge\t["invoice_id","line_no"]\tfalse\tdemo.pending_calls\towner\t["key"]\tstatus\t["done","reconciled"]')"
 	assert_equal "$(rows_of external "$out")" 1
 	seed-gen tests/fixtures/seeds/external.yaml >"$out"
-	assert_equal "$(sed -n 3,4p "$out")" "$(printf 'external\tpayment charge\t["invoice_id","line_no"]\ttrue\tdemo.pending_calls\towner\nexpect\t3\t0\t0\t0\t3')"
-	# without pending calls, the table and its owner column are \N
+	assert_equal "$(sed -n 3,4p "$out")" "$(printf 'external\tpayment charge\t["invoice_id","line_no"]\ttrue\tdemo.pending_calls\towner\t["key"]\tstatus\t["done","reconciled"]\nexpect\t3\t0\t0\t0\t3')"
+	# the pending table's key columns are the body's field names unless named
+	sed 's/, key: \[key\], state: status, settled: \[done, reconciled\]//' tests/fixtures/seeds/external.yaml \
+		>"$BATS_TEST_TMPDIR/default-key.yaml"
+	assert_equal "$(seed-gen "$BATS_TEST_TMPDIR/default-key.yaml" | sed -n 3p)" \
+		"$(printf 'external\tpayment charge\t["invoice_id","line_no"]\ttrue\tdemo.pending_calls\towner\t["invoice_id","line_no"]\t\\N\t\\N')"
+	# without pending calls, the table, its owner, key and state are \N
 	sed '/^  pending: /d' tests/fixtures/seeds/external.yaml >"$BATS_TEST_TMPDIR/no-pending.yaml"
 	assert_equal "$(seed-gen "$BATS_TEST_TMPDIR/no-pending.yaml" | sed -n 3p)" \
-		"$(printf 'external\tpayment charge\t["invoice_id","line_no"]\ttrue\t\\N\t\\N')"
+		"$(printf 'external\tpayment charge\t["invoice_id","line_no"]\ttrue\t\\N\t\\N\t\\N\t\\N\t\\N')"
 	# a seed without one has no external row, and \N for its count
 	seed-gen tests/fixtures/seeds/minimal.yaml >"$out"
 	assert_equal "$(rows_of external "$out")" 0
@@ -53,12 +58,21 @@ setup() {
 
 @test "a vendor fault is a scenario of fault vendor-error or vendor-timeout, without step or attempt" {
 	seed-gen tests/fixtures/seeds/external.yaml >"$out"
-	assert_equal "$(grep '^scenario' "$out")" "$(printf 'scenario\tcharge-killed\tkill\texternal-call\t1\t0\t0\t\\N\nscenario\tvendor-error\tvendor-error\t\\N\t\\N\t0\t0\t\\N\nscenario\tvendor-timeout\tvendor-timeout\t\\N\t\\N\t1\t100\t\\N')"
+	assert_equal "$(grep '^scenario' "$out")" "$(printf 'scenario\tcharge-killed\tkill\texternal-call\t1\t0\t0\t\\N\t\\N\nscenario\tvendor-error\tvendor-error\t\\N\t\\N\t0\t0\t\\N\t\\N\nscenario\tvendor-timeout\tvendor-timeout\t\\N\t\\N\t1\t100\t\\N\t\\N')"
+}
+
+@test "a lost, late or forgotten answer is a vendor scenario; the delay and the window end its row, the kill of forget-keys is its step" {
+	seed-gen tests/fixtures/seeds/vendor-answers.yaml >"$out"
+	assert_equal "$(grep '^scenario' "$out")" "$(printf 'scenario\treply-lost\tvendor-lost-reply\t\\N\t\\N\t0\t0\t\\N\t\\N\nscenario\treply-late\tvendor-late-reply\t\\N\t\\N\t0\t0\t\\N\t3000\nscenario\tkeys-forgotten\tvendor-forget-keys\texternal-call\t1\t0\t0\t\\N\t86400000')"
+	for bad in vendor-late-no-delay vendor-late-too-long vendor-delay-on-error vendor-forget-no-kill \
+		vendor-and-kill external-pending-state-alone; do
+		assert_refused "tests/golden/seed-gen/$bad.err" seed-gen "tests/fixtures/bad/$bad.yaml"
+	done
 }
 
 @test "a stall scenario reaches its row with its attempt and until step, \\N for the ack and for other faults" {
 	seed-gen tests/fixtures/seeds/stall.yaml >"$out"
-	assert_equal "$(grep '^scenario' "$out")" "$(printf 'scenario\tstall-after-commit\tstall\tafter-commit\t1\t0\t0\t\\N\nscenario\tstall-until-commit\tstall\tbefore-commit\t2\t0\t0\tafter-commit\nscenario\tkill-after-commit\tkill\tafter-commit\t1\t0\t0\t\\N')"
+	assert_equal "$(grep '^scenario' "$out")" "$(printf 'scenario\tstall-after-commit\tstall\tafter-commit\t1\t0\t0\t\\N\t\\N\nscenario\tstall-until-commit\tstall\tbefore-commit\t2\t0\t0\tafter-commit\t\\N\nscenario\tkill-after-commit\tkill\tafter-commit\t1\t0\t0\t\\N\t\\N')"
 	grep -q "^job	a	1	.*	stall-after-commit$" "$out"
 	# the ticket names the step that releases the stall
 	seed-gen --ticket tests/fixtures/seeds/stall.yaml >"$out"
@@ -75,7 +89,7 @@ setup() {
 	sed 's/^payload_schema: .*/&\nexternal: { name: payment charge, key: [order_id], honours_idempotency_key: false }/; s/^expect: { effects: 2 }/expect: { effects: 2, external: 2 }/' \
 		tests/fixtures/bad/stall-external-undeclared.yaml >"$BATS_TEST_TMPDIR/external.yaml"
 	seed-gen --draft "$BATS_TEST_TMPDIR/external.yaml" >"$out"
-	grep -q "^scenario	held	stall	external-call	1	0	0	\\\\N$" "$out"
+	grep -q "^scenario	held	stall	external-call	1	0	0	\\\\N	\\\\N$" "$out"
 }
 
 @test "the payload hash is SHA-256 of the canonical payload bytes" {

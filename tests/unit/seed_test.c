@@ -128,6 +128,20 @@ external(void)
 	CHECK(s.external.honours_idempotency_key, "a vendor that honours keys");
 	idem_seed_free(&s);
 
+	CHECK(idem_seed_load(&s, "tests/fixtures/seeds/vendor-answers.yaml", &err) == 0,
+	    "a seed with lost, late and forgotten answers loads");
+	CHECK(s.nscenarios == 3 && strcmp(s.scenarios[0].fault, "vendor-lost-reply") == 0 &&
+	    s.scenarios[0].vendor_ms == 0, "vendor: lost-reply, with no delay");
+	CHECK(strcmp(s.scenarios[1].fault, "vendor-late-reply") == 0 && s.scenarios[1].vendor_ms == 3000,
+	    "vendor: late-reply, and its delay");
+	CHECK(strcmp(s.scenarios[2].fault, "vendor-forget-keys") == 0 &&
+	    s.scenarios[2].vendor_ms == 86400000LL && strcmp(s.scenarios[2].step, "external-call") == 0 &&
+	    s.scenarios[2].attempt == 1, "vendor: forget-keys, its window and its kill");
+	CHECK(s.external.npending_key == 1 && strcmp(s.external.pending_key[0], "key") == 0 &&
+	    strcmp(s.external.pending_state, "status") == 0 && s.external.npending_settled == 2,
+	    "the pending table's key, state and settled values");
+	idem_seed_free(&s);
+
 	CHECK(idem_seed_load(&s, "tests/fixtures/seeds/minimal.yaml", &err) == 0, "minimal seed loads");
 	CHECK(s.external.name == NULL && s.expect_external == -1, "no external call declared");
 	json = idem_seed_to_json(&s);
@@ -155,7 +169,13 @@ external(void)
 	    "external system: declare it with external:");
 	refused("vendor-undeclared", ":8:54: scenarios[0]: vendor: a vendor fault needs the external "
 	    "call it faults");
-	refused("vendor-unknown", ":9:54: scenarios[0]: vendor: expected error or timeout, got \"slow\"");
+	refused("vendor-unknown", ":9:54: scenarios[0]: vendor: expected error, timeout, lost-reply, late-reply or forget-keys, got \"slow\"");
+	refused("vendor-late-no-delay", ":9:14: scenarios[0].delay: required with vendor: late-reply");
+	refused("vendor-late-too-long", ":9:66: scenarios[0].delay: a delay from 1ms to 60s");
+	refused("vendor-delay-on-error", ":9:61: scenarios[0].delay: applies to vendor: late-reply only");
+	refused("vendor-forget-no-kill", ":9:14: scenarios[0]: vendor: forget-keys goes with a kill");
+	refused("external-pending-state-alone", ":10:12: external.pending.settled: state and settled "
+	    "go together");
 	refused("vendor-and-kill", ":9:14: scenarios[0]: declare one of kill, race, vendor and stall, not two");
 
 	/* a call's business key, read from its body as a job's from its payload */

@@ -498,8 +498,8 @@ static const struct {
 	    "an until step on a kill" },
 	{ HEAD "scenario\ts\tstall\tbefore-commit\t1\t0\t0\t\n",
 	    "t:3: scenario row, field until: empty", "an empty until step" },
-	{ HEAD "scenario\ts\tstall\tbefore-commit\t1\t0\t0\tacked\tx\n",
-	    "t:3: scenario row has 8 fields, expected 6 to 7", "a scenario row with a field too many" },
+	{ HEAD "scenario\ts\tstall\tbefore-commit\t1\t0\t0\tacked\t1\tx\n",
+	    "t:3: scenario row has 9 fields, expected 6 to 8", "a scenario row with a field too many" },
 	{ HEAD "stall\ts\ta\t1\tafter-commit\t42\t2026-11-29T13:48:32.247642Z\t2026-11-29T13:48:32.247642Z\tacked\tsocket\n", "",
 	    "a stall row, released" },
 	{ HEAD "stall\ts\ta\t1\tafter-commit\t42\t2026-11-29T13:48:32.247642Z\t\\N\tbound\tdatabase\n", "",
@@ -519,6 +519,38 @@ static const struct {
 	{ HEAD "lease\t2026-11-29T13:48:32.247642Z\t\\N\ta\t1\tkill\n", "t:3: lease row, field msg_id: missing (\\N)",
 	    "a lease row names its message" },
 	{ HEAD "missed\tstall\ts\ta\t1\tbefore-ack\n", "", "a stall never reached (1.7)" },
+	/* the rows of 1.8: the vendor faults of an answer lost, late or
+	 * forgotten, the keys a business key's calls sent, the pending check */
+	{ HEAD "scenario\ts\tvendor-lost-reply\t\\N\t\\N\t0\t0\t\\N\t\\N\n", "",
+	    "a lost reply (1.8)" },
+	{ HEAD "scenario\ts\tvendor-late-reply\t\\N\t\\N\t0\t0\t\\N\t3000\n", "",
+	    "a late reply and its delay (1.8)" },
+	{ HEAD "scenario\ts\tvendor-late-reply\t\\N\t\\N\t0\t0\t\\N\t\\N\n",
+	    "t:3: scenario row, field vendor_ms: required for a vendor-late-reply or "
+	    "vendor-forget-keys scenario, not for a vendor-late-reply", "a late reply with no delay" },
+	{ HEAD "scenario\ts\tkill\tbefore-commit\t1\t0\t0\t\\N\t5\n",
+	    "t:3: scenario row, field vendor_ms: only for a vendor-late-reply or "
+	    "vendor-forget-keys scenario, not for a kill", "a kill with a vendor delay" },
+	{ HEAD "scenario\ts\tvendor-forget-keys\texternal-call\t1\t0\t0\t\\N\t86400000\n", "",
+	    "keys forgotten after a kill (1.8)" },
+	{ HEAD "scenario\ts\tvendor-forget-keys\t\\N\t\\N\t0\t0\t\\N\t86400000\n",
+	    "t:3: scenario row, field step: required for a vendor-forget-keys scenario: the step "
+	    "of its kill", "keys forgotten with no kill" },
+	{ HEAD "call\t2026-11-29T13:48:32.247642Z\t0\t42\tPOST\t/v1/charges\tk1\t" HASH
+	    "\tinv-1\t200\tlate\tyes\tex_000001\t3\t2026-11-29T13:48:35.247642Z\n", "",
+	    "a late answer, numbered, with when it went (1.8)" },
+	{ HEAD "call\t2026-11-29T13:48:32.247642Z\t0\t42\tPOST\t/v1/charges\tk1\t" HASH
+	    "\tinv-1\t0\tlost\tyes\tex_000001\t1\t\\N\n", "", "a lost answer (1.8)" },
+	{ HEAD "forgot\t2026-11-29T13:48:32.247642Z\tinv-1\tk1\t1\t86400000\n", "",
+	    "a key the vendor forgot" },
+	{ HEAD "rekeyed\tinv-1\t[\"k1\",null]\t[1,4]\t1\n", "", "a business key's keys changed" },
+	{ HEAD "rekeyed\tinv-1\t{}\t[1,4]\t1\n",
+	    "t:3: rekeyed row, field keys: expected a JSON array, got \"{}\"",
+	    "a rekeyed row's keys are a list" },
+	{ HEAD "pending_call\tinv-1\tyes\t1\tbilling\towned\n", "", "a killed call's pending row" },
+	{ HEAD "pending_call\tinv-1\tno\t0\t\\N\tlost\n",
+	    "t:3: pending_call row, field result: expected one of owned, missing, wrong-owner, "
+	    "open; got \"lost\"", "a pending check's result is one of four" },
 	/* ids in byte order are only listed; the first out of that order
 	 * finds every id listed before it */
 	{ HEAD "job\ta\tk\t{}\t" HASH "\t\\N\njob\ta\tl\t{}\t" HASH "\t\\N\n",
@@ -560,7 +592,7 @@ kill_rows(void)
 	}
 }
 
-/* A scenario row of 1.6 has no until field; 1.7 adds it. */
+/* A scenario row of 1.6 has no until field; 1.7 adds it, 1.8 vendor_ms. */
 static void
 scenario_rows(void)
 {
@@ -579,7 +611,8 @@ scenario_rows(void)
 		idem_tsv_reader_init(&r, f, "t");
 		while ((rc = idem_tsv_next(&r, &err)) > 0 && r.kind != IDEM_KIND_SCENARIO)
 			;
-		CHECK(rc == IDEM_TSV_ROW && r.nfields == SCENARIO_UNTIL + 1 &&
+		CHECK(rc == IDEM_TSV_ROW && r.nfields == SCENARIO_VENDOR_MS + 1 &&
+		    r.fields[SCENARIO_VENDOR_MS] == NULL &&
 		    (i == 0 ? r.fields[SCENARIO_UNTIL] == NULL :
 		    strcmp(r.fields[SCENARIO_UNTIL], "before-ack") == 0),
 		    i == 0 ? "a scenario row of 1.6 reads, until \\N" : "a scenario row of 1.7 reads");
@@ -666,8 +699,13 @@ main(void)
 	CHECK(idem_kind_nfields(IDEM_KIND_QUEUE) == 3, "queue has 3 fields");
 	CHECK(idem_kind_nfields(IDEM_KIND_WORKER) == 5 && idem_kind_nfields(IDEM_KIND_MISSED) == 5 &&
 	    idem_kind_nfields(IDEM_KIND_DECLARED_GUARD) == 2, "the rows of 1.4");
-	CHECK(idem_kind_nfields(IDEM_KIND_SCENARIO) == 7 && idem_kind_nfields(IDEM_KIND_STALL) == 9 &&
-	    idem_kind_nfields(IDEM_KIND_LEASE) == 5, "the rows of 1.7");
+	CHECK(idem_kind_nfields(IDEM_KIND_STALL) == 9 && idem_kind_nfields(IDEM_KIND_LEASE) == 5,
+	    "the rows of 1.7");
+	CHECK(idem_kind_nfields(IDEM_KIND_SCENARIO) == 8 && idem_kind_nfields(IDEM_KIND_CALL) == 14 &&
+	    idem_kind_nfields(IDEM_KIND_EXTERNAL) == 8 && idem_kind_nfields(IDEM_KIND_FORGOT) == 5 &&
+	    idem_kind_nfields(IDEM_KIND_REKEYED) == 4 && idem_kind_nfields(IDEM_KIND_PENDING_CALL) == 5,
+	    "the rows of 1.8");
+	CHECK_STR(idem_kind_name(IDEM_KIND_PENDING_CALL), "pending_call", "the pending_call kind by name");
 	CHECK_STR(idem_kind_name(IDEM_KIND_STALL), "stall", "the stall kind by name");
 	CHECK_STR(idem_kind_name(IDEM_KIND_LEASE), "lease", "the lease kind by name");
 	CHECK_STR(idem_kind_field_name(IDEM_KIND_JOB, JOB_PAYLOAD_SHA256), "payload_sha256",
