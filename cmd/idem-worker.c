@@ -16,6 +16,7 @@
 #include <curl/curl.h>
 #include <jansson.h>
 #include <libpq-fe.h>
+#include <sodium.h>
 
 #include "json.h"
 #include "pg.h"
@@ -36,9 +37,10 @@ static const char *const guard_names[] = {
 	"none", "check-then-insert", "memory", "unique", "outbox", NULL
 };
 
-enum external { EXTERNAL_NONE, EXTERNAL_IDEMPOTENCY_KEY, EXTERNAL_PENDING_ROW };
+enum external { EXTERNAL_NONE, EXTERNAL_IDEMPOTENCY_KEY, EXTERNAL_PENDING_ROW, EXTERNAL_CALL_KEY };
 
-static const char *const external_names[] = { "none", "idempotency-key", "pending-row", NULL };
+static const char *const external_names[] = { "none", "idempotency-key", "pending-row", "call-key",
+	NULL };
 
 /* What became of one request to the vendor. */
 enum answer { ANSWER_OK, ANSWER_ERROR, ANSWER_TIMEOUT };
@@ -489,8 +491,13 @@ external_call(const char *job_id, const char *key, long long attempt, const char
 	long long calls = 0;
 
 	if (w.external != EXTERNAL_PENDING_ROW) {
-		result = call_vendor(key, job_id, payload,
-		    w.external == EXTERNAL_IDEMPOTENCY_KEY ? key : NULL);
+		char fresh_key[48];
+
+		/* call-key: a key of this call alone, as from a token or a clock */
+		snprintf(fresh_key, sizeof(fresh_key), "call-%08x%08x%08x%08x", randombytes_random(),
+		    randombytes_random(), randombytes_random(), randombytes_random());
+		result = call_vendor(key, job_id, payload, w.external == EXTERNAL_IDEMPOTENCY_KEY ? key :
+		    w.external == EXTERNAL_CALL_KEY ? fresh_key : NULL);
 		if (result != ANSWER_OK)
 			return call_failed(result, job_id, attempt, msg_id);
 		branch("called", job_id, attempt, msg_id);
@@ -643,8 +650,8 @@ parse_external(const char *name)
 	for (i = 0; external_names[i] && strcmp(external_names[i], name) != 0; i++)
 		;
 	if (external_names[i] == NULL)
-		idem_die(IDEM_EXIT_USAGE, "-x %s: expected none, idempotency-key or pending-row",
-		    name);
+		idem_die(IDEM_EXIT_USAGE, "-x %s: expected none, idempotency-key, pending-row or "
+		    "call-key", name);
 	return (enum external)i;
 }
 
@@ -803,6 +810,8 @@ main(int argc, char *argv[])
 	argv0 = "idem-worker";
 	argv[0] = (char *)argv0;
 	parse_options(argc, argv, &opt);
+	if (sodium_init() < 0)
+		idem_die(IDEM_EXIT_ENV, "libsodium: cannot initialise");
 	if ((w.conn = idem_pg_connect(opt.conninfo, &err)) == NULL ||
 	    idem_pg_require_sandbox(w.conn, &err) < 0)
 		idem_die_error(&err);

@@ -1547,7 +1547,8 @@ idem_seed_ready(const struct idem_seed *s, char *missing, size_t size)
 	int fault = 0;
 
 	for (i = 0; i < s->nscenarios; i++)
-		fault |= s->scenarios[i].duplicates > 0 || s->scenarios[i].step != NULL;
+		fault |= s->scenarios[i].duplicates > 0 || s->scenarios[i].step != NULL ||
+		    strncmp(s->scenarios[i].fault, "vendor-", 7) == 0;
 	if (s->effect_name == NULL)
 		lacks[n++] = "no effect.name";
 	if (s->reconciliation_owner == NULL)
@@ -1555,7 +1556,7 @@ idem_seed_ready(const struct idem_seed *s, char *missing, size_t size)
 	if (s->duplicate_acceptor == NULL)
 		lacks[n++] = "no effect.duplicate_acceptor";
 	if (!fault)
-		lacks[n++] = "no fault (a scenario with duplicates, kill, race or stall)";
+		lacks[n++] = "no fault (a scenario with duplicates, kill, race, stall or vendor)";
 	if (size > 0)
 		*missing = '\0';
 	for (i = 0; i < n && o < size; i++)

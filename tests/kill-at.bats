@@ -22,9 +22,13 @@ seed_for() {
 	after-commit | before-commit | external-call)
 		echo "scenarios: [ { name: kill, jobs: [a], kill: $scenario, attempt: 1 } ]" ;;
 	race) echo 'scenarios: [ { name: race, jobs: [a], race: before-write } ]' ;;
+	lost-reply) echo 'scenarios: [ { name: lost, jobs: [a], vendor: lost-reply } ]' ;;
+	late-reply) echo 'scenarios: [ { name: late, jobs: [a], vendor: late-reply, delay: 3s } ]' ;;
+	forget-keys)
+		echo 'scenarios: [ { name: forget, jobs: [a], vendor: forget-keys, forget_after: 24h, kill: external-call } ]' ;;
 	esac
 	case $scenario in
-	external-call)
+	external-call | lost-reply | late-reply | forget-keys)
 		echo 'external: { name: payment charge, key: [invoice_id, line_no], honours_idempotency_key: true }'
 		echo 'expect: { effects: 1, external: 1 }' ;;
 	*) echo 'expect: { effects: 1 }' ;;
@@ -405,7 +409,7 @@ worker_field() {
 @test "idem-worker refuses an unknown external guard and a vendor URL that is not HTTP" {
 	run --separate-stderr idem-worker -x retry-harder -q q --once
 	[ "$status" -eq 2 ]
-	assert_equal "$stderr" "idem-worker: -x retry-harder: expected none, idempotency-key or pending-row"
+	assert_equal "$stderr" "idem-worker: -x retry-harder: expected none, idempotency-key, pending-row or call-key"
 	run --separate-stderr env IDEM_VENDOR_URL=ftp://127.0.0.1:21 idem-worker -q q --once
 	[ "$status" -eq 2 ]
 	assert_equal "$stderr" "idem-worker: IDEM_VENDOR_URL=ftp://127.0.0.1:21: expected an http:// or https:// URL"

@@ -413,19 +413,23 @@ without() {
 	assert_equal "$(seed-gen "$seed" 2>&1 >/dev/null)" "seed-gen: $seed: not ready: no effect.name"
 	seed=$(without 'duplicate_acceptor' no-acceptor)
 	assert_equal "$(seed-gen "$seed" 2>&1 >/dev/null)" "seed-gen: $seed: not ready: no effect.duplicate_acceptor"
-	# no fault: scenarios with neither duplicates, kill nor race
-	sed -e '/^  - { name: /d' -e 's/^scenarios:$/scenarios:\n  - { name: vendor, jobs: [job-0001], vendor: error }/' \
+	# no fault: scenarios with neither duplicates, kill, race, stall nor vendor fault
+	sed -e '/^  - { name: /d' -e 's/^scenarios:$/scenarios:\n  - { name: same, jobs: [job-0001], conflicting_payloads: true }/' \
 		seeds/invoice-line.yaml >"$BATS_TEST_TMPDIR/no-fault.yaml"
 	seed="$BATS_TEST_TMPDIR/no-fault.yaml"
 	run seed-gen "$seed"
 	[ "$status" -eq 2 ]
-	assert_equal "$output" "seed-gen: $seed: not ready: no fault (a scenario with duplicates, kill, race or stall)"
+	# a vendor fault alone is one: the worker's retry is the rehearsal
+	sed -e '/^  - { name: /d' -e 's/^scenarios:$/scenarios:\n  - { name: vendor, jobs: [job-0001], vendor: lost-reply }/' \
+		seeds/invoice-line.yaml >"$BATS_TEST_TMPDIR/vendor-fault.yaml"
+	seed-gen "$BATS_TEST_TMPDIR/vendor-fault.yaml" >/dev/null
+	assert_equal "$output" "seed-gen: $seed: not ready: no fault (a scenario with duplicates, kill, race, stall or vendor)"
 	sed -e '/^  name: invoice line$/d' -e '/duplicate_acceptor/d' -e '/^reconciliation_owner:/d' \
 		-e '/^scenarios:$/,/^  - { name: two-workers/d' seeds/invoice-line.yaml >"$BATS_TEST_TMPDIR/bare.yaml"
 	seed="$BATS_TEST_TMPDIR/bare.yaml"
 	run seed-gen "$seed"
 	[ "$status" -eq 2 ]
-	assert_equal "$output" "seed-gen: $seed: not ready: no effect.name, no reconciliation_owner, no effect.duplicate_acceptor, no fault (a scenario with duplicates, kill, race or stall)"
+	assert_equal "$output" "seed-gen: $seed: not ready: no effect.name, no reconciliation_owner, no effect.duplicate_acceptor, no fault (a scenario with duplicates, kill, race, stall or vendor)"
 	# a duplicate alone is a fault, and so is a kill or a race alone
 	for keep in duplicate-publish kill-after-commit two-workers-race; do
 		grep -v '^  - { name: ' seeds/invoice-line.yaml |

@@ -1,0 +1,110 @@
+#!/usr/bin/env bats
+# The answer that never came back (issue 32): a charge that went through
+# whose answer was lost, late, or whose key the vendor forgot, against a
+# worker of another language that builds its Idempotency-Key from the job
+# id or anew for every call. Whether the retry charges again depends on
+# that key alone; a key that changes is caught even when the vendor saved
+# the day. psql on the effect table is the outside referee of the lines,
+# the vendor double's call rows of the charges.
+
+load helper
+load sandbox-tests
+
+setup() {
+	sandbox_test_setup
+	seed="$BATS_TEST_TMPDIR/seed.yaml"
+	idem-worker --setup -g unique
+}
+
+# answers SCENARIO: three invoice lines, the vendor honouring keys, and the
+# one scenario given (its YAML flow mapping) on job-0001.
+answers() {
+	sed -e '/^  pending: /d' -e '/^scenarios:/,/^expect:/{/^scenarios:/!{/^expect:/!d}}' \
+		tests/fixtures/seeds/vendor-answers.yaml >"$seed"
+	sed -i "/^scenarios:/a\\  - $1" "$seed"
+}
+
+# python KEY: the pipeline, the Python worker building its key per KEY
+# (job or call), its HTTP timeout 1 s.
+python_worker() {
+	run_pipeline "$seed" 60s python3 tests/fixtures/workers/py_charge_worker.py --key "$1" --timeout 1
+}
+
+# "answer:effect," of the POSTs of one business key, in order.
+charges() {
+	awk -F '\t' -v k="$1" '$1 == "call" && $5 == "POST" && $9 == k { printf "%s:%s,", $11, $12 }' "$out"
+}
+
+# The distinct Idempotency-Keys of one business key's POSTs.
+keys_of() {
+	awk -F '\t' -v k="$1" '$1 == "call" && $5 == "POST" && $9 == k { print $7 }' "$out" | sort -u | wc -l
+}
+
+measure() {
+	awk -F '\t' -v n="$1" '$1 == "measure" && $2 == n { print $3, $4, $5 }' "$out"
+}
+
+lines_of() {
+	psql -X -A -t -c "SELECT count(*) FROM demo.invoice_lines WHERE invoice_id = '$1'"
+}
+
+@test "a key from the job id survives a lost reply at a vendor that honours keys: one charge, keys stable" {
+	answers '{ name: reply-lost, jobs: [job-0001], vendor: lost-reply }'
+	python_worker job
+	cat "$err" >&2
+	[ "$status" -eq 0 ]
+	# the charge went through unanswered; the retry, same key, was replayed
+	assert_equal "$(charges '["inv-1001",1]')" "lost:yes,replayed:no,"
+	assert_equal "$(keys_of '["inv-1001",1]')" 1
+	assert_equal "$(total external)" 3
+	assert_equal "$(total external_duplicates)" 0
+	assert_equal "$(measure external_keys_per_business_key)" "1.000 3 3"
+	assert_equal "$(rows_of rekeyed "$out")" 0
+	assert_equal "$(lines_of inv-1001)" 1
+}
+
+@test "a key built per call is charged twice under a lost reply, and the changed key is named" {
+	answers '{ name: reply-lost, jobs: [job-0001], vendor: lost-reply }'
+	python_worker call
+	[ "$status" -eq 1 ]
+	assert_equal "$(charges '["inv-1001",1]')" "lost:yes,ok:yes,"
+	assert_equal "$(keys_of '["inv-1001",1]')" 2
+	assert_equal "$(total external_duplicates)" 1
+	grep -q 'external: duplicate effect for business key \["inv-1001",1\]: 2 calls took effect' "$err"
+	assert_equal "$(awk -F '\t' '$1 == "rekeyed" { print $2, $5 }' "$out")" '["inv-1001",1] 2'
+	# the line itself is guarded: one, whatever the charges
+	assert_equal "$(lines_of inv-1001)" 1
+}
+
+@test "a key built per call under a vendor error is charged once, and still fails: keys changed" {
+	answers '{ name: vendor-error, jobs: [job-0001], vendor: error }'
+	python_worker call
+	[ "$status" -eq 1 ]
+	# the first call failed with no effect; the retry, another key, charged
+	assert_equal "$(charges '["inv-1001",1]')" "error:no,ok:yes,"
+	assert_equal "$(total external)" 3
+	assert_equal "$(total external_duplicates)" 0
+	assert_equal "$(awk -F '\t' '$1 == "rekeyed" { print $2, $5 }' "$out")" '["inv-1001",1] 1'
+	grep -q 'external: business key \["inv-1001",1\] changed its Idempotency-Key' "$err"
+	# the same worker with a key from the job id passes the same fault
+	queue_reset
+	idem-worker --setup -g unique
+	python_worker job
+	[ "$status" -eq 0 ]
+	assert_equal "$(charges '["inv-1001",1]')" "error:no,ok:yes,"
+	assert_equal "$(rows_of rekeyed "$out")" 0
+}
+
+@test "a key from the job id, killed in the call and retried after the vendor forgot its keys, charges twice and is caught" {
+	answers '{ name: keys-forgotten, jobs: [job-0001], vendor: forget-keys, forget_after: 24h, kill: external-call }'
+	python_worker job
+	[ "$status" -eq 1 ]
+	# the killed call took effect; its key forgotten, the retry's same key charged again
+	assert_equal "$(charges '["inv-1001",1]')" "killed:yes,ok:yes,"
+	assert_equal "$(keys_of '["inv-1001",1]')" 1
+	assert_equal "$(awk -F '\t' '$1 == "forgot" { print $3, $4, $5, $6 }' "$out")" \
+		'["inv-1001",1] charge-job-0001 1 86400000'
+	assert_equal "$(total external_duplicates)" 1
+	assert_equal "$(rows_of rekeyed "$out")" 0
+	grep -q 'external: duplicate effect for business key \["inv-1001",1\]' "$err"
+}
