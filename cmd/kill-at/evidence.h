@@ -80,8 +80,9 @@ int idem_evidence_write(struct idem_evidence *ev, PGconn *conn, FILE *out,
  * text, split at blanks, stand for the arguments. -1 on a write error. */
 int idem_evidence_worker(FILE *out, char *const *argv, const char *command);
 
-/* The call rows: every request the vendor double took, their times moved
- * by skew_us onto the database's clock. -1 on a write error. */
+/* The call rows: every request the vendor double took, with its number
+ * and when its answer went, their times moved by skew_us onto the
+ * database's clock. -1 on a write error. */
 int idem_evidence_calls(FILE *out, struct idem_vendor_call *const *calls, size_t n,
 			long long skew_us);
 

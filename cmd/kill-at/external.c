@@ -87,7 +87,8 @@ external_start(void)
 	    run.plan.honours_idempotency_key, &err)) == NULL)
 		idem_die_error(&err);
 	for (i = 0; i < run.plan.nfaults; i++)
-		idem_vendor_fault(run.vendor, run.plan.faults[i].business_key, run.plan.faults[i].fault);
+		idem_vendor_fault(run.vendor, run.plan.faults[i].business_key, run.plan.faults[i].fault,
+		    run.plan.faults[i].delay_ms);
 	for (i = 0; i < run.plan.nkills; i++)
 		if (strcmp(run.kills[i].plan->step, "external-call") == 0)
 			arm_vendor(idem_plan_job(&run.plan, run.kills[i].plan->job_id)->business_key);

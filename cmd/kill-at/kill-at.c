@@ -395,7 +395,8 @@ run_baseline(long long deadline_us)
 	return 1;
 }
 
-/* The call rows: every request the vendor double took, once it stopped. */
+/* The call rows: every request the vendor double took, once it stopped
+ * (a late answer due is waited for). */
 static void
 write_calls(void)
 {

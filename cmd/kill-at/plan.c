@@ -77,12 +77,14 @@ scenario_row(struct idem_plan *p, const struct idem_tsv_reader *r)
 	p->scenario_steps = idem_ereallocarray(p->scenario_steps, n + 1, sizeof(char *));
 	p->scenario_untils = idem_ereallocarray(p->scenario_untils, n + 1, sizeof(char *));
 	p->scenario_attempts = idem_ereallocarray(p->scenario_attempts, n + 1, sizeof(long long));
+	p->scenario_vendor_ms = idem_ereallocarray(p->scenario_vendor_ms, n + 1, sizeof(long long));
 	p->scenario_names[n] = idem_estrdup(r->fields[SCENARIO_NAME]);
 	p->scenario_faults[n] = idem_estrdup(r->fields[SCENARIO_FAULT]);
 	p->scenario_steps[n] = r->fields[SCENARIO_STEP] ? idem_estrdup(r->fields[SCENARIO_STEP]) : NULL;
 	p->scenario_untils[n] = r->fields[SCENARIO_UNTIL] ? idem_estrdup(r->fields[SCENARIO_UNTIL]) :
 	    NULL;
 	p->scenario_attempts[n] = idem_tsv_number(r, SCENARIO_ATTEMPT, 0);
+	p->scenario_vendor_ms[n] = idem_tsv_number(r, SCENARIO_VENDOR_MS, 0);
 	p->nscenarios++;
 }
 
@@ -245,13 +247,28 @@ add_stall(struct idem_plan *p, size_t s, const char *job_id)
 	    p->scenario_attempts[s] ? p->scenario_attempts[s] : 1 };
 }
 
+/* The vendor faults of a scenario's first call, by the scenario's fault. */
+static const struct {
+	const char *name;
+	enum idem_vendor_fault fault;
+} vendor_faults[] = {
+	{ "vendor-error", IDEM_VENDOR_ERROR }, { "vendor-timeout", IDEM_VENDOR_TIMEOUT },
+	{ "vendor-lost-reply", IDEM_VENDOR_LOST }, { "vendor-late-reply", IDEM_VENDOR_LATE },
+};
+
 static void
-add_fault(struct idem_plan *p, const char *business_key, const char *fault)
+add_fault(struct idem_plan *p, const char *business_key, const char *fault, long long delay_ms)
 {
+	size_t i;
+
+	for (i = 0; i < sizeof(vendor_faults) / sizeof(vendor_faults[0]); i++)
+		if (strcmp(fault, vendor_faults[i].name) == 0)
+			break;
+	if (i == sizeof(vendor_faults) / sizeof(vendor_faults[0]))
+		return;
 	p->faults = idem_ereallocarray(p->faults, p->nfaults + 1, sizeof(*p->faults));
-	p->faults[p->nfaults].business_key = idem_estrdup(business_key);
-	p->faults[p->nfaults++].fault = strcmp(fault, "vendor-error") == 0 ?
-	    IDEM_VENDOR_ERROR : IDEM_VENDOR_TIMEOUT;
+	p->faults[p->nfaults++] = (struct idem_plan_fault){ idem_estrdup(business_key),
+	    vendor_faults[i].fault, vendor_faults[i].fault == IDEM_VENDOR_LATE ? delay_ms : 0 };
 }
 
 static int
@@ -306,7 +323,8 @@ idem_plan_make(struct idem_plan *p, char *const *kill_options, size_t nkill_opti
 		if (s < 0)
 			continue;
 		if (strncmp(p->scenario_faults[s], "vendor-", 7) == 0)
-			add_fault(p, p->jobs[i].business_key, p->scenario_faults[s]);
+			add_fault(p, p->jobs[i].business_key, p->scenario_faults[s],
+			    p->scenario_vendor_ms[s]);
 		else if (p->scenario_steps[s] == NULL)
 			continue;
 		else if (strcmp(p->scenario_faults[s], "kill") == 0)
@@ -416,6 +434,7 @@ idem_plan_free(struct idem_plan *p)
 	idem_free_list(p->scenario_steps, p->nscenarios);
 	idem_free_list(p->scenario_untils, p->nscenarios);
 	free(p->scenario_attempts);
+	free(p->scenario_vendor_ms);
 	for (i = 0; i < p->njobs; i++) {
 		free(p->jobs[i].id);
 		free(p->jobs[i].business_key);

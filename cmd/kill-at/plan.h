@@ -50,6 +50,7 @@ struct idem_plan_race {
 struct idem_plan_fault {
 	char *business_key;
 	enum idem_vendor_fault fault;
+	long long delay_ms;		/* a late answer's delay, else 0 */
 };
 
 struct idem_plan {
@@ -67,7 +68,7 @@ struct idem_plan {
 	int honours_idempotency_key;
 	/* the scenario rows */
 	char **scenario_names, **scenario_faults, **scenario_steps, **scenario_untils;
-	long long *scenario_attempts;
+	long long *scenario_attempts, *scenario_vendor_ms;	/* 0 for none */
 	size_t nscenarios;
 	/* the jobs in a scenario or named by -k (every job when all_jobs) */
 	struct idem_plan_job *jobs;
