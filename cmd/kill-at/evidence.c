@@ -949,6 +949,19 @@ idem_evidence_calls(FILE *out, struct idem_vendor_call *const *calls, size_t n, 
 	return 0;
 }
 
+int
+idem_evidence_forgot(FILE *out, long long at_us, const char *business_key,
+		     const char *idempotency_key, long first_call, long long window_ms)
+{
+	char at[32], call[24], window[24];
+	const char *row[5] = { at, business_key, idempotency_key, call, window };
+
+	idem_format_time(at_us, at);
+	snprintf(call, sizeof(call), "%ld", first_call);
+	snprintf(window, sizeof(window), "%lld", window_ms);
+	return idem_tsv_write_row(out, "forgot", row, 5) < 0 ? -1 : 0;
+}
+
 static int
 regular_file(const char *path)
 {

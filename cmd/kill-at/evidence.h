@@ -86,6 +86,12 @@ int idem_evidence_worker(FILE *out, char *const *argv, const char *command);
 int idem_evidence_calls(FILE *out, struct idem_vendor_call *const *calls, size_t n,
 			long long skew_us);
 
+/* A forgot row: a key the vendor double forgot at at_us (the database's
+ * clock), of business_key, first sent by call first_call, its window
+ * window_ms. -1 on a write error. */
+int idem_evidence_forgot(FILE *out, long long at_us, const char *business_key,
+			 const char *idempotency_key, long first_call, long long window_ms);
+
 /* A missed row: what ("kill" or "race"), its scenario, the job (or the
  * business key of a race), the attempt (0 for none) and the step. -1 on a
  * write error. */

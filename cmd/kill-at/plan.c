@@ -201,7 +201,7 @@ idem_plan_read(struct idem_plan *p, FILE *in, const char *name, FILE *hold,
 
 static void
 add_kill(struct idem_plan *p, const char *scenario, const char *step, const char *job_id,
-	 long long attempt)
+	 long long attempt, long long forget_ms)
 {
 	struct idem_plan_kill *kp;
 	size_t n;
@@ -212,6 +212,7 @@ add_kill(struct idem_plan *p, const char *scenario, const char *step, const char
 	kp->step = idem_estrdup(step);
 	kp->job_id = idem_estrdup(job_id);
 	kp->attempt = attempt;
+	kp->forget_ms = forget_ms;
 	kp->next = IDEM_MAP_NONE;
 	/* the kill points of a job, in the order planned */
 	if ((n = idem_map_get(&p->kill_index, job_id)) == IDEM_MAP_NONE) {
@@ -305,7 +306,7 @@ kill_option(struct idem_plan *p, const char *option, struct idem_error *err)
 	else
 		rc = 0;
 	if (rc == 0)
-		add_kill(p, "-k", spec, first + 1, attempt);
+		add_kill(p, "-k", spec, first + 1, attempt, 0);
 out:
 	free(spec);
 	return rc;
@@ -322,14 +323,20 @@ idem_plan_make(struct idem_plan *p, char *const *kill_options, size_t nkill_opti
 
 		if (s < 0)
 			continue;
-		if (strncmp(p->scenario_faults[s], "vendor-", 7) == 0)
+		/* a kill, as any, that makes the vendor forget once its lease ends */
+		if (strcmp(p->scenario_faults[s], "vendor-forget-keys") == 0 &&
+		    p->scenario_steps[s] != NULL)
+			add_kill(p, p->scenario_names[s], p->scenario_steps[s], p->jobs[i].id,
+			    p->scenario_attempts[s] ? p->scenario_attempts[s] : 1,
+			    p->scenario_vendor_ms[s]);
+		else if (strncmp(p->scenario_faults[s], "vendor-", 7) == 0)
 			add_fault(p, p->jobs[i].business_key, p->scenario_faults[s],
 			    p->scenario_vendor_ms[s]);
 		else if (p->scenario_steps[s] == NULL)
 			continue;
 		else if (strcmp(p->scenario_faults[s], "kill") == 0)
 			add_kill(p, p->scenario_names[s], p->scenario_steps[s], p->jobs[i].id,
-			    p->scenario_attempts[s] ? p->scenario_attempts[s] : 1);
+			    p->scenario_attempts[s] ? p->scenario_attempts[s] : 1, 0);
 		else if (strcmp(p->scenario_faults[s], "race") == 0)
 			add_race(p, p->scenario_names[s], p->jobs[i].business_key,
 			    race_step ? race_step : p->scenario_steps[s]);

@@ -538,6 +538,41 @@ idem_vendor_release(struct idem_vendor *v, long id, int killed)
 	pthread_mutex_unlock(&v->lock);
 }
 
+static int
+by_first_call(const void *a, const void *b)
+{
+	const struct idem_vendor_forgot *x = a, *y = b;
+
+	return (x->first_call > y->first_call) - (x->first_call < y->first_call);
+}
+
+size_t
+idem_vendor_forget(struct idem_vendor *v, const char *business_key,
+		   struct idem_vendor_forgot **out)
+{
+	const char *key, *of;
+	json_t *stored;
+	void *next;
+	size_t n = 0;
+
+	*out = NULL;
+	pthread_mutex_lock(&v->lock);
+	json_object_foreach_safe(v->replies, next, key, stored) {
+		of = json_string_value(json_object_get(json_object_get(stored, "reply"),
+		    "business_key"));
+		if (of == NULL || strcmp(of, business_key) != 0)
+			continue;
+		*out = idem_ereallocarray(*out, n + 1, sizeof(**out));
+		(*out)[n].idempotency_key = idem_estrdup(key);
+		(*out)[n].first_call = (long)json_integer_value(json_object_get(stored, "first_call"));
+		json_object_del(v->replies, (*out)[n++].idempotency_key);
+	}
+	pthread_mutex_unlock(&v->lock);
+	if (n > 1)
+		qsort(*out, n, sizeof(**out), by_first_call);
+	return n;
+}
+
 /* Stops the double; with wait_late, once the late answers due have gone,
  * or a grace after the last one's time. */
 static void

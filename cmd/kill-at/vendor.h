@@ -2,7 +2,8 @@
  * server on the loopback interface that plays the external system a worker
  * calls, records every request, counts which took effect, honours
  * idempotency keys or not, makes the faults a scenario asks for, holds
- * its reply at the kill point external-call. GNU libmicrohttpd does the HTTP; a thread
+ * its reply at the kill point external-call, and forgets a business key's
+ * idempotency keys when told. GNU libmicrohttpd does the HTTP; a thread
  * per connection lets a reply wait. */
 #ifndef IDEM_VENDOR_H
 #define IDEM_VENDOR_H
@@ -44,6 +45,12 @@ struct idem_vendor_held {
 	char *business_key;
 };
 
+/* An idempotency key the double forgot, and the call that first sent it. */
+struct idem_vendor_forgot {
+	char *idempotency_key;
+	long first_call;
+};
+
 /* The business key of a request's body, as idem-seed(5) writes business
  * keys, from the top-level fields of a JSON object; NULL when the body is
  * not one or lacks a field. Caller frees. */
@@ -78,6 +85,13 @@ size_t idem_vendor_held(struct idem_vendor *v, struct idem_vendor_held *out, siz
 /* Lets a held request go: answered as any other, or, killed, never
  * answered (its worker is dead). */
 void idem_vendor_release(struct idem_vendor *v, long id, int killed);
+
+/* Forgets the idempotency keys whose stored reply is business_key's, as
+ * a vendor does once its window has passed: their next POST takes effect
+ * again. The keys forgotten, in the order first sent, into *out (caller
+ * frees each key, and the array); their number. */
+size_t idem_vendor_forget(struct idem_vendor *v, const char *business_key,
+			  struct idem_vendor_forgot **out);
 
 /* Stops the double once every late answer due has gone (each waits no
  * longer than its delay): held requests and unanswered faults are
