@@ -38,8 +38,7 @@ struct idem_vendor {
 	 * whether the next POST that takes effect is held; the ids of its
 	 * effects */
 	json_t *faults, *armed, *effects;
-	/* idempotency key: {"reply": the first reply, "first_call": its call's id} */
-	json_t *replies;
+	json_t *replies;		/* idempotency key: the first reply */
 	int nlate;			/* late answers not sent yet */
 	long long late_until_us;	/* when the last of them is due */
 	struct idem_vendor_call **calls;	/* each apart: a held request keeps its own */
@@ -233,14 +232,14 @@ wait_late(struct idem_vendor *v, long long due_us)
 static int
 charge(struct idem_vendor *v, struct MHD_Connection *c, struct idem_vendor_call *call)
 {
-	json_t *ids, *reply, *stored = NULL;
+	json_t *ids, *reply = NULL;
 	char id[32], *text;
 	long long delay_ms = 0;
 	int held, rc, fault;
 
 	if (v->honours && call->idempotency_key)
-		stored = json_object_get(v->replies, call->idempotency_key);
-	fault = take_fault(v, call, stored == NULL, &delay_ms);
+		reply = json_object_get(v->replies, call->idempotency_key);
+	fault = take_fault(v, call, reply == NULL, &delay_ms);
 	if (fault == IDEM_VENDOR_ERROR) {
 		call->answer = "error";
 		return answer_call(v, c, call, MHD_HTTP_INTERNAL_SERVER_ERROR,
@@ -253,8 +252,7 @@ charge(struct idem_vendor *v, struct MHD_Connection *c, struct idem_vendor_call 
 		pthread_mutex_unlock(&v->lock);
 		return MHD_NO;
 	}
-	if (stored != NULL) {
-		reply = json_object_get(stored, "reply");
+	if (reply != NULL) {
 		call->answer = "replayed";
 		call->response_id = dup_or_null(json_string_value(json_object_get(reply, "id")));
 		json_object_set_new(reply, "replayed", json_true());
@@ -276,8 +274,7 @@ charge(struct idem_vendor *v, struct MHD_Connection *c, struct idem_vendor_call 
 		json_array_append_new(ids, json_string(id));
 	}
 	if (v->honours && call->idempotency_key)
-		json_object_set_new(v->replies, call->idempotency_key,
-		    json_pack("{s:O,s:I}", "reply", reply, "first_call", (json_int_t)call->id));
+		json_object_set(v->replies, call->idempotency_key, reply);
 	text = json_dumps(reply, JSON_COMPACT);
 	json_decref(reply);
 	held = 0;
@@ -538,38 +535,33 @@ idem_vendor_release(struct idem_vendor *v, long id, int killed)
 	pthread_mutex_unlock(&v->lock);
 }
 
-static int
-by_first_call(const void *a, const void *b)
-{
-	const struct idem_vendor_forgot *x = a, *y = b;
-
-	return (x->first_call > y->first_call) - (x->first_call < y->first_call);
-}
-
+/* The keys are found through the calls, which the double keeps, in
+ * order: the first call that sent a key is the first found. */
 size_t
 idem_vendor_forget(struct idem_vendor *v, const char *business_key,
 		   struct idem_vendor_forgot **out)
 {
-	const char *key, *of;
-	json_t *stored;
-	void *next;
-	size_t n = 0;
+	const char *of;
+	json_t *reply;
+	size_t n = 0, i;
 
 	*out = NULL;
 	pthread_mutex_lock(&v->lock);
-	json_object_foreach_safe(v->replies, next, key, stored) {
-		of = json_string_value(json_object_get(json_object_get(stored, "reply"),
-		    "business_key"));
+	for (i = 0; i < v->ncalls && json_object_size(v->replies) > 0; i++) {
+		const struct idem_vendor_call *call = v->calls[i];
+
+		if (call->idempotency_key == NULL ||
+		    (reply = json_object_get(v->replies, call->idempotency_key)) == NULL)
+			continue;
+		of = json_string_value(json_object_get(reply, "business_key"));
 		if (of == NULL || strcmp(of, business_key) != 0)
 			continue;
 		*out = idem_ereallocarray(*out, n + 1, sizeof(**out));
-		(*out)[n].idempotency_key = idem_estrdup(key);
-		(*out)[n].first_call = (long)json_integer_value(json_object_get(stored, "first_call"));
-		json_object_del(v->replies, (*out)[n++].idempotency_key);
+		(*out)[n].idempotency_key = idem_estrdup(call->idempotency_key);
+		(*out)[n++].first_call = call->id;
+		json_object_del(v->replies, call->idempotency_key);
 	}
 	pthread_mutex_unlock(&v->lock);
-	if (n > 1)
-		qsort(*out, n, sizeof(**out), by_first_call);
 	return n;
 }
 
