@@ -565,16 +565,16 @@ idem_vendor_forget(struct idem_vendor *v, const char *business_key,
 	return n;
 }
 
-/* Stops the double; with wait_late, once the late answers due have gone,
+/* Stops the double; with for_late, once the late answers due have gone,
  * or a grace after the last one's time. */
 static void
-stop(struct idem_vendor *v, int wait_late)
+stop(struct idem_vendor *v, int for_late)
 {
 	struct timespec until;
 	long long bound;
 
 	pthread_mutex_lock(&v->lock);
-	while (wait_late && v->nlate > 0 &&
+	while (for_late && v->nlate > 0 &&
 	    idem_now_us() < (bound = v->late_until_us + LATE_GRACE_US)) {
 		until.tv_sec = (time_t)(bound / 1000000);
 		until.tv_nsec = (long)(bound % 1000000) * 1000;
