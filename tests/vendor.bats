@@ -223,3 +223,135 @@ calls() {
 	assert_equal "$(awk -F '\t' '$1 == "call" && NR < 1000 { print $5, $7, $11, $12, $13 }' "$out" | head -4 | tr '\n' ,)" \
 		'POST k1 ok yes ex_000001,POST k1 replayed no ex_000001,GET \N ok no \N,DELETE \N error no \N,'
 }
+
+# answers SCENARIO...: the seed of the vendor's answers (lost, late,
+# forgotten) with only the scenarios named, and no pending table: the
+# workers here write none. A draft when no kill is left, since a vendor
+# fault alone forces none.
+answers() {
+	local keep="$*" name
+	cp tests/fixtures/seeds/vendor-answers.yaml "$seed"
+	sed -i '/pending:/d' "$seed"
+	for name in reply-lost reply-late keys-forgotten; do
+		[[ " $keep " == *" $name "* ]] || sed -i "/name: $name,/d" "$seed"
+	done
+	[[ " $keep " == *" keys-forgotten "* ]] || draft=1
+}
+
+# "answer:effect:status:id," of the POSTs of one business key, in order.
+posts_of() {
+	awk -F '\t' -v k="$1" '$1 == "call" && $5 == "POST" && $9 == k { printf "%s:%s:%s:%s,", $11, $12, $10, $14 }' "$out"
+}
+
+# One field of the call row with id $1: its column $2.
+call_field() {
+	awk -F '\t' -v id="$1" -v col="$2" '$1 == "call" && $14 == id { print $col }' "$out"
+}
+
+# Seconds from the time $1 to the time $2 of the stream, RFC 3339; fails
+# on anything else, \N included.
+seconds_between() {
+	local from to
+	from=$(date -u -d "$1" +%s.%6N) && to=$(date -u -d "$2" +%s.%6N) || return 1
+	awk -v a="$from" -v b="$to" 'BEGIN { printf "%.6f\n", b - a }'
+}
+
+@test "a lost reply with a stable key: the charge went through, unanswered, and the retry is replayed: one charge" {
+	answers reply-lost
+	idem-worker --setup -g unique
+	pipeline idem-worker -g unique -x idempotency-key
+	cat "$err" >&2
+	[ "$status" -eq 0 ]
+	# after the two baseline jobs' calls: charged, its connection reset
+	# with no answer; then the same key again, answered with that charge
+	assert_equal "$(posts_of '["inv-1001",1]')" "lost:yes:0:3,replayed:no:200:4,"
+	assert_equal "$(call_field 3 15)" '\N'
+	assert_equal "$(call_field 3 7)" "$(call_field 4 7)"
+	assert_equal "$(call_field 3 13)" "$(call_field 4 13)"
+	# the worker saw a reset, not an answer, and did not ack
+	grep -q 'idem-worker: POST http://127.0.0.1:[0-9]*/v1/charges: .*reset by peer' "$out"
+	grep -q 'branch=vendor-error job=job-0001 attempt=1' "$out"
+	assert_equal "$(total external)" 3
+	assert_equal "$(total external_duplicates)" 0
+	assert_equal "$(sql "SELECT count(*) FROM demo.invoice_lines WHERE invoice_id = 'inv-1001'")" 1
+}
+
+@test "a lost reply with no idempotency key: the retry charges again, and the second charge is counted" {
+	answers reply-lost
+	idem-worker --setup -g unique
+	pipeline idem-worker -g unique -x none
+	[ "$status" -eq 1 ]
+	assert_equal "$(posts_of '["inv-1001",1]')" "lost:yes:0:3,ok:yes:200:4,"
+	assert_equal "$(call_field 3 7)" '\N'
+	grep -q '^count-effects: external: expected 3, observed 4$' "$err"
+	grep -qF 'external: duplicate effect for business key ["inv-1001",1]: 2 calls took effect, expected 1' "$err"
+	# the invoice line itself is there once: the charge is what doubled
+	assert_equal "$(sql "SELECT count(*) FROM demo.invoice_lines WHERE invoice_id = 'inv-1001'")" 1
+}
+
+@test "a late reply past the worker's timeout: charged, answered after its delay, and the retry is replayed: one charge" {
+	answers reply-late
+	idem-worker --setup -g unique
+	pipeline idem-worker -g unique -x idempotency-key
+	cat "$err" >&2
+	[ "$status" -eq 0 ]
+	assert_equal "$(posts_of '["inv-1002",1]')" "late:yes:200:3,replayed:no:200:4,"
+	# the worker gave up at its own 2 s; the answer went 3 s after the
+	# call all the same, before kill-at stopped the double
+	grep -q 'idem-worker: POST http://127.0.0.1:[0-9]*/v1/charges: no answer within 2000 ms' "$out"
+	late=$(seconds_between "$(call_field 3 2)" "$(call_field 3 15)") || { echo "no answered_at" >&2; false; }
+	awk -v s="$late" 'BEGIN { exit !(s >= 3) }' || { echo "answered $late s after the call" >&2; false; }
+	assert_equal "$(call_field 3 13)" "$(call_field 4 13)"
+	assert_equal "$(total external)" 3
+	assert_equal "$(total external_duplicates)" 0
+	assert_equal "$(sql "SELECT count(*) FROM demo.invoice_lines WHERE invoice_id = 'inv-1002'")" 1
+}
+
+@test "keys forgotten after a kill at external-call: the retry's same key charges again, and the forgot row says why" {
+	answers keys-forgotten
+	idem-worker --setup -g unique
+	pipeline idem-worker -g unique -x idempotency-key
+	[ "$status" -eq 1 ]
+	# the two baseline jobs call first; the killed call is the third
+	assert_equal "$(posts_of '["inv-1003",1]')" "killed:yes:0:3,ok:yes:200:4,"
+	assert_equal "$(call_field 3 7)" "$(call_field 4 7)"
+	assert_equal "$(awk -F '\t' '$1 == "kill" { print $2, $3, $5, $8 }' "$out")" \
+		"keys-forgotten job-0003 external-call vendor"
+	# one key forgotten, the killed job's, named by its first call, when the
+	# killed attempt's lease ended and before the retry's call
+	assert_equal "$(rows_of forgot "$out")" 1
+	assert_equal "$(awk -F '\t' '$1 == "forgot" { print $3, $4, $5, $6 }' "$out")" \
+		'["inv-1003",1] ["inv-1003",1] 3 86400000'
+	forgot_at=$(awk -F '\t' '$1 == "forgot" { print $2 }' "$out")
+	assert_equal "$(awk -F '\t' '$1 == "lease" && $4 == "job-0003" && $6 == "kill" { print $2 }' "$out")" "$forgot_at"
+	after=$(seconds_between "$forgot_at" "$(call_field 4 2)")
+	awk -v s="$after" 'BEGIN { exit !(s > 0) }'
+	# charged twice, one line: the counts downstream catch it
+	grep -q '^count-effects: external: expected 3, observed 4$' "$err"
+	grep -qF 'external: duplicate effect for business key ["inv-1003",1]: 2 calls took effect, expected 1' "$err"
+	assert_equal "$(sql "SELECT count(*) FROM demo.invoice_lines WHERE invoice_id = 'inv-1003'")" 1
+}
+
+@test "the vendor's three answers in one run: only the forgotten key charges twice" {
+	idem-worker --setup -g unique
+	run_pipeline tests/fixtures/seeds/vendor-answers.yaml 60s idem-worker -g unique -x idempotency-key
+	[ "$status" -eq 1 ]
+	assert_equal "$(posts_of '["inv-1001",1]' | sed 's/:[0-9]*,/,/g')" "lost:yes:0,replayed:no:200,"
+	assert_equal "$(posts_of '["inv-1002",1]' | sed 's/:[0-9]*,/,/g')" "late:yes:200,replayed:no:200,"
+	assert_equal "$(posts_of '["inv-1003",1]' | sed 's/:[0-9]*,/,/g')" "killed:yes:0,ok:yes:200,"
+	assert_equal "$(awk -F '\t' '$1 == "forgot" { print $3 }' "$out")" '["inv-1003",1]'
+	# the call ids count the calls, in order, from 1
+	assert_equal "$(awk -F '\t' '$1 == "call" { printf "%s,", $14 }' "$out")" "1,2,3,4,5,6,"
+	assert_equal "$(total external)" 4
+	assert_equal "$(total external_duplicates)" 1
+}
+
+@test "a vendor-forget-keys scenario row without the step of its kill is refused" {
+	seed-gen tests/fixtures/seeds/vendor-answers.yaml |
+		sed 's/^\(scenario\tkeys-forgotten\tvendor-forget-keys\t\)external-call\t/\1\\N\t/' >"$BATS_TEST_TMPDIR/in.tsv"
+	run --separate-stderr kill-at -- idem-worker -g unique <"$BATS_TEST_TMPDIR/in.tsv"
+	[ "$status" -eq 2 ]
+	[ -z "$output" ]
+	assert_equal "$stderr" \
+		'kill-at: stdin:7: scenario row, field step: required for a vendor-forget-keys scenario: the step of its kill'
+}

@@ -918,8 +918,8 @@ idem_evidence_calls(FILE *out, struct idem_vendor_call *const *calls, size_t n, 
 
 	for (i = 0; i < n; i++) {
 		const struct idem_vendor_call *c = calls[i];
-		char at[32], worker[16], pid[16], status[16];
-		const char *row[12];
+		char at[32], worker[16], pid[16], status[16], id[24], answered[32];
+		const char *row[14];
 
 		idem_format_time(c->at_us + skew_us, at);
 		snprintf(worker, sizeof(worker), "%d", c->worker);
@@ -938,10 +938,28 @@ idem_evidence_calls(FILE *out, struct idem_vendor_call *const *calls, size_t n, 
 		row[9] = *c->answer ? c->answer : "error";
 		row[10] = c->effect ? "yes" : "no";
 		row[11] = c->response_id;
-		if (idem_tsv_write_row(out, "call", row, 12) < 0)
+		snprintf(id, sizeof(id), "%ld", c->id);
+		row[12] = id;
+		row[13] = c->answered_us ? answered : NULL;
+		if (c->answered_us)
+			idem_format_time(c->answered_us + skew_us, answered);
+		if (idem_tsv_write_row(out, "call", row, 14) < 0)
 			return -1;
 	}
 	return 0;
+}
+
+int
+idem_evidence_forgot(FILE *out, long long at_us, const char *business_key,
+		     const char *idempotency_key, long first_call, long long window_ms)
+{
+	char at[32], call[24], window[24];
+	const char *row[5] = { at, business_key, idempotency_key, call, window };
+
+	idem_format_time(at_us, at);
+	snprintf(call, sizeof(call), "%ld", first_call);
+	snprintf(window, sizeof(window), "%lld", window_ms);
+	return idem_tsv_write_row(out, "forgot", row, 5) < 0 ? -1 : 0;
 }
 
 static int

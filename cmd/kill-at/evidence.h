@@ -80,10 +80,17 @@ int idem_evidence_write(struct idem_evidence *ev, PGconn *conn, FILE *out,
  * text, split at blanks, stand for the arguments. -1 on a write error. */
 int idem_evidence_worker(FILE *out, char *const *argv, const char *command);
 
-/* The call rows: every request the vendor double took, their times moved
- * by skew_us onto the database's clock. -1 on a write error. */
+/* The call rows: every request the vendor double took, with its number
+ * and when its answer went, their times moved by skew_us onto the
+ * database's clock. -1 on a write error. */
 int idem_evidence_calls(FILE *out, struct idem_vendor_call *const *calls, size_t n,
 			long long skew_us);
+
+/* A forgot row: a key the vendor double forgot at at_us (the database's
+ * clock), of business_key, first sent by call first_call, its window
+ * window_ms. -1 on a write error. */
+int idem_evidence_forgot(FILE *out, long long at_us, const char *business_key,
+			 const char *idempotency_key, long first_call, long long window_ms);
 
 /* A missed row: what ("kill" or "race"), its scenario, the job (or the
  * business key of a race), the attempt (0 for none) and the step. -1 on a

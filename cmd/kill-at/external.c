@@ -7,8 +7,18 @@
 #include "external.h"
 #include "stall.h"
 #include "workers.h"
+#include "text.h"
 
 static const char VENDOR[] = "vendor";
+
+/* A key the vendor forgot: a forgot row. A few a run, as the kills. */
+static struct forgot {
+	long long at;
+	char *business_key, *idempotency_key;
+	long first_call;
+	long long window_ms;
+} *forgot;
+static size_t nforgot;
 
 static void
 arm_vendor(const char *business_key)
@@ -87,8 +97,52 @@ external_start(void)
 	    run.plan.honours_idempotency_key, &err)) == NULL)
 		idem_die_error(&err);
 	for (i = 0; i < run.plan.nfaults; i++)
-		idem_vendor_fault(run.vendor, run.plan.faults[i].business_key, run.plan.faults[i].fault);
+		idem_vendor_fault(run.vendor, run.plan.faults[i].business_key, run.plan.faults[i].fault,
+		    run.plan.faults[i].delay_ms);
 	for (i = 0; i < run.plan.nkills; i++)
 		if (strcmp(run.kills[i].plan->step, "external-call") == 0)
 			arm_vendor(idem_plan_job(&run.plan, run.kills[i].plan->job_id)->business_key);
+}
+
+void
+external_forget(const char *business_key, long long window_ms, long long at_us)
+{
+	struct idem_vendor_forgot *keys;
+	size_t n, i;
+
+	if (run.vendor == NULL)
+		return;
+	n = idem_vendor_forget(run.vendor, business_key, &keys);
+	for (i = 0; i < n; i++) {
+		forgot = idem_ereallocarray(forgot, nforgot + 1, sizeof(*forgot));
+		forgot[nforgot++] = (struct forgot){ at_us, idem_estrdup(business_key),
+		    keys[i].idempotency_key, keys[i].first_call, window_ms };
+	}
+	free(keys);
+}
+
+int
+external_write_forgot(FILE *out)
+{
+	size_t i;
+
+	for (i = 0; i < nforgot; i++)
+		if (idem_evidence_forgot(out, forgot[i].at, forgot[i].business_key,
+		    forgot[i].idempotency_key, forgot[i].first_call, forgot[i].window_ms) < 0)
+			return -1;
+	return 0;
+}
+
+void
+external_free(void)
+{
+	size_t i;
+
+	for (i = 0; i < nforgot; i++) {
+		free(forgot[i].business_key);
+		free(forgot[i].idempotency_key);
+	}
+	free(forgot);
+	forgot = NULL;
+	nforgot = 0;
 }

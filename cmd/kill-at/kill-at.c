@@ -395,7 +395,8 @@ run_baseline(long long deadline_us)
 	return 1;
 }
 
-/* The call rows: every request the vendor double took, once it stopped. */
+/* The call rows: every request the vendor double took, once it stopped
+ * (a late answer due is waited for), then the forgot rows. */
 static void
 write_calls(void)
 {
@@ -405,7 +406,8 @@ write_calls(void)
 	if (run.vendor == NULL)
 		return;
 	idem_vendor_stop(run.vendor, &calls, &n);
-	if (idem_evidence_calls(run.out, calls, n, run.skew_us) < 0)
+	if (idem_evidence_calls(run.out, calls, n, run.skew_us) < 0 ||
+	    external_write_forgot(run.out) < 0)
 		idem_die(IDEM_EXIT_ENV, "holding the rows:");
 }
 
@@ -528,6 +530,7 @@ free_all(struct options *o)
 	PQfinish(run.conn);
 	idem_queue_close(&run.q);
 	idem_vendor_free(run.vendor);
+	external_free();
 	free(run.database_url);
 	idem_pg_observed_free(&run.here);
 	for (i = 0; i < run.plan.nkills; i++)

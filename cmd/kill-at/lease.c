@@ -4,6 +4,7 @@
 
 #include "run.h"
 #include "database.h"
+#include "external.h"
 #include "lease.h"
 #include "stall.h"
 #include "text.h"
@@ -17,11 +18,12 @@ struct ended {
 	const char *why;
 };
 
-/* A killed delivery whose lease ends once its worker is gone. */
+/* A killed delivery whose lease ends once its worker is gone (msg_id
+ * NULL: not found), and the vendor's window that passes then, or 0. */
 struct killed {
 	int worker;
 	char *msg_id, *job_id;
-	long long attempt;
+	long long attempt, forget_ms;
 };
 
 /* A forced duplicate's copy, held back until its original is acked. */
@@ -254,8 +256,9 @@ leases_watch(void)
 	PQclear(res);
 }
 
-int
-lease_expire(const char *msg_id, const char *job_id, long long attempt, const char *why)
+/* Ends a lease; its row says at_us, or when it ended when 0. */
+static int
+expire(const char *msg_id, const char *job_id, long long attempt, const char *why, long long at_us)
 {
 	char *ids = idem_queue_text_array((char *const *)&msg_id, 1);
 	const char *params[1] = { ids };
@@ -278,14 +281,21 @@ lease_expire(const char *msg_id, const char *job_id, long long attempt, const ch
 		idem_die_error(&err);
 	if (n > 0) {
 		l.ended = idem_ereallocarray(l.ended, l.nended + 1, sizeof(*l.ended));
-		l.ended[l.nended++] = (struct ended){ db_now(), idem_estrdup(msg_id),
+		l.ended[l.nended++] = (struct ended){ at_us ? at_us : db_now(), idem_estrdup(msg_id),
 		    idem_estrdup(job_id), attempt, why };
 	}
 	return n > 0;
 }
 
+int
+lease_expire(const char *msg_id, const char *job_id, long long attempt, const char *why)
+{
+	return expire(msg_id, job_id, attempt, why, 0);
+}
+
 void
-lease_killed(int worker, pid_t pid, const char *msg_id, const char *job_id, long long attempt)
+lease_killed(int worker, pid_t pid, const char *msg_id, const char *job_id, long long attempt,
+	     long long forget_ms)
 {
 	const struct idem_plan_job *job = idem_plan_job(&run.plan, job_id);
 	struct idem_failpoint_delivery d = { 0 };
@@ -301,10 +311,10 @@ lease_killed(int worker, pid_t pid, const char *msg_id, const char *job_id, long
 		free(same);
 		msg_id = d.msg_id;
 	}
-	if (msg_id != NULL) {
+	if (msg_id != NULL || forget_ms > 0) {
 		l.killed = idem_ereallocarray(l.killed, l.nkilled + 1, sizeof(*l.killed));
-		l.killed[l.nkilled++] = (struct killed){ worker, idem_estrdup(msg_id),
-		    idem_estrdup(job_id), attempt };
+		l.killed[l.nkilled++] = (struct killed){ worker, msg_id ? idem_estrdup(msg_id) : NULL,
+		    idem_estrdup(job_id), attempt, forget_ms };
 	}
 	free(d.msg_id);
 	free(d.job_id);
@@ -381,10 +391,17 @@ leases_worker_gone(int worker, int killed)
 
 	for (i = 0; i < l.nkilled; i++) {
 		struct killed *k = &l.killed[i];
+		const struct idem_plan_job *job;
+		long long at = 0;
 
 		if (k->worker != worker)
 			continue;
-		lease_expire(k->msg_id, k->job_id, k->attempt, "kill");
+		/* forgotten before the queue may deliver the job again, at the
+		 * time its lease ends */
+		if (k->forget_ms > 0 && (job = idem_plan_job(&run.plan, k->job_id)) != NULL)
+			external_forget(job->business_key, k->forget_ms, at = db_now());
+		if (k->msg_id != NULL)
+			expire(k->msg_id, k->job_id, k->attempt, "kill", at);
 		free(k->msg_id);
 		free(k->job_id);
 		l.killed[i--] = l.killed[--l.nkilled];

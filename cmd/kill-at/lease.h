@@ -2,7 +2,9 @@
  * the plan's messages last until kill-at ends them, through the queue
  * adapter's hold-lease and expire sections: once a killed attempt's
  * process is gone, when an attempt stalls, when a worker exits on its
- * own. A forced duplicate's copy is let go when its original is acked. */
+ * own. A forced duplicate's copy is let go when its original is acked.
+ * When a killed attempt's lease ends, the vendor's window for its
+ * business key's idempotency keys may pass too (vendor-forget-keys). */
 #ifndef KILL_AT_LEASE_H
 #define KILL_AT_LEASE_H
 
@@ -25,9 +27,11 @@ int leases_copies_held(void);
 
 /* A kill point reached in process pid of a worker (-1: none of them): the
  * lease of the delivery killed (msg_id, or the worker's last delivery of
- * the job's key when NULL) ends once the worker is gone. */
+ * the job's key when NULL) ends once the worker is gone; with forget_ms,
+ * the vendor forgets the job's business key's idempotency keys just
+ * before, at the same time, as if that window had passed. */
 void lease_killed(int worker, pid_t pid, const char *msg_id, const char *job_id,
-		  long long attempt);
+		  long long attempt, long long forget_ms);
 
 /* A worker is gone, killed by kill-at or not: the leases of its killed
  * deliveries end, and those of the deliveries it still held when it

@@ -77,12 +77,14 @@ scenario_row(struct idem_plan *p, const struct idem_tsv_reader *r)
 	p->scenario_steps = idem_ereallocarray(p->scenario_steps, n + 1, sizeof(char *));
 	p->scenario_untils = idem_ereallocarray(p->scenario_untils, n + 1, sizeof(char *));
 	p->scenario_attempts = idem_ereallocarray(p->scenario_attempts, n + 1, sizeof(long long));
+	p->scenario_vendor_ms = idem_ereallocarray(p->scenario_vendor_ms, n + 1, sizeof(long long));
 	p->scenario_names[n] = idem_estrdup(r->fields[SCENARIO_NAME]);
 	p->scenario_faults[n] = idem_estrdup(r->fields[SCENARIO_FAULT]);
 	p->scenario_steps[n] = r->fields[SCENARIO_STEP] ? idem_estrdup(r->fields[SCENARIO_STEP]) : NULL;
 	p->scenario_untils[n] = r->fields[SCENARIO_UNTIL] ? idem_estrdup(r->fields[SCENARIO_UNTIL]) :
 	    NULL;
 	p->scenario_attempts[n] = idem_tsv_number(r, SCENARIO_ATTEMPT, 0);
+	p->scenario_vendor_ms[n] = idem_tsv_number(r, SCENARIO_VENDOR_MS, 0);
 	p->nscenarios++;
 }
 
@@ -199,7 +201,7 @@ idem_plan_read(struct idem_plan *p, FILE *in, const char *name, FILE *hold,
 
 static void
 add_kill(struct idem_plan *p, const char *scenario, const char *step, const char *job_id,
-	 long long attempt)
+	 long long attempt, long long forget_ms)
 {
 	struct idem_plan_kill *kp;
 	size_t n;
@@ -210,6 +212,7 @@ add_kill(struct idem_plan *p, const char *scenario, const char *step, const char
 	kp->step = idem_estrdup(step);
 	kp->job_id = idem_estrdup(job_id);
 	kp->attempt = attempt;
+	kp->forget_ms = forget_ms;
 	kp->next = IDEM_MAP_NONE;
 	/* the kill points of a job, in the order planned */
 	if ((n = idem_map_get(&p->kill_index, job_id)) == IDEM_MAP_NONE) {
@@ -245,13 +248,28 @@ add_stall(struct idem_plan *p, size_t s, const char *job_id)
 	    p->scenario_attempts[s] ? p->scenario_attempts[s] : 1 };
 }
 
+/* The vendor faults of a scenario's first call, by the scenario's fault. */
+static const struct {
+	const char *name;
+	enum idem_vendor_fault fault;
+} vendor_faults[] = {
+	{ "vendor-error", IDEM_VENDOR_ERROR }, { "vendor-timeout", IDEM_VENDOR_TIMEOUT },
+	{ "vendor-lost-reply", IDEM_VENDOR_LOST }, { "vendor-late-reply", IDEM_VENDOR_LATE },
+};
+
 static void
-add_fault(struct idem_plan *p, const char *business_key, const char *fault)
+add_fault(struct idem_plan *p, const char *business_key, const char *fault, long long delay_ms)
 {
+	size_t i;
+
+	for (i = 0; i < sizeof(vendor_faults) / sizeof(vendor_faults[0]); i++)
+		if (strcmp(fault, vendor_faults[i].name) == 0)
+			break;
+	if (i == sizeof(vendor_faults) / sizeof(vendor_faults[0]))
+		return;
 	p->faults = idem_ereallocarray(p->faults, p->nfaults + 1, sizeof(*p->faults));
-	p->faults[p->nfaults].business_key = idem_estrdup(business_key);
-	p->faults[p->nfaults++].fault = strcmp(fault, "vendor-error") == 0 ?
-	    IDEM_VENDOR_ERROR : IDEM_VENDOR_TIMEOUT;
+	p->faults[p->nfaults++] = (struct idem_plan_fault){ idem_estrdup(business_key),
+	    vendor_faults[i].fault, vendor_faults[i].fault == IDEM_VENDOR_LATE ? delay_ms : 0 };
 }
 
 static int
@@ -288,7 +306,7 @@ kill_option(struct idem_plan *p, const char *option, struct idem_error *err)
 	else
 		rc = 0;
 	if (rc == 0)
-		add_kill(p, "-k", spec, first + 1, attempt);
+		add_kill(p, "-k", spec, first + 1, attempt, 0);
 out:
 	free(spec);
 	return rc;
@@ -305,13 +323,20 @@ idem_plan_make(struct idem_plan *p, char *const *kill_options, size_t nkill_opti
 
 		if (s < 0)
 			continue;
-		if (strncmp(p->scenario_faults[s], "vendor-", 7) == 0)
-			add_fault(p, p->jobs[i].business_key, p->scenario_faults[s]);
+		/* a kill, as any, that makes the vendor forget once its lease ends */
+		if (strcmp(p->scenario_faults[s], "vendor-forget-keys") == 0 &&
+		    p->scenario_steps[s] != NULL)
+			add_kill(p, p->scenario_names[s], p->scenario_steps[s], p->jobs[i].id,
+			    p->scenario_attempts[s] ? p->scenario_attempts[s] : 1,
+			    p->scenario_vendor_ms[s]);
+		else if (strncmp(p->scenario_faults[s], "vendor-", 7) == 0)
+			add_fault(p, p->jobs[i].business_key, p->scenario_faults[s],
+			    p->scenario_vendor_ms[s]);
 		else if (p->scenario_steps[s] == NULL)
 			continue;
 		else if (strcmp(p->scenario_faults[s], "kill") == 0)
 			add_kill(p, p->scenario_names[s], p->scenario_steps[s], p->jobs[i].id,
-			    p->scenario_attempts[s] ? p->scenario_attempts[s] : 1);
+			    p->scenario_attempts[s] ? p->scenario_attempts[s] : 1, 0);
 		else if (strcmp(p->scenario_faults[s], "race") == 0)
 			add_race(p, p->scenario_names[s], p->jobs[i].business_key,
 			    race_step ? race_step : p->scenario_steps[s]);
@@ -416,6 +441,7 @@ idem_plan_free(struct idem_plan *p)
 	idem_free_list(p->scenario_steps, p->nscenarios);
 	idem_free_list(p->scenario_untils, p->nscenarios);
 	free(p->scenario_attempts);
+	free(p->scenario_vendor_ms);
 	for (i = 0; i < p->njobs; i++) {
 		free(p->jobs[i].id);
 		free(p->jobs[i].business_key);

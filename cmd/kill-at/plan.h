@@ -1,6 +1,8 @@
 /* plan.h: what kill-at(1) is to do, from its input stream and options:
  * the seed's queue, effect and worker, the jobs a fault is planned for,
- * every message, and the kill points, races and vendor faults they make.
+ * every message, and the kill points, races, stalls and vendor faults
+ * they make (a vendor-forget-keys scenario makes a kill point that makes
+ * the vendor forget).
  * The plan does not change once made; what becomes of each kill point and
  * race is the conductor's (kill-at.c). */
 #ifndef IDEM_PLAN_H
@@ -33,6 +35,10 @@ struct idem_plan_msg {
 struct idem_plan_kill {
 	char *scenario, *step, *job_id;
 	long long attempt;
+	/* vendor-forget-keys: the vendor's window for idempotency keys, passed
+	 * for the job's business key when the killed attempt's lease ends;
+	 * else 0 */
+	long long forget_ms;
 	size_t next;			/* the job's next kill point, or IDEM_MAP_NONE */
 };
 
@@ -50,6 +56,7 @@ struct idem_plan_race {
 struct idem_plan_fault {
 	char *business_key;
 	enum idem_vendor_fault fault;
+	long long delay_ms;		/* a late answer's delay, else 0 */
 };
 
 struct idem_plan {
@@ -67,7 +74,7 @@ struct idem_plan {
 	int honours_idempotency_key;
 	/* the scenario rows */
 	char **scenario_names, **scenario_faults, **scenario_steps, **scenario_untils;
-	long long *scenario_attempts;
+	long long *scenario_attempts, *scenario_vendor_ms;	/* 0 for none */
 	size_t nscenarios;
 	/* the jobs in a scenario or named by -k (every job when all_jobs) */
 	struct idem_plan_job *jobs;

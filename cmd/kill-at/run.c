@@ -39,7 +39,7 @@ kill_point_reached(struct kill_point *kp, int worker, pid_t pid, const char *msg
 	kp->killed_at = db_now();
 	kp->msg_id = msg_id ? idem_estrdup(msg_id) : NULL;
 	kp->observed = observed;
-	lease_killed(worker, pid, msg_id, kp->plan->job_id, kp->plan->attempt);
+	lease_killed(worker, pid, msg_id, kp->plan->job_id, kp->plan->attempt, kp->plan->forget_ms);
 }
 
 long long

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -21,6 +22,8 @@
 
 #define MAX_BODY (1024 * 1024)
 #define MAX_WORKERS 64
+/* how long past the last late answer's time the double waits for it */
+#define LATE_GRACE_US 1000000LL
 
 struct idem_vendor {
 	struct MHD_Daemon *daemon;
@@ -31,10 +34,13 @@ struct idem_vendor {
 	pthread_mutex_t lock;
 	pthread_cond_t changed;
 	int stopping;
-	/* by business key: the fault of its first POST, whether the next
-	 * POST that takes effect is held, and the ids of its effects */
+	/* by business key: the fault of its first POST, [fault, delay_ms];
+	 * whether the next POST that takes effect is held; the ids of its
+	 * effects */
 	json_t *faults, *armed, *effects;
 	json_t *replies;		/* idempotency key: the first reply */
+	int nlate;			/* late answers not sent yet */
+	long long late_until_us;	/* when the last of them is due */
 	struct idem_vendor_call **calls;	/* each apart: a held request keeps its own */
 	size_t ncalls;
 	long next_effect;
@@ -84,6 +90,43 @@ answer(struct MHD_Connection *c, unsigned status, const char *json)
 	rc = MHD_queue_response(c, status, r);
 	MHD_destroy_response(r);
 	return rc;
+}
+
+/* Answers a call, with the lock held, and notes when the answer went: when
+ * libmicrohttpd took it to send (a client gone by then is not known
+ * yet). Unlocks. */
+static int
+answer_call(struct idem_vendor *v, struct MHD_Connection *c, struct idem_vendor_call *call,
+	    unsigned status, const char *json)
+{
+	int rc = answer(c, status, json);
+
+	call->status = (int)status;
+	if (rc == MHD_YES)
+		call->answered_us = idem_now_us();
+	pthread_mutex_unlock(&v->lock);
+	return rc;
+}
+
+/* Resets the connection with no answer. The close is abortive (SO_LINGER
+ * 0, a RST), and the connection is dropped at once: libmicrohttpd shuts
+ * its side down before it closes, and the client would read that FIN as
+ * an empty reply first. On Linux, connecting a TCP socket to AF_UNSPEC
+ * aborts its connection. */
+static void
+reset(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c,
+	    MHD_CONNECTION_INFO_CONNECTION_FD);
+	struct linger abortive = { 1, 0 };
+	struct sockaddr none;
+
+	if (ci == NULL)
+		return;
+	memset(&none, 0, sizeof(none));
+	none.sa_family = AF_UNSPEC;
+	setsockopt(ci->connect_fd, SOL_SOCKET, SO_LINGER, &abortive, sizeof(abortive));
+	connect(ci->connect_fd, &none, sizeof(none));
 }
 
 static char *
@@ -142,24 +185,64 @@ wait_held(struct idem_vendor *v, long id)
 	}
 }
 
-/* A charge: recorded first, so that a held or killed reply has taken
- * effect all the same (the vendor did charge). */
+/* The fault planned for a call's business key, taken when it applies:
+ * error and timeout to its first POST, lost and late to the first that
+ * takes effect (charges). */
+static int
+take_fault(struct idem_vendor *v, const struct idem_vendor_call *call, int charges,
+	   long long *delay_ms)
+{
+	json_t *planned = call->business_key ? json_object_get(v->faults, call->business_key) :
+	    NULL;
+	int fault;
+
+	if (planned == NULL)
+		return 0;
+	fault = (int)json_integer_value(json_array_get(planned, 0));
+	*delay_ms = json_integer_value(json_array_get(planned, 1));
+	if ((fault == IDEM_VENDOR_LOST || fault == IDEM_VENDOR_LATE) && !charges)
+		return 0;
+	json_object_del(v->faults, call->business_key);
+	return fault;
+}
+
+/* Holds a late answer, with the lock held, until due_us, or until the
+ * double stops without waiting: whether its time came. */
+static int
+wait_late(struct idem_vendor *v, long long due_us)
+{
+	struct timespec until = { (time_t)(due_us / 1000000), (long)(due_us % 1000000) * 1000 };
+	int came;
+
+	v->nlate++;
+	if (due_us > v->late_until_us)
+		v->late_until_us = due_us;
+	while (!v->stopping && idem_now_us() < due_us)
+		pthread_cond_timedwait(&v->changed, &v->lock, &until);
+	came = idem_now_us() >= due_us;
+	v->nlate--;
+	pthread_cond_broadcast(&v->changed);
+	return came;
+}
+
+/* A charge: recorded first, so that a held, killed, lost or late reply
+ * has taken effect all the same (the vendor did charge), and stored for
+ * replay at once: a repeat of its key while a late answer waits is
+ * answered at once with it. */
 static int
 charge(struct idem_vendor *v, struct MHD_Connection *c, struct idem_vendor_call *call)
 {
-	json_t *ids, *reply;
+	json_t *ids, *reply = NULL;
 	char id[32], *text;
-	int held, rc, fault = 0;
+	long long delay_ms = 0;
+	int held, rc, fault;
 
-	if (call->business_key && json_object_get(v->faults, call->business_key)) {
-		fault = (int)json_integer_value(json_object_get(v->faults, call->business_key));
-		json_object_del(v->faults, call->business_key);
-	}
+	if (v->honours && call->idempotency_key)
+		reply = json_object_get(v->replies, call->idempotency_key);
+	fault = take_fault(v, call, reply == NULL, &delay_ms);
 	if (fault == IDEM_VENDOR_ERROR) {
-		call->status = MHD_HTTP_INTERNAL_SERVER_ERROR;
 		call->answer = "error";
-		pthread_mutex_unlock(&v->lock);
-		return answer(c, MHD_HTTP_INTERNAL_SERVER_ERROR,
+		return answer_call(v, c, call, MHD_HTTP_INTERNAL_SERVER_ERROR,
 		    "{\"error\":{\"message\":\"the vendor failed (a fault of the rehearsal)\"}}");
 	}
 	if (fault == IDEM_VENDOR_TIMEOUT) {
@@ -169,16 +252,13 @@ charge(struct idem_vendor *v, struct MHD_Connection *c, struct idem_vendor_call 
 		pthread_mutex_unlock(&v->lock);
 		return MHD_NO;
 	}
-	if (v->honours && call->idempotency_key &&
-	    (reply = json_object_get(v->replies, call->idempotency_key)) != NULL) {
-		call->status = MHD_HTTP_OK;
+	if (reply != NULL) {
 		call->answer = "replayed";
 		call->response_id = dup_or_null(json_string_value(json_object_get(reply, "id")));
 		json_object_set_new(reply, "replayed", json_true());
 		text = json_dumps(reply, JSON_COMPACT);
 		json_object_set_new(reply, "replayed", json_false());
-		pthread_mutex_unlock(&v->lock);
-		rc = answer(c, MHD_HTTP_OK, text);
+		rc = answer_call(v, c, call, MHD_HTTP_OK, text);
 		free(text);
 		return rc;
 	}
@@ -202,16 +282,24 @@ charge(struct idem_vendor *v, struct MHD_Connection *c, struct idem_vendor_call 
 		json_object_del(v->armed, call->business_key);
 		held = wait_held(v, call->id);
 	}
-	if (held == 2) {
-		call->answer = "killed";
+	if (held == 2 || fault == IDEM_VENDOR_LOST) {
+		call->answer = held == 2 ? "killed" : "lost";
 		pthread_mutex_unlock(&v->lock);
 		free(text);
+		if (held != 2)
+			reset(c);
 		return MHD_NO;
 	}
-	call->status = MHD_HTTP_OK;
 	call->answer = "ok";
-	pthread_mutex_unlock(&v->lock);
-	rc = answer(c, MHD_HTTP_OK, text);
+	if (fault == IDEM_VENDOR_LATE) {
+		call->answer = "late";
+		if (!wait_late(v, call->at_us + delay_ms * 1000)) {
+			pthread_mutex_unlock(&v->lock);
+			free(text);
+			return MHD_NO;
+		}
+	}
+	rc = answer_call(v, c, call, MHD_HTTP_OK, text);
 	free(text);
 	return rc;
 }
@@ -229,15 +317,13 @@ look_up(struct idem_vendor *v, struct MHD_Connection *c, struct idem_vendor_call
 
 	free(call->business_key);
 	call->business_key = dup_or_null(key);
-	call->status = MHD_HTTP_OK;
 	call->answer = "ok";
 	json_array_foreach(ids, i, id)
 		json_array_append_new(data, json_pack("{s:O}", "id", id));
 	doc = json_pack("{s:o}", "data", data);
 	text = json_dumps(doc, JSON_COMPACT);
 	json_decref(doc);
-	pthread_mutex_unlock(&v->lock);
-	rc = answer(c, MHD_HTTP_OK, text);
+	rc = answer_call(v, c, call, MHD_HTTP_OK, text);
 	free(text);
 	return rc;
 }
@@ -284,19 +370,17 @@ handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
 	client_of(v, c, call);
 	signal_event(v);
 	if (req->too_large) {
-		call->status = MHD_HTTP_CONTENT_TOO_LARGE;
 		call->answer = "error";
-		pthread_mutex_unlock(&v->lock);
-		return answer(c, MHD_HTTP_CONTENT_TOO_LARGE, "{\"error\":{\"message\":\"body too large\"}}");
+		return answer_call(v, c, call, MHD_HTTP_CONTENT_TOO_LARGE,
+		    "{\"error\":{\"message\":\"body too large\"}}");
 	}
 	if (strcmp(method, "POST") == 0)
 		return charge(v, c, call);
 	if (strcmp(method, "GET") == 0)
 		return look_up(v, c, call);
-	call->status = MHD_HTTP_METHOD_NOT_ALLOWED;
 	call->answer = "error";
-	pthread_mutex_unlock(&v->lock);
-	return answer(c, MHD_HTTP_METHOD_NOT_ALLOWED, "{\"error\":{\"message\":\"POST or GET\"}}");
+	return answer_call(v, c, call, MHD_HTTP_METHOD_NOT_ALLOWED,
+	    "{\"error\":{\"message\":\"POST or GET\"}}");
 }
 
 static void
@@ -402,10 +486,12 @@ idem_vendor_workers(struct idem_vendor *v, const pid_t *groups, int n)
 }
 
 void
-idem_vendor_fault(struct idem_vendor *v, const char *business_key, enum idem_vendor_fault fault)
+idem_vendor_fault(struct idem_vendor *v, const char *business_key, enum idem_vendor_fault fault,
+		  long long delay_ms)
 {
 	pthread_mutex_lock(&v->lock);
-	json_object_set_new(v->faults, business_key, json_integer(fault));
+	json_object_set_new(v->faults, business_key, json_pack("[i,I]", (int)fault,
+	    (json_int_t)delay_ms));
 	pthread_mutex_unlock(&v->lock);
 }
 
@@ -449,16 +535,63 @@ idem_vendor_release(struct idem_vendor *v, long id, int killed)
 	pthread_mutex_unlock(&v->lock);
 }
 
-void
-idem_vendor_stop(struct idem_vendor *v, struct idem_vendor_call *const **calls, size_t *n)
+/* The keys are found through the calls, which the double keeps, in
+ * order: the first call that sent a key is the first found. */
+size_t
+idem_vendor_forget(struct idem_vendor *v, const char *business_key,
+		   struct idem_vendor_forgot **out)
 {
+	const char *of;
+	json_t *reply;
+	size_t n = 0, i;
+
+	*out = NULL;
 	pthread_mutex_lock(&v->lock);
+	for (i = 0; i < v->ncalls && json_object_size(v->replies) > 0; i++) {
+		const struct idem_vendor_call *call = v->calls[i];
+
+		if (call->idempotency_key == NULL ||
+		    (reply = json_object_get(v->replies, call->idempotency_key)) == NULL)
+			continue;
+		of = json_string_value(json_object_get(reply, "business_key"));
+		if (of == NULL || strcmp(of, business_key) != 0)
+			continue;
+		*out = idem_ereallocarray(*out, n + 1, sizeof(**out));
+		(*out)[n].idempotency_key = idem_estrdup(call->idempotency_key);
+		(*out)[n++].first_call = call->id;
+		json_object_del(v->replies, call->idempotency_key);
+	}
+	pthread_mutex_unlock(&v->lock);
+	return n;
+}
+
+/* Stops the double; with for_late, once the late answers due have gone,
+ * or a grace after the last one's time. */
+static void
+stop(struct idem_vendor *v, int for_late)
+{
+	struct timespec until;
+	long long bound;
+
+	pthread_mutex_lock(&v->lock);
+	while (for_late && v->nlate > 0 &&
+	    idem_now_us() < (bound = v->late_until_us + LATE_GRACE_US)) {
+		until.tv_sec = (time_t)(bound / 1000000);
+		until.tv_nsec = (long)(bound % 1000000) * 1000;
+		pthread_cond_timedwait(&v->changed, &v->lock, &until);
+	}
 	v->stopping = 1;
 	pthread_cond_broadcast(&v->changed);
 	pthread_mutex_unlock(&v->lock);
 	if (v->daemon != NULL)
 		MHD_stop_daemon(v->daemon);
 	v->daemon = NULL;
+}
+
+void
+idem_vendor_stop(struct idem_vendor *v, struct idem_vendor_call *const **calls, size_t *n)
+{
+	stop(v, 1);
 	*calls = v->calls;
 	*n = v->ncalls;
 }
@@ -470,12 +603,7 @@ idem_vendor_free(struct idem_vendor *v)
 
 	if (v == NULL)
 		return;
-	if (v->daemon != NULL) {
-		struct idem_vendor_call *const *calls;
-		size_t n;
-
-		idem_vendor_stop(v, &calls, &n);
-	}
+	stop(v, 0);
 	for (i = 0; i < v->ncalls; i++) {
 		free(v->calls[i]->method);
 		free(v->calls[i]->path);

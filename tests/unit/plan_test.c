@@ -9,15 +9,16 @@
 #include "file.h"
 
 #define STREAM "tests/fixtures/streams/good.tsv"
+#define VENDOR_STREAM "tests/fixtures/streams/vendor-answers.tsv"
 
-/* Reads the good stream with -k options into p; the stream held is
- * compared with the file, byte for byte. */
+/* Reads a stream with -k options into p; the stream held is compared
+ * with the file, byte for byte. */
 static int
-read_good(struct idem_plan *p, char *const *options, size_t n, int all_jobs,
-	  struct idem_error *err)
+read_stream(const char *name, struct idem_plan *p, char *const *options, size_t n,
+	    int all_jobs, struct idem_error *err)
 {
 	struct idem_baseline base;
-	FILE *in = fopen(STREAM, "r"), *hold = tmpfile();
+	FILE *in = fopen(name, "r"), *hold = tmpfile();
 	char *want, *got;
 	size_t want_len, got_len;
 	int rc;
@@ -28,7 +29,7 @@ read_good(struct idem_plan *p, char *const *options, size_t n, int all_jobs,
 	idem_baseline_free(&base);
 	fclose(in);
 	fflush(hold);
-	want = idem_read_file(STREAM, &want_len, err);
+	want = idem_read_file(name, &want_len, err);
 	got = idem_emalloc(want_len + 1);
 	rewind(hold);
 	got_len = fread(got, 1, want_len + 1, hold);
@@ -38,6 +39,45 @@ read_good(struct idem_plan *p, char *const *options, size_t n, int all_jobs,
 	free(got);
 	fclose(hold);
 	return rc;
+}
+
+static int
+read_good(struct idem_plan *p, char *const *options, size_t n, int all_jobs,
+	  struct idem_error *err)
+{
+	return read_stream(STREAM, p, options, n, all_jobs, err);
+}
+
+/* The vendor's answers: a lost and a late reply are faults of the first
+ * call that takes effect, by business key, the late one with its delay;
+ * forgotten keys are a kill point, as a kill scenario's, with its window. */
+static void
+vendor_answers(void)
+{
+	struct idem_error err;
+	struct idem_plan p;
+
+	CHECK(read_stream(VENDOR_STREAM, &p, NULL, 0, 0, &err) == 0, "the vendor's stream reads");
+	CHECK(p.nscenarios == 3 && p.scenario_vendor_ms[1] == 3000 &&
+	    p.scenario_vendor_ms[2] == 86400000 && p.scenario_vendor_ms[0] == 0,
+	    "each scenario's vendor_ms, 0 for none");
+	CHECK(idem_plan_make(&p, NULL, 0, NULL, &err) == 0, "the vendor's plan is made");
+	CHECK(p.nfaults == 2, "two faults of the first call");
+	CHECK(strcmp(p.faults[0].business_key, "[\"inv-1001\",1]") == 0 &&
+	    p.faults[0].fault == IDEM_VENDOR_LOST && p.faults[0].delay_ms == 0,
+	    "a lost reply, with no delay");
+	CHECK(strcmp(p.faults[1].business_key, "[\"inv-1002\",1]") == 0 &&
+	    p.faults[1].fault == IDEM_VENDOR_LATE && p.faults[1].delay_ms == 3000,
+	    "a late reply, with its delay");
+	CHECK(p.nkills == 1, "forgotten keys make one kill point");
+	CHECK(strcmp(p.kills[0].scenario, "keys-forgotten") == 0 &&
+	    strcmp(p.kills[0].job_id, "job-0003") == 0 &&
+	    strcmp(p.kills[0].step, "external-call") == 0 && p.kills[0].attempt == 1,
+	    "at its step and attempt, for its job");
+	CHECK(p.kills[0].forget_ms == 86400000, "with the vendor's window");
+	CHECK(idem_plan_database_steps(&p) == 1u << idem_failpoint_step("external-call"),
+	    "the kill's point, as any kill's");
+	idem_plan_free(&p);
 }
 
 int
@@ -100,5 +140,6 @@ main(void)
 	CHECK(idem_plan_make(&p, short_spec, 1, NULL, &err) == -1, "two fields are refused");
 	CHECK_STR(err.text, "-k job-0006:1: expected step:job:attempt", "with the form expected");
 	idem_plan_free(&p);
+	vendor_answers();
 	return unit_done("plan");
 }
