@@ -102,8 +102,9 @@ lines_of() {
 	# the killed call took effect; its key forgotten, the retry's same key charged again
 	assert_equal "$(charges '["inv-1001",1]')" "killed:yes,ok:yes,"
 	assert_equal "$(keys_of '["inv-1001",1]')" 1
+	killed=$(awk -F '\t' '$1 == "call" && $11 == "killed" { print $14 }' "$out")
 	assert_equal "$(awk -F '\t' '$1 == "forgot" { print $3, $4, $5, $6 }' "$out")" \
-		'["inv-1001",1] charge-job-0001 1 86400000'
+		"[\"inv-1001\",1] charge-job-0001 $killed 86400000"
 	assert_equal "$(total external_duplicates)" 1
 	assert_equal "$(rows_of rekeyed "$out")" 0
 	grep -q 'external: duplicate effect for business key \["inv-1001",1\]' "$err"
