@@ -86,6 +86,9 @@ xcheck() {
 	check none business external-call 2 2
 	check none business race 2
 	check none business same-key 2
+	check none business lost-reply 2 2
+	check none business late-reply 2 2
+	check none business forget-keys 2 2
 }
 
 @test "matrix: check-then-insert holds sequentially and loses the race" {
@@ -95,6 +98,10 @@ xcheck() {
 	check check-then-insert business external-call 1 1
 	check check-then-insert business race 2
 	check check-then-insert business same-key 1
+	check check-then-insert business lost-reply 1 1
+	grep -q 'branch=pending-reconciled job=a attempt=2 ' "$out"
+	check check-then-insert business late-reply 1 1
+	check check-then-insert business forget-keys 1 1
 }
 
 @test "matrix: an in-memory guard forgets on restart and is not shared" {
@@ -104,6 +111,9 @@ xcheck() {
 	check memory business external-call 2 2
 	check memory business race 2
 	check memory business same-key 2
+	check memory business lost-reply 2 2
+	check memory business late-reply 2 2
+	check memory business forget-keys 2 2
 }
 
 @test "matrix: a unique constraint on the business key holds everywhere" {
@@ -116,6 +126,12 @@ xcheck() {
 	check unique business race 1 1
 	grep -q 'branch=conflict-noop' "$out"
 	check unique business same-key 1 1
+	check unique business lost-reply 1 1
+	# the retry asked the vendor, which had the charge whose answer was lost
+	grep -q 'branch=pending-reconciled job=a attempt=2 ' "$out"
+	check unique business late-reply 1 1
+	assert_equal "$(awk -F '\t' '$1 == "call" && $5 == "POST" { print $11 }' "$out")" late
+	check unique business forget-keys 1 1
 }
 
 @test "matrix: a unique constraint on the job id lets two jobs of one event through" {
@@ -125,6 +141,9 @@ xcheck() {
 	check unique job external-call 1 1
 	check unique job race 1
 	check unique job same-key 2
+	check unique job lost-reply 1 1
+	check unique job late-reply 1 1
+	check unique job forget-keys 1 1
 }
 
 @test "matrix: an outbox row in the effect's transaction holds like a unique key" {
@@ -134,6 +153,9 @@ xcheck() {
 	check outbox business external-call 1 1
 	check outbox business race 1
 	check outbox business same-key 1
+	check outbox business lost-reply 1 1
+	check outbox business late-reply 1 1
+	check outbox business forget-keys 1 1
 }
 
 @test "matrix: the external guard decides the charges, whatever guards the line" {
@@ -151,6 +173,22 @@ xcheck() {
 	xcheck idempotency-key unique business external-call 1 1
 	xcheck idempotency-key unique business same-key 1 1
 	xcheck idempotency-key unique job same-key 2 2
+	# the answer that never came back: a stable key is replayed, until the
+	# vendor forgets it; a key made per call is charged again at once
+	xcheck idempotency-key unique business lost-reply 1 1
+	assert_equal "$(awk -F '\t' '$1 == "call" { print $7, $11 }' "$out" | tr '\n' ,)" \
+		'["inv-1",1] lost,["inv-1",1] replayed,'
+	xcheck idempotency-key unique business late-reply 1 1
+	xcheck idempotency-key unique business forget-keys 1 2
+	assert_equal "$(awk -F '\t' '$1 == "forgot" { print $3, $4 }' "$out")" '["inv-1",1] ["inv-1",1]'
+	xcheck call-key unique business lost-reply 1 2
+	assert_equal "$(awk -F '\t' '$1 == "call" { print $7 }' "$out" | sort -u | grep -c '^call-')" 2
+	xcheck call-key unique business late-reply 1 2
+	xcheck call-key unique business forget-keys 1 2
+	xcheck call-key unique business external-call 1 2
+	xcheck none unique business lost-reply 1 2
+	xcheck pending-row unique business lost-reply 1 1
+	xcheck pending-row unique business late-reply 1 1
 	# without -x, none and memory call with no guard, the others with a pending row
 	check none business external-call 2 2
 	assert_equal "$(sql "SELECT count(*) FROM demo.pending_calls")" 0
