@@ -297,8 +297,8 @@ pending_diff(json_t *out, const json_t *pending[2])
 				continue;
 			if (other != NULL && strcmp(text(row, "result"), text(other, "result")) == 0)
 				continue;
-			json_array_append_new(out, json_sprintf("%s: pending check %s in the record, %s "
-			    "in the rerun", key, s == 0 ? text(row, "result") : other ?
+			json_array_append_new(out, json_sprintf("%s: pending check %s in the record, "
+			    "%s in the rerun", key, s == 0 ? text(row, "result") : other ?
 			    text(other, "result") : "none", s == 1 ? text(row, "result") : other ?
 			    text(other, "result") : "none"));
 		}

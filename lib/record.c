@@ -269,7 +269,8 @@ pending_text(const json_t *record, const json_t *row)
 		rc = asprintf(&out, "the killed call of business key %s left %lld rows in %s, none "
 		    "naming the reconciliation owner %s", key, rows, table, owner ? owner : "(none)");
 	else if (strcmp(result, "open") == 0)
-		rc = asprintf(&out, "business key %s has %lld rows in %s not settled", key, rows, table);
+		rc = asprintf(&out, "business key %s has %lld rows in %s not settled", key, rows,
+		    table);
 	else
 		rc = asprintf(&out, "the pending check of business key %s: %s", key, result);
 	return rc < 0 ? NULL : out;

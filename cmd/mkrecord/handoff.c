@@ -324,11 +324,12 @@ keys_sent(json_t *ctx, long long start)
 			if (json_is_null(answered))
 				answered = json_string("none");
 			json_array_append_new(rows, json_pack("{s:O,s:O,s:O,s:O,s:O,s:O,s:o}",
-			    "job", json_object_get(row, "job"), "attempt", json_object_get(row, "attempt"),
+			    "job", json_object_get(row, "job"),
+			    "attempt", json_object_get(row, "attempt"),
 			    "id", json_object_get(call, "id"),
 			    "idempotency_key", json_object_get(call, "idempotency_key"),
-			    "answer", json_object_get(call, "answer"), "effect", json_object_get(call, "effect"),
-			    "answered", answered));
+			    "answer", json_object_get(call, "answer"),
+			    "effect", json_object_get(call, "effect"), "answered", answered));
 		}
 	json_object_set_new(ctx, "keys_sent", numbered ? rows : json_array());
 	if (!numbered)

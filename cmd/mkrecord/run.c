@@ -239,7 +239,8 @@ static const char *const forgot_keys[] = {
 	"at", "business_key", "idempotency_key", "#first_call", "#window_ms", NULL
 };
 static const char *const scenario_keys[] = {
-	"name", "fault", "step", "#attempt", "#duplicates", "#within_ms", "until", "#vendor_ms", NULL
+	"name", "fault", "step", "#attempt", "#duplicates", "#within_ms", "until", "#vendor_ms",
+	NULL
 };
 static const char *const kill_keys[] = {
 	"scenario", "job", "#attempt", "step", "#pid", "killed_at", "observed", NULL

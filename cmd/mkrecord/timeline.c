@@ -712,7 +712,8 @@ svg_item(FILE *out, const struct timeline *tl, const struct item *it, int y)
 	case LATE:
 		fprintf(out, "<rect x=\"%.1f\" y=\"%d\" width=\"7\" height=\"7\" fill=\"#fff\" "
 		    "stroke=\"#7d3c98\" stroke-width=\"1.5\"/><text x=\"%.1f\" y=\"%d\" "
-		    "font-size=\"9\" fill=\"#7d3c98\">LATE</text>", x - 3.5, mid + 2, x + 6, mid - 4);
+		    "font-size=\"9\" fill=\"#7d3c98\">LATE</text>",
+		    x - 3.5, mid + 2, x + 6, mid - 4);
 		break;
 	}
 	fputs("</g>\n", out);

@@ -537,20 +537,22 @@ check_keys(struct check *c)
 		json_array_foreach(json_object_get(row, "calls"), j, id) {
 			snprintf(text, sizeof(text), "%lld", (long long)json_integer_value(id));
 			call = json_object_get(by_id, text);
-			if (!json_is_integer(id) || call == NULL || str(call, "business_key") == NULL ||
+			if (!json_is_integer(id) || call == NULL ||
+			    str(call, "business_key") == NULL ||
 			    strcmp(str(call, "business_key"), key) != 0) {
-				reason(c, "rekeyed: business key %s: call %s is not one of its calls", key,
-				    json_is_integer(id) ? text : "without a number");
+				reason(c, "rekeyed: business key %s: call %s is not one of its calls",
+				    key, json_is_integer(id) ? text : "without a number");
 				continue;
 			}
 			add_key(keys, call);
 			effects += str(call, "effect") && strcmp(str(call, "effect"), "yes") == 0;
 		}
 		if (!json_equal(keys, json_object_get(row, "keys")))
-			reason(c, "rekeyed: business key %s: its keys are not those its calls sent", key);
+			reason(c, "rekeyed: business key %s: its keys are not those its calls sent",
+			    key);
 		if (effects != num(row, "effects"))
-			reason(c, "rekeyed: business key %s: %lld took effect, its calls say %lld", key,
-			    num(row, "effects"), effects);
+			reason(c, "rekeyed: business key %s: %lld took effect, its calls say %lld",
+			    key, num(row, "effects"), effects);
 		json_decref(keys);
 	}
 	json_array_foreach(calls, i, call) {
@@ -566,10 +568,11 @@ check_keys(struct check *c)
 		int listed = 0;
 
 		json_array_foreach(json_object_get(c->record, "rekeyed"), i, row)
-			listed |= str(row, "business_key") && strcmp(str(row, "business_key"), key) == 0;
+			listed |= str(row, "business_key") &&
+			    strcmp(str(row, "business_key"), key) == 0;
 		if (numbered && json_array_size(keys) > 1 && !listed)
-			reason(c, "rekeyed: business key %s sent %zu Idempotency-Keys, and the record "
-			    "does not list it", key, json_array_size(keys));
+			reason(c, "rekeyed: business key %s sent %zu Idempotency-Keys, and the "
+			    "record does not list it", key, json_array_size(keys));
 	}
 	json_array_foreach(json_object_get(c->record, "pending_calls"), i, row) {
 		int killed = json_is_true(json_object_get(row, "killed")), was_killed = 0;
@@ -577,8 +580,9 @@ check_keys(struct check *c)
 		key = str(row, "business_key") ? str(row, "business_key") : "";
 		result = str(row, "result") ? str(row, "result") : "";
 		json_array_foreach(calls, j, call)
-			was_killed |= str(call, "business_key") && strcmp(str(call, "business_key"),
-			    key) == 0 && str(call, "answer") && strcmp(str(call, "answer"), "killed") == 0;
+			was_killed |= str(call, "business_key") &&
+			    strcmp(str(call, "business_key"), key) == 0 && str(call, "answer") &&
+			    strcmp(str(call, "answer"), "killed") == 0;
 		if (killed && !was_killed)
 			reason(c, "pending_calls: business key %s: killed, but no call of it was", key);
 		if (killed != (strcmp(result, "open") != 0))
