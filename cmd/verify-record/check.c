@@ -514,7 +514,8 @@ add_key(json_t *keys, const json_t *call)
 
 /*
  * A record's rekeyed business keys (format 8) against its calls: each
- * names calls of its business key, whose keys and effects it says; and
+ * names calls of its business key, whose keys (those its POST calls sent,
+ * a lookup sending none) and effects it says; and
  * when every call has its number, every business key whose POST calls
  * sent more than one key is there. The pending checks: a killed one of a
  * business key with a killed call, and its result one of a killed call's.
@@ -544,7 +545,8 @@ check_keys(struct check *c)
 				    key, json_is_integer(id) ? text : "without a number");
 				continue;
 			}
-			add_key(keys, call);
+			if (str(call, "method") && strcmp(str(call, "method"), "POST") == 0)
+				add_key(keys, call);
 			effects += str(call, "effect") && strcmp(str(call, "effect"), "yes") == 0;
 		}
 		if (!json_equal(keys, json_object_get(row, "keys")))
