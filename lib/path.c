@@ -236,6 +236,74 @@ job_diff(json_t *out, const char *job, const json_t *kills[2], const json_t *att
 	free(of_job[1]);
 }
 
+/* The row of a list whose business key is key, or NULL. */
+static const json_t *
+of_business_key(const json_t *rows, const char *key)
+{
+	const json_t *row;
+	size_t i;
+
+	json_array_foreach(rows, i, row)
+		if (strcmp(text(row, "business_key"), key) == 0)
+			return row;
+	return NULL;
+}
+
+/* The business keys whose calls changed their Idempotency-Key on one side
+ * and not the other, or with another number of keys or effects. */
+static void
+rekeyed_diff(json_t *out, const json_t *rekeyed[2])
+{
+	static const char *const side[2] = { "record", "rerun" };
+	const json_t *row, *other;
+	size_t i;
+	int s;
+
+	for (s = 0; s < 2; s++)
+		json_array_foreach(rekeyed[s], i, row) {
+			const char *key = text(row, "business_key");
+
+			if ((other = of_business_key(rekeyed[!s], key)) == NULL) {
+				json_array_append_new(out, json_sprintf("%s: the %s's calls sent %zu "
+				    "Idempotency-Keys, the %s's one", key, side[s],
+				    json_array_size(json_object_get(row, "keys")), side[!s]));
+				continue;
+			}
+			if (s == 1 || (json_array_size(json_object_get(row, "keys")) ==
+			    json_array_size(json_object_get(other, "keys")) &&
+			    number(row, "effects") == number(other, "effects")))
+				continue;
+			json_array_append_new(out, json_sprintf("%s: the record's calls sent %zu "
+			    "Idempotency-Keys, %lld taking effect; the rerun's %zu, %lld taking effect",
+			    key, json_array_size(json_object_get(row, "keys")), number(row, "effects"),
+			    json_array_size(json_object_get(other, "keys")), number(other, "effects")));
+		}
+}
+
+/* The pending checks whose result differs, or made on one side alone. */
+static void
+pending_diff(json_t *out, const json_t *pending[2])
+{
+	const json_t *row, *other;
+	size_t i;
+	int s;
+
+	for (s = 0; s < 2; s++)
+		json_array_foreach(pending[s], i, row) {
+			const char *key = text(row, "business_key");
+
+			other = of_business_key(pending[!s], key);
+			if (s == 1 && other != NULL)
+				continue;
+			if (other != NULL && strcmp(text(row, "result"), text(other, "result")) == 0)
+				continue;
+			json_array_append_new(out, json_sprintf("%s: pending check %s in the record, "
+			    "%s in the rerun", key, s == 0 ? text(row, "result") : other ?
+			    text(other, "result") : "none", s == 1 ? text(row, "result") : other ?
+			    text(other, "result") : "none"));
+		}
+}
+
 json_t *
 idem_path_diff(const struct idem_path *record, const struct idem_path *rerun)
 {
@@ -257,6 +325,16 @@ idem_path_diff(const struct idem_path *record, const struct idem_path *rerun)
 	}
 	json_array_foreach(jobs, i, job)
 		job_diff(out, json_string_value(job), kills, attempts, missed, stalls);
+	if (record->rekeyed != NULL) {
+		const json_t *rekeyed[2] = { record->rekeyed, rerun->rekeyed ? rerun->rekeyed : none };
+
+		rekeyed_diff(out, rekeyed);
+	}
+	if (record->pending != NULL) {
+		const json_t *pending[2] = { record->pending, rerun->pending ? rerun->pending : none };
+
+		pending_diff(out, pending);
+	}
 	json_decref(jobs);
 	json_decref(none);
 	return out;

@@ -20,13 +20,20 @@ void idem_path_outcome(const json_t *attempt, const json_t *kills, const json_t 
 /* One side of a comparison: its kill points (job, attempt, step), its
  * attempts in order (job, attempt, outcome, branch), what it missed
  * (what, job, attempt, step) and its stalls (job, attempt, step,
- * release); stalls may be NULL, as for a record before format 7. */
+ * release); stalls may be NULL, as for a record before format 7. Its
+ * rekeyed business keys (business_key, keys, effects) and its pending
+ * checks (business_key, result) may be NULL, as for a record before
+ * format 8: they are then not compared. */
 struct idem_path {
-	const json_t *kills, *attempts, *missed, *stalls;
+	const json_t *kills, *attempts, *missed, *stalls, *rekeyed, *pending;
 };
 
 /* The differences between two paths: one line per difference,
- * "JOB: record ..., rerun ...", in the order of the jobs. Caller decrefs. */
+ * "JOB: record ..., rerun ...", in the order of the jobs, then
+ * "BUSINESS-KEY: ..." for the keys the calls sent and the pending checks:
+ * which business keys changed their Idempotency-Key, with how many keys
+ * and effects (not the keys themselves, which may be made of the time),
+ * and each pending check's result. Caller decrefs. */
 json_t *idem_path_diff(const struct idem_path *record, const struct idem_path *rerun);
 
 #endif

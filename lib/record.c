@@ -200,6 +200,97 @@ idem_record_bound(const json_t *record)
 	return NULL;
 }
 
+int
+idem_record_pending_ok(const char *result)
+{
+	return result != NULL && strcmp(result, "owned") == 0;
+}
+
+/* The elements of a JSON array as text, separated by ", ": a string as it
+ * is, a number in decimal, null as none. Caller frees. */
+static char *
+list_text(const json_t *list)
+{
+	char *buf = NULL;
+	size_t len = 0, i;
+	const json_t *v;
+	FILE *out;
+
+	if ((out = open_memstream(&buf, &len)) == NULL)
+		return NULL;
+	json_array_foreach(list, i, v) {
+		if (i > 0)
+			fputs(", ", out);
+		if (json_is_string(v))
+			fputs(json_string_value(v), out);
+		else if (json_is_integer(v))
+			fprintf(out, "%lld", (long long)json_integer_value(v));
+		else
+			fputs("none", out);
+	}
+	if (fclose(out) != 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+static char *
+rekeyed_text(const json_t *row)
+{
+	char *keys = list_text(json_object_get(row, "keys")), *calls = list_text(json_object_get(row,
+	    "calls")), *out = NULL;
+
+	if (keys != NULL && calls != NULL && asprintf(&out, "business key %s changed its "
+	    "Idempotency-Key across calls %s (keys %s; %lld took effect), against a vendor that "
+	    "honours the key", text_of(row, "business_key"), calls, keys,
+	    idem_json_num(row, "effects")) < 0)
+		out = NULL;
+	free(keys);
+	free(calls);
+	return out;
+}
+
+static char *
+pending_text(const json_t *record, const json_t *row)
+{
+	const char *result = text_of(row, "result");
+	const char *table = idem_json_str(record, "external.pending_table");
+	const char *owner = idem_json_str(record, "reconciliation_owner");
+	const char *key = text_of(row, "business_key");
+	long long rows = idem_json_num(row, "rows");
+	char *out = NULL;
+	int rc;
+
+	table = table ? table : "the pending table";
+	if (strcmp(result, "missing") == 0)
+		rc = asprintf(&out, "the killed call of business key %s left no row in %s", key, table);
+	else if (strcmp(result, "wrong-owner") == 0)
+		rc = asprintf(&out, "the killed call of business key %s left %lld rows in %s, none "
+		    "naming the reconciliation owner %s", key, rows, table, owner ? owner : "(none)");
+	else if (strcmp(result, "open") == 0)
+		rc = asprintf(&out, "business key %s has %lld rows in %s not settled", key, rows,
+		    table);
+	else
+		rc = asprintf(&out, "the pending check of business key %s: %s", key, result);
+	return rc < 0 ? NULL : out;
+}
+
+char *
+idem_record_key_finding(const json_t *record)
+{
+	const json_t *external = json_object_get(record, "external"), *row;
+	size_t i;
+
+	if (json_is_true(json_object_get(external, "honours_idempotency_key")) &&
+	    (row = json_array_get(json_object_get(record, "rekeyed"), 0)) != NULL)
+		return rekeyed_text(row);
+	json_array_foreach(json_object_get(record, "pending_calls"), i, row)
+		if (!idem_record_pending_ok(idem_json_str(row, "result")))
+			return pending_text(record, row);
+	return NULL;
+}
+
 char *
 idem_record_why(const json_t *record)
 {
@@ -234,6 +325,8 @@ idem_record_why(const json_t *record)
 		return strdup("the worker that ran is not the one the seed declares");
 	if (finding != NULL && asprintf(&out, "the sandbox account held more than its list: %s",
 	    finding) >= 0)
+		return out;
+	if ((out = idem_record_key_finding(record)) != NULL)
 		return out;
 	if ((differs = differing_total(totals, NULL)) != NULL) {
 		if (asprintf(&out, "the counts differ from the seed's expect: %s", differs) < 0)

@@ -10,6 +10,10 @@
 
 #include "error.h"
 
+/* The format of the records mkrecord(1) writes, and the newest that
+ * verify-record(1) reads (idem-record(5)). */
+#define IDEM_RECORD_FORMAT 8
+
 /* The 95% Wilson score interval of k events in n trials, as proportions
  * in [0, 1]; -1 when there is none (n < 1, k < 0 or k > n). */
 int idem_record_wilson(long long k, long long n, double *low, double *high);
@@ -28,11 +32,22 @@ extern const char *const idem_wait_causes[];
  * there is none. Caller frees. */
 char *idem_record_bound(const json_t *record);
 
+/* Whether a pending check's result (idem-tsv(5), pending_call) passes:
+ * only "owned" does. */
+int idem_record_pending_ok(const char *result);
+
+/* The first business key of a record (its JSON) whose calls changed their
+ * Idempotency-Key against a vendor that honours it, else the first
+ * pending check that failed, as one line; NULL when there is none.
+ * Caller frees. */
+char *idem_record_key_finding(const json_t *record);
+
 /* Why a record (its JSON) fails, in the order a reviewer needs it: a kill
  * point, race or stall never reached, a stall or lease that reached its
  * bound, the deadline with jobs unacked, a failed
  * baseline, a worker other than the declared one, a finding on the
- * sandbox account, and only then the counts. NULL when the verdict is not
+ * sandbox account, a key changed or a pending check failed, and only
+ * then the counts. NULL when the verdict is not
  * fail or none of these says why; else one line. Caller frees. */
 char *idem_record_why(const json_t *record);
 

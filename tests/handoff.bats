@@ -7,6 +7,7 @@
 # No database: mkrecord reads the stream.
 
 load helper
+load answers-helper
 
 fixtures="$BATS_TEST_DIRNAME/fixtures/handoff"
 golden="$BATS_TEST_DIRNAME/golden/handoff"
@@ -109,6 +110,33 @@ commit_stall_seed() {
 	grep -q '^# Rehearsal invoice-line-stall: fail: the lease of job job-0002, attempt 1, reached its bound while' \
 		"$BATS_TEST_TMPDIR/lease.md"
 	grep -q '^verdict: "fail"$' records/*-invoice-line-stall.yaml
+}
+
+@test "the handoff of answers lost, late and forgotten: the keys each attempt sent, the key changed, the pending check" {
+	commit_answers_seed true
+	answers_stream >"$BATS_TEST_TMPDIR/answers.tsv"
+	mkrecord -k "$key" -n 2027-03-01 -f md <"$BATS_TEST_TMPDIR/answers.tsv" >"$BATS_TEST_TMPDIR/answers.md"
+	md="$BATS_TEST_TMPDIR/answers.md"
+	readable "$md" records/*-answers.svg
+	grep -q '^# Rehearsal answers: fail: business key \["inv-1004",1\] changed its Idempotency-Key across calls 4, 6' "$md"
+	# the keys each attempt sent, with the answer, when it came and the effect
+	assert_equal "$(sed -n '/^| job | try | call | idempotency key | answer | answered | effect |$/,/^$/p' "$md")" \
+		'| job | try | call | idempotency key | answer | answered | effect |
+|---|---|---|---|---|---|---|
+| `job-0001` | 1 | 1 | `job-0001` | lost | none | yes |
+| `job-0002` | 1 | 2 | `job-0002` | late | 3152 ms | yes |
+| `job-0003` | 1 | 3 | `job-0003` | killed | none | yes |
+| `job-0004` | 1 | 4 | `job-0004-1` | error | 155 ms | no |
+| `job-0001` | 2 | 5 | none | ok | 611 ms | no |
+| `job-0004` | 2 | 6 | `job-0004-2` | ok | 621 ms | yes |'
+	# the business key that changed its key, and the pending check
+	grep -q '^Business keys whose calls did not all send the same `Idempotency-Key`:$' "$md"
+	grep -q '^- `\["inv-1004",1\]`: calls 4, 6 sent the keys `job-0004-1`, `job-0004-2`; 1 took effect; \*\*this fails' "$md"
+	grep -qxF '| `["inv-1003",1]` | yes | 1 | billing-oncall | owned |' "$md"
+	grep -qxF '| 460 ms | `["inv-1003",1]` | `job-0003` | 3 | 24 h |' "$md"
+	# the late answer where it came, in the chart and in the drawing
+	grep -qx '    LATE answer to call 2 :milestone, 3152, 3152' "$md"
+	grep -q '>LATE</text>' records/*-answers.svg
 }
 
 @test "the handoff of a volume run: the scenarios' jobs on the timeline, a histogram of recovery times" {

@@ -5,6 +5,7 @@
 load helper
 load sandbox-tests
 load records-helper
+load answers-helper
 
 sandbox_file_setup() {
 	invoice_line_run
@@ -91,18 +92,33 @@ commit_charge_seed() {
 # A record as mkrecord wrote it in format 2, before the external call:
 # without external, calls, the calls of each attempt and the external
 # count expected.
+# A record as mkrecord wrote it in format 7, before idem-tsv 1.8: without
+# the keys forgotten, changed and pending, the vendor_ms of each scenario,
+# the pending table's key and state, and the number and answer time of
+# each call.
+as_format_7() {
+	awk '/^record: 8$/ { print "record: 7"; next }
+		/^(forgotten_keys|rekeyed|pending_calls):/ { list = 1; next }
+		list && /^[- ]/ { next }
+		{ list = 0 }
+		/^  vendor_ms: / || /^  (id|answered_at): / || /^    (id|answered_at): / { next }
+		/^  pending_(key|state|settled):/ { pending = 1; next }
+		pending && /^  - / { next }
+		{ pending = 0; print }' "$1"
+}
+
 # A record as mkrecord wrote it in format 6, before stalls: without the
 # stalls, the until step of each scenario, and the lease each attempt
 # ended with.
 as_format_6() {
-	awk '/^record: 7$/ { print "record: 6"; next }
+	as_format_7 "$1" | awk '/^record: 7$/ { print "record: 6"; next }
 		/^stalls:/ { stalls = 1; next }
 		stalls && /^[- ]/ { next }
 		{ stalls = 0 }
 		/^  until: / { next }
 		/^  lease_ended:/ { lease = 1; next }
 		lease && /^    / { next }
-		{ lease = 0; print }' "$1"
+		{ lease = 0; print }'
 }
 
 # A record as mkrecord wrote it in format 5, before the database row: its
@@ -548,7 +564,7 @@ $base-2000.yaml.sig"
 	version=$(idem_schema_version)
 	with_queue "$(printf 'queue\tidem\trehearsal_invoice_line\t%s' "$version")" >"$BATS_TEST_TMPDIR/run.tsv"
 	r=$(mkrecord -k "$key" <"$BATS_TEST_TMPDIR/run.tsv")
-	grep -q '^record: 7$' "$r"
+	grep -q '^record: 8$' "$r"
 	assert_equal "$(sed -n '/^queue:$/,/^database:/p' "$r")" "queue:
   kind: \"idem\"
   name: \"rehearsal_invoice_line\"
@@ -572,17 +588,27 @@ database:'
 	grep -q '^| queue library | pg-boss, version not recorded |$' "${r%.yaml}.md"
 }
 
-@test "a record of a format other than 1 to 7 is refused" {
+@test "a record of a format other than 1 to 8 is refused" {
 	r=$(mkrecord -k "$key" <"$RUN")
-	sed -i 's/^record: 7$/record: 8/' "$r"
+	sed -i 's/^record: 8$/record: 9/' "$r"
 	resign "$r"
 	run -1 verify-record "$r"
-	[[ "$output" == *"$r: not an idem record of format 1 to 7"* ]]
+	[[ "$output" == *"$r: not an idem record of format 1 to 8"* ]]
+}
+
+@test "a record of format 7, made before idem-tsv 1.8, still verifies" {
+	r=$(mkrecord -k "$key" <"$RUN")
+	as_format_7 "$r" >"$r.old"
+	mv "$r.old" "$r"
+	grep -q '^record: 7$' "$r"
+	! grep -q 'vendor_ms\|rekeyed\|pending_calls\|forgotten_keys\|answered_at\|pending_key' "$r"
+	resign "$r"
+	run -0 verify-record "$r"
 }
 
 @test "the record names the database it ran on, as the server says, beside the one the seed declares" {
 	r=$(record)
-	grep -q '^record: 7$' "$r"
+	grep -q '^record: 8$' "$r"
 	# psql, the outside referee
 	assert_equal "$(sed -n '/^database:$/,/^worker:$/p' "$r")" "database:
   declared: null
@@ -815,7 +841,7 @@ worker:'
 	charge_run >"$BATS_TEST_TMPDIR/charge.tsv"
 	r=$(mkrecord -k "$key" -c <"$BATS_TEST_TMPDIR/charge.tsv")
 	run -0 verify-record "$r"
-	grep -q '^record: 7$' "$r"
+	grep -q '^record: 8$' "$r"
 	grep -q '^verdict: "pass"$' "$r"
 	assert_equal "$(sed -n '/^external:$/,/^jobs:/p' "$r")" 'external:
   name: "payment charge"
@@ -825,6 +851,12 @@ worker:'
   honours_idempotency_key: true
   pending_table: "demo.pending_calls"
   pending_owner: "owner"
+  pending_key:
+  - "key"
+  pending_state: "status"
+  pending_settled:
+  - "done"
+  - "reconciled"
 jobs: 3'
 	sed -n '/^  expected:$/,/^  totals:$/p' "$r" | grep -q '^    external: 3$'
 	# each attempt with the calls its process made from its delivery to the next
@@ -902,6 +934,152 @@ jobs: 3'
 	resign "$r"
 	run -1 verify-record "$r"
 	[[ "$output" == *"calls: 2 took effect, the count rows say 3"* ]]
+}
+
+# The run of tests/answers-helper.bash, its seed committed with the vendor
+# honouring keys ($1 true, the default) or not, as a file.
+answers_fixture() {
+	commit_answers_seed "${1:-true}"
+	answers_stream "${2:-}" >"$BATS_TEST_TMPDIR/answers.tsv"
+	answers="$BATS_TEST_TMPDIR/answers.tsv"
+}
+
+@test "a business key whose calls changed their key fails the record against a vendor that honours keys, charged once" {
+	answers_fixture true
+	r=$(mkrecord -k "$key" -c <"$answers")
+	grep -q '^record: 8$' "$r"
+	grep -q '^verdict: "fail"$' "$r"
+	# the counts pass: one charge each
+	grep -q '^    external_duplicates:$' "$r"
+	! grep -q '^\*\*The counts differ' "${r%.yaml}.md"
+	assert_equal "$(sed -n '/^rekeyed:$/,/^pending_calls:/p' "$r")" 'rekeyed:
+- business_key: "[\"inv-1004\",1]"
+  keys:
+  - "job-0004-1"
+  - "job-0004-2"
+  calls:
+  - 4
+  - 6
+  effects: 1
+pending_calls:'
+	md="${r%.yaml}.md"
+	why='business key ["inv-1004",1] changed its Idempotency-Key across calls 4, 6 (keys job-0004-1, job-0004-2; 1 took effect), against a vendor that honours the key'
+	assert_equal "$(sed -n '1,/^$/p' "$md" | paste -sd ' ' | sed 's/ $//')" "# Rehearsal answers: fail: $why"
+	grep -qxF '**A business key changed its `Idempotency-Key` against a vendor that honours it, which fails the verdict.**' "$md"
+	paste -sd ' ' "$md" | tr -s ' ' | grep -qF -- '- `["inv-1004",1]`: calls 4, 6 sent the keys `job-0004-1`, `job-0004-2`; 1 took effect; **this fails the verdict: the vendor honours the key, and a retry under a new one is not protected by it**'
+	# the keys each attempt sent
+	grep -qxF '| `job-0004` | 1 | 4 | `job-0004-1` | error | 155 ms | no |' "$md"
+	grep -qxF '| `job-0004` | 2 | 6 | `job-0004-2` | ok | 621 ms | yes |' "$md"
+	git log -1 --format=%s | grep -q '^record: answers fail (effects 4 of 4 expected, duplicates 0, external calls 4 of 4)$'
+	run -1 verify-record "$r"
+	assert_equal "$output" "$r: verified, signed by eng@example.org; verdict fail"
+	# a pass claimed over it is refused
+	cp "$r" "$BATS_TEST_TMPDIR/good.yaml"
+	sed -i 's/^verdict: "fail"$/verdict: "pass"/' "$r"
+	resign "$r"
+	run -1 verify-record "$r"
+	[[ "$output" == *"$r: verdict: the record says pass, but $why"* ]]
+	# and so is the key taken out of the list, or its effects changed
+	awk '/^rekeyed:$/ { print "rekeyed: []"; skip = 1; next } skip && /^[- ]/ { next } { skip = 0; print }' \
+		"$BATS_TEST_TMPDIR/good.yaml" >"$r"
+	resign "$r"
+	run -1 verify-record "$r"
+	[[ "$output" == *"$r: rekeyed: business key [\"inv-1004\",1] sent 2 Idempotency-Keys, and the record does not list it"* ]]
+	[[ "$output" == *"$r: verdict: the record says fail, its counts say pass"* ]]
+	sed 's/^  effects: 1$/  effects: 2/' "$BATS_TEST_TMPDIR/good.yaml" >"$r"
+	resign "$r"
+	run -1 verify-record "$r"
+	[[ "$output" == *"$r: rekeyed: business key [\"inv-1004\",1]: 2 took effect, its calls say 1"* ]]
+}
+
+@test "the same changed key against a vendor that does not honour keys, charged once, is shown and passes" {
+	answers_fixture false
+	r=$(mkrecord -k "$key" -c <"$answers")
+	grep -q '^verdict: "pass"$' "$r"
+	grep -q '^  honours_idempotency_key: false$' "$r"
+	sed -n '/^rekeyed:$/,/^pending_calls:/p' "$r" | grep -qx '  - "job-0004-2"'
+	md="${r%.yaml}.md"
+	grep -q '^# Rehearsal answers: pass$' "$md"
+	! grep -q 'which fails the verdict' "$md"
+	paste -sd ' ' "$md" | tr -s ' ' | grep -qF -- '- `["inv-1004",1]`: calls 4, 6 sent the keys `job-0004-1`, `job-0004-2`; 1 took effect; not a finding by itself, since the vendor does not honour the key: a second charge fails as a duplicate'
+	run -0 verify-record "$r"
+	assert_equal "$output" "$r: verified, signed by eng@example.org; verdict pass"
+}
+
+@test "lost and late answers show under their attempts with when they came; the keys forgotten are listed" {
+	answers_fixture true
+	r=$(mkrecord -k "$key" <"$answers")
+	# each call under its attempt with its number and the time of its answer
+	assert_equal "$(awk '/^evidence:$/ { e = 1; next } /^[a-z]/ { e = 0 } !e { next }
+		/^- job: / { job = $3 } /^  attempt: / { attempt = $2 }
+		/^    answer: / { answer = $2 } /^    id: / { id = $2 }
+		/^    answered_at: / { print job, attempt, id, answer, $2 }' "$r")" '"job-0001" 1 1 "lost" null
+"job-0002" 1 2 "late" "2026-12-03T10:00:03.152000Z"
+"job-0003" 1 3 "killed" null
+"job-0004" 1 4 "error" "2026-12-03T10:00:00.154500Z"
+"job-0001" 2 5 "ok" "2026-12-03T10:00:00.611000Z"
+"job-0004" 2 6 "ok" "2026-12-03T10:00:00.621000Z"'
+	assert_equal "$(sed -n '/^forgotten_keys:$/,/^rekeyed:/p' "$r")" 'forgotten_keys:
+- at: "2026-12-03T10:00:00.460000Z"
+  business_key: "[\"inv-1003\",1]"
+  idempotency_key: "job-0003"
+  first_call: 3
+  window_ms: 86400000
+rekeyed:'
+	assert_equal "$(grep '^  vendor_ms: ' "$r" | tr '\n' ' ')" \
+		'  vendor_ms: null   vendor_ms: 3000   vendor_ms: 86400000   vendor_ms: null '
+	md="${r%.yaml}.md"
+	grep -qxF '| `job-0001` | 1 | 1 | `job-0001` | lost | none | yes |' "$md"
+	grep -qxF '| `job-0002` | 1 | 2 | `job-0002` | late | 3152 ms | yes |' "$md"
+	grep -qxF '| `job-0001` | 2 | 5 | none | ok | 611 ms | no |' "$md"
+	grep -qxF '| 460 ms | `["inv-1003",1]` | `job-0003` | 3 | 24 h |' "$md"
+	# the late answer on the timeline, where it came
+	grep -qx '    external call POST /v1/charges 0 lost :milestone, 151, 151' "$md"
+	grep -qx '    LATE answer to call 2 :milestone, 3152, 3152' "$md"
+	run -1 verify-record "$r"
+}
+
+@test "a pending check that failed fails the record, named in the handoff; verify-record agrees" {
+	answers_fixture false 's/^\(pending_call	.*	\)yes	1	billing-oncall	owned$/\1yes	0	\\N	missing/'
+	grep -q '	yes	0	\\N	missing$' "$answers"
+	r=$(mkrecord -k "$key" <"$answers")
+	grep -q '^verdict: "fail"$' "$r"
+	md="${r%.yaml}.md"
+	why='the killed call of business key ["inv-1003",1] left no row in demo.pending_calls'
+	assert_equal "$(sed -n '1,/^$/p' "$md" | paste -sd ' ' | sed 's/ $//')" "# Rehearsal answers: fail: $why"
+	grep -qxF '**A pending check failed, which fails the verdict.**' "$md"
+	grep -qxF '| `["inv-1003",1]` | yes | 0 |  | **missing: fails the verdict** |' "$md"
+	run -1 verify-record "$r"
+	assert_equal "$output" "$r: verified, signed by eng@example.org; verdict fail"
+	sed -i 's/^verdict: "fail"$/verdict: "pass"/' "$r"
+	resign "$r"
+	run -1 verify-record "$r"
+	[[ "$output" == *"$r: verdict: the record says pass, but $why"* ]]
+	# a row left open by a key that was not killed fails it too
+	rm records/*-answers.*
+	answers_row pending_call '["inv-1002",1]' no 1 billing-oncall open >>"$answers"
+	r=$(mkrecord -k "$key" <"$answers")
+	run -1 verify-record "$r"
+	grep -q '^verdict: "fail"$' "$r"
+	grep -qxF '| `["inv-1002",1]` | no | 1 | billing-oncall | **open: fails the verdict** |' "${r%.yaml}.md"
+}
+
+@test "--rerun compares which keys changed and each pending check, not the keys themselves" {
+	answers_fixture false
+	# the rerun's worker makes its keys anew: other keys, as many
+	sed 's/job-0004-1/token-a/g; s/job-0004-2/token-b/g' "$answers" >"$BATS_TEST_TMPDIR/again.tsv"
+	r=$(mkrecord -k "$key" -c -r "cat $BATS_TEST_TMPDIR/again.tsv" <"$answers")
+	run -0 verify-record --rerun "$r"
+	[[ "$output" == *"$r: rerun reproduces the path"* ]]
+	# one whose retry kept its key, and whose pending row went missing
+	answers_stream 's/job-0004-2/job-0004-1/; /^rekeyed	/d; s/	billing-oncall	owned$/	billing-oncall	missing/' \
+		>"$BATS_TEST_TMPDIR/other.tsv"
+	r=$(mkrecord -k "$key" -c -r "cat $BATS_TEST_TMPDIR/other.tsv" <"$answers")
+	run -1 verify-record --rerun "$r"
+	[[ "$output" == *"$r: rerun reproduces the counts"* ]]
+	[[ "$output" == *"$r: [\"inv-1004\",1]: the record's calls sent 2 Idempotency-Keys, the rerun's one"* ]]
+	[[ "$output" == *"$r: [\"inv-1003\",1]: pending check owned in the record, missing in the rerun"* ]]
+	[[ "$output" != *"rerun reproduces the path"* ]]
 }
 
 # The run's stream with a missed row: the race of the two workers was not
@@ -1001,7 +1179,7 @@ stall_fixture() {
 	stall_fixture
 	r=$(mkrecord -k "$key" -c <"$stall")
 	run -0 verify-record "$r"
-	grep -q '^record: 7$' "$r"
+	grep -q '^record: 8$' "$r"
 	assert_equal "$(sed -n '/^stalls:$/,/^missed:/p' "$r" | head -n 11)" 'stalls:
 - scenario: "stall-until-commit"
   job: "job-0002"

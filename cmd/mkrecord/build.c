@@ -124,7 +124,7 @@ calls_of_attempts(const struct idem_run *run)
 		    json_incref(json_object_get(attempt, "attempt")) : json_null());
 		if (attempt != NULL)
 			json_array_append_new(json_array_get(per_attempt, d[lo - 1].attempt),
-			    json_pack("{s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:O}",
+			    json_pack("{s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:O}",
 			    "at", json_object_get(call, "at"), "method", json_object_get(call, "method"),
 			    "path", json_object_get(call, "path"),
 			    "idempotency_key", json_object_get(call, "idempotency_key"),
@@ -132,7 +132,9 @@ calls_of_attempts(const struct idem_run *run)
 			    "status", json_object_get(call, "status"),
 			    "answer", json_object_get(call, "answer"),
 			    "effect", json_object_get(call, "effect"),
-			    "response_id", json_object_get(call, "response_id")));
+			    "response_id", json_object_get(call, "response_id"),
+			    "id", json_object_get(call, "id"),
+			    "answered_at", json_object_get(call, "answered_at")));
 	}
 	free(d);
 	return per_attempt;
@@ -144,7 +146,7 @@ calls(const struct idem_run *run)
 {
 	static const char *const keys[] = { "at", "worker", "pid", "job", "attempt", "method", "path",
 		"idempotency_key", "body_sha256", "business_key", "status", "answer", "effect",
-		"response_id", NULL };
+		"response_id", "id", "answered_at", NULL };
 	json_t *out = json_array(), *call, *row;
 	size_t i, k;
 
@@ -465,6 +467,33 @@ account_findings(const struct idem_run *run)
 	return run->account ? json_array_size(json_object_get(run->account, "findings")) : 0;
 }
 
+/* The business keys whose calls changed their Idempotency-Key, against
+ * a vendor that honours it: each fails the record, since a retry under a
+ * new key is charged again or not by luck. Against a vendor that does not
+ * honour keys a changed key fails nothing by itself: its second charges
+ * are duplicates, which fail as such. */
+static size_t
+rekeyed_findings(const struct idem_run *run)
+{
+	if (run->external == NULL || !json_is_true(json_object_get(run->external,
+	    "honours_idempotency_key")))
+		return 0;
+	return json_array_size(run->rekeyed);
+}
+
+/* The pending checks that failed: a killed call with no row of the
+ * pending table, or none naming the owner, and a row left open. */
+static size_t
+pending_findings(const struct idem_run *run)
+{
+	const json_t *row;
+	size_t i, n = 0;
+
+	json_array_foreach(run->pending_calls, i, row)
+		n += !idem_record_pending_ok(json_string_value(json_object_get(row, "result")));
+	return n;
+}
+
 /* What was rehearsed: the seed at its revision, the queue, the worker,
  * the account, the effect and the external call. */
 static void
@@ -518,6 +547,9 @@ happened(json_t *r, const struct idem_run *run)
 	    "sha256", run->evidence_sha256, "format", "idem-tsv, gzip", "rows",
 	    (json_int_t)run->evidence_rows));
 	json_object_set_new(r, "calls", calls(run));
+	json_object_set_new(r, "forgotten_keys", json_incref(run->forgot));
+	json_object_set_new(r, "rekeyed", json_incref(run->rekeyed));
+	json_object_set_new(r, "pending_calls", json_incref(run->pending_calls));
 }
 
 /* The counts of the run with their totals (taken), and the keys and
@@ -565,11 +597,14 @@ idem_build_record(const struct idem_run *run, const struct idem_git_revision *re
 	totals = count_totals(run->counts_after);
 	/* a kill point, race or stall the run did not reach proves nothing,
 	 * and a worker other than the one the seed declares proves nothing
-	 * of it; a stall or a lease that reached its bound is a finding */
+	 * of it; a stall or a lease that reached its bound is a finding, and
+	 * so are a changed key against a vendor that honours keys and a
+	 * pending check that failed */
 	pass = passes(run, totals) && json_array_size(run->missed) == 0 &&
 	    !json_is_false(idem_observed_as_declared(run)) && !baseline_failed(run) &&
-	    account_findings(run) == 0 && bound_findings(run) == 0;
-	json_object_set_new(r, "record", json_integer(7));
+	    account_findings(run) == 0 && bound_findings(run) == 0 &&
+	    rekeyed_findings(run) == 0 && pending_findings(run) == 0;
+	json_object_set_new(r, "record", json_integer(IDEM_RECORD_FORMAT));
 	json_object_set_new(r, "rehearsal", seed_text(run, "rehearsal"));
 	/* counts that pass behind a guard the database cannot enforce are
 	 * best effort, for the owner to accept */

@@ -272,6 +272,102 @@ idem_handoff_fold(const char *md, size_t width)
 	return buf;
 }
 
+/* The elements of a list of keys or call numbers as the handoff shows
+ * them: a key in backquotes, a number as it is, null as "none". */
+static json_t *
+list_text(const json_t *list, int quoted)
+{
+	char *buf = NULL;
+	size_t len = 0, i;
+	const json_t *v;
+	json_t *text;
+	FILE *out;
+
+	if ((out = open_memstream(&buf, &len)) == NULL)
+		idem_die(IDEM_EXIT_ENV, "open_memstream:");
+	json_array_foreach(list, i, v) {
+		fputs(i > 0 ? ", " : "", out);
+		if (json_is_string(v))
+			fprintf(out, quoted ? "`%s`" : "%s", json_string_value(v));
+		else if (json_is_integer(v))
+			fprintf(out, "%lld", (long long)json_integer_value(v));
+		else
+			fputs("none", out);
+	}
+	if (fclose(out) != 0)
+		idem_die(IDEM_EXIT_ENV, "open_memstream:");
+	text = json_string(buf);
+	free(buf);
+	return text;
+}
+
+/*
+ * The keys each attempt sent: one row per call of an attempt, with its
+ * number, its Idempotency-Key, its answer, when it was answered and
+ * whether it took effect. Only when the calls have numbers (idem-tsv
+ * 1.8), by which the rekeyed business keys name them.
+ */
+static void
+keys_sent(json_t *ctx, long long start)
+{
+	json_t *rows = json_array(), *row, *call;
+	size_t i, j;
+	int numbered = 0;
+
+	json_array_foreach(json_object_get(ctx, "calls"), i, call)
+		numbered |= json_is_integer(json_object_get(call, "id"));
+	json_array_foreach(json_object_get(ctx, "evidence"), i, row)
+		json_array_foreach(json_object_get(row, "calls"), j, call) {
+			json_t *answered = since_start(call, "answered_at", start);
+
+			/* null is a constant of jansson's: no reference to drop */
+			if (json_is_null(answered))
+				answered = json_string("none");
+			json_array_append_new(rows, json_pack("{s:O,s:O,s:O,s:O,s:O,s:O,s:o}",
+			    "job", json_object_get(row, "job"),
+			    "attempt", json_object_get(row, "attempt"),
+			    "id", json_object_get(call, "id"),
+			    "idempotency_key", json_object_get(call, "idempotency_key"),
+			    "answer", json_object_get(call, "answer"),
+			    "effect", json_object_get(call, "effect"), "answered", answered));
+		}
+	json_object_set_new(ctx, "keys_sent", numbered ? rows : json_array());
+	if (!numbered)
+		json_decref(rows);
+}
+
+/* The keys changed, forgotten and pending: their lists in words, and
+ * which of them fail the verdict. */
+static void
+keys_and_pending(json_t *ctx, long long start)
+{
+	int honours = json_is_true(json_object_get(json_object_get(ctx, "external"),
+	    "honours_idempotency_key")), pending_fails = 0;
+	json_t *row;
+	size_t i;
+
+	json_array_foreach(json_object_get(ctx, "rekeyed"), i, row) {
+		json_object_set_new(row, "keys_text", list_text(json_object_get(row, "keys"), 1));
+		json_object_set_new(row, "calls_text", list_text(json_object_get(row, "calls"), 0));
+		json_object_set_new(row, "fails", json_boolean(honours));
+	}
+	if (honours && json_array_size(json_object_get(ctx, "rekeyed")) > 0)
+		json_object_set_new(ctx, "rekeyed_fails", json_true());
+	json_array_foreach(json_object_get(ctx, "pending_calls"), i, row) {
+		int fails = !idem_record_pending_ok(str(row, "result"));
+
+		json_object_set_new(row, "fails", json_boolean(fails));
+		pending_fails |= fails;
+	}
+	if (pending_fails)
+		json_object_set_new(ctx, "pending_fails", json_true());
+	json_array_foreach(json_object_get(ctx, "forgotten_keys"), i, row) {
+		json_object_set_new(row, "forgotten", since_start(row, "at", start));
+		json_object_set_new(row, "window", human(json_object_get(row, "window_ms")));
+	}
+	keys_sent(ctx, start);
+}
+
 void
 idem_handoff_context(json_t *ctx, const struct idem_handoff_files *files)
 {
@@ -334,6 +430,7 @@ idem_handoff_context(json_t *ctx, const struct idem_handoff_files *files)
 	}
 	json_array_foreach(json_object_get(ctx, "calls"), i, row)
 		json_object_set_new(row, "since_start", since_start(row, "at", start));
+	keys_and_pending(ctx, start);
 	json_array_foreach(json_object_get(ctx, "measures"), i, row)
 		measure_line(row, start);
 	json_array_foreach(json_object_get(ctx, "waiting"), i, row)

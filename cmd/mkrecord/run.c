@@ -233,10 +233,14 @@ static const char *const expect_keys[] = {
 };
 static const char *const call_keys[] = {
 	"at", "#worker", "#pid", "method", "path", "idempotency_key", "body_sha256",
-	"business_key", "#status", "answer", "effect", "response_id", NULL
+	"business_key", "#status", "answer", "effect", "response_id", "#id", "answered_at", NULL
+};
+static const char *const forgot_keys[] = {
+	"at", "business_key", "idempotency_key", "#first_call", "#window_ms", NULL
 };
 static const char *const scenario_keys[] = {
-	"name", "fault", "step", "#attempt", "#duplicates", "#within_ms", "until", NULL
+	"name", "fault", "step", "#attempt", "#duplicates", "#within_ms", "until", "#vendor_ms",
+	NULL
 };
 static const char *const kill_keys[] = {
 	"scenario", "job", "#attempt", "step", "#pid", "killed_at", "observed", NULL
@@ -287,18 +291,55 @@ read_expect(struct idem_tsv_reader *r)
 	s.expected_verdict = text(r->fields[EXPECT_VERDICT]);
 }
 
+/* A JSON field the reader checked, as its value; null for \N. */
+static json_t *
+json_field(const char *v)
+{
+	json_t *j = v ? json_loads(v, JSON_DECODE_ANY, NULL) : NULL;
+
+	return j ? j : json_null();
+}
+
 static void
 read_external(struct idem_tsv_reader *r)
 {
 	char **f = r->fields;
-	json_t *key = json_loads(f[EXTERNAL_KEY_FIELDS], 0, NULL);
 
-	/* the reader checked it is an array of one or more strings */
-	s.external = json_pack("{s:o,s:o,s:b,s:o,s:o}", "name", text(f[EXTERNAL_NAME]),
-	    "key", key, "honours_idempotency_key",
+	/* the reader checked the key is an array of one or more strings */
+	s.external = json_pack("{s:o,s:o,s:b,s:o,s:o,s:o,s:o,s:o}", "name", text(f[EXTERNAL_NAME]),
+	    "key", json_field(f[EXTERNAL_KEY_FIELDS]), "honours_idempotency_key",
 	    strcmp(f[EXTERNAL_HONOURS_IDEMPOTENCY_KEY], "true") == 0,
 	    "pending_table", text(f[EXTERNAL_PENDING_TABLE]),
-	    "pending_owner", text(f[EXTERNAL_PENDING_OWNER]));
+	    "pending_owner", text(f[EXTERNAL_PENDING_OWNER]),
+	    "pending_key", json_field(f[EXTERNAL_PENDING_KEY]),
+	    "pending_state", text(f[EXTERNAL_PENDING_STATE]),
+	    "pending_settled", json_field(f[EXTERNAL_PENDING_SETTLED]));
+}
+
+/* A business key whose calls did not all send the same Idempotency-Key,
+ * as count-effects found it: its keys (null for a call that sent none)
+ * and the numbers of its calls. */
+static void
+read_rekeyed(struct idem_tsv_reader *r)
+{
+	char **f = r->fields;
+
+	json_array_append_new(s.rekeyed, json_pack("{s:o,s:o,s:o,s:o}",
+	    "business_key", text(f[REKEYED_BUSINESS_KEY]), "keys", json_field(f[REKEYED_KEYS]),
+	    "calls", json_field(f[REKEYED_CALLS]), "effects", number_or_text(f[REKEYED_EFFECTS])));
+}
+
+/* The pending check of one business key, as count-effects made it. */
+static void
+read_pending_call(struct idem_tsv_reader *r)
+{
+	char **f = r->fields;
+
+	json_array_append_new(s.pending_calls, json_pack("{s:o,s:b,s:o,s:o,s:o}",
+	    "business_key", text(f[PENDING_CALL_BUSINESS_KEY]),
+	    "killed", strcmp(f[PENDING_CALL_KILLED], "yes") == 0,
+	    "rows", number_or_text(f[PENDING_CALL_ROWS]), "owner", text(f[PENDING_CALL_OWNER]),
+	    "result", text(f[PENDING_CALL_RESULT])));
 }
 
 static void
@@ -501,6 +542,9 @@ static const struct reader {
 	[IDEM_KIND_EXPECT] = { .read = read_expect },
 	[IDEM_KIND_EXTERNAL] = { .read = read_external },
 	[IDEM_KIND_CALL] = { &s.calls, call_keys, 0, NULL },
+	[IDEM_KIND_FORGOT] = { &s.forgot, forgot_keys, 0, NULL },
+	[IDEM_KIND_REKEYED] = { .read = read_rekeyed },
+	[IDEM_KIND_PENDING_CALL] = { .read = read_pending_call },
 	[IDEM_KIND_SCENARIO] = { &s.scenarios, scenario_keys, 0, NULL },
 	[IDEM_KIND_JOB] = { .read = read_job },
 	[IDEM_KIND_PUBLISH] = { .read = read_publish },
@@ -559,6 +603,8 @@ read_stream(FILE *in, const char *name)
 	s.findings = json_array();
 	s.measures = json_array();
 	s.attempts = json_array();
+	s.rekeyed = json_array();
+	s.pending_calls = json_array();
 	s.published_at = json_object();
 	s.queries = json_object();
 	s.digests = json_object();

@@ -21,6 +21,9 @@ struct idem_run {
 	json_t *queue;		/* the queue row's kind, name and version, or NULL */
 	json_t *external;	/* the external row, or NULL */
 	json_t *calls;		/* the call rows, in order */
+	json_t *forgot;		/* the forgot rows: keys the vendor double forgot */
+	json_t *rekeyed;	/* the rekeyed rows: business keys whose calls changed keys */
+	json_t *pending_calls;	/* the pending_call rows: the pending check, key by key */
 	json_t *missed;		/* the kill points, races and stalls the run did not reach */
 	json_t *stalls;		/* the stall rows, in order */
 	json_t *leases;		/* the lease rows: the leases kill-at ended before an ack */

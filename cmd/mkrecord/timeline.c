@@ -13,7 +13,7 @@
 /* What a lane holds: bars from start to end, and marks at start. */
 enum mark {
 	BAR_ACKED, BAR_KILLED, BAR_OPEN, BAR_STALLED, GAP, PENDING, PUBLISH, COMMIT, KILL, ACK,
-	CALL, STALL, RELEASE
+	CALL, STALL, RELEASE, LATE
 };
 
 struct item {
@@ -323,12 +323,17 @@ lanes_overlap(const struct section *sec)
 	return 0;
 }
 
+/* A call, and for an answer that came late a mark of its own when it
+ * came; a lost answer is a call whose label says so, with no mark after. */
 static void
 add_call(const struct timeline *tl, struct lane *lane, const json_t *call)
 {
 	add(lane, CALL, at(tl, call, "at"), -1, "external call %s %s %lld %s", text_of(call, "method"),
 	    text_of(call, "path"), (long long)json_integer_value(json_object_get(call, "status")),
 	    text_of(call, "answer"));
+	if (strcmp(text_of(call, "answer"), "late") == 0)
+		add(lane, LATE, at(tl, call, "answered_at"), -1, "LATE answer to call %lld",
+		    (long long)json_integer_value(json_object_get(call, "id")));
 }
 
 static void
@@ -461,9 +466,12 @@ span_of(const json_t *record, long long start)
 	json_array_foreach(json_object_get(record, "stalls"), i, row)
 		if ((t = idem_timeline_offset_ms(str(row, "released_at"), start)) > last)
 			last = t;
-	json_array_foreach(json_object_get(record, "calls"), i, row)
+	json_array_foreach(json_object_get(record, "calls"), i, row) {
 		if ((t = idem_timeline_offset_ms(str(row, "at"), start)) > last)
 			last = t;
+		if ((t = idem_timeline_offset_ms(str(row, "answered_at"), start)) > last)
+			last = t;
+	}
 	json_array_foreach(json_object_get(record, "measures"), i, row)
 		if ((t = idem_timeline_offset_ms(str(json_object_get(row, "window"), "end"), start)) > last)
 			last = t;
@@ -555,7 +563,7 @@ static const char *const mermaid_tags[] = {
 	[BAR_STALLED] = "active, ", [GAP] = "", [PENDING] = "active, ",
 	[PUBLISH] = "milestone, ", [COMMIT] = "milestone, ", [KILL] = "crit, milestone, ",
 	[ACK] = "done, milestone, ", [CALL] = "milestone, ", [STALL] = "crit, milestone, ",
-	[RELEASE] = "milestone, ",
+	[RELEASE] = "milestone, ", [LATE] = "milestone, ",
 };
 
 char *
@@ -700,6 +708,12 @@ svg_item(FILE *out, const struct timeline *tl, const struct item *it, int y)
 	case RELEASE:
 		fprintf(out, "<polygon points=\"%.1f,%d %.1f,%d %.1f,%d\" fill=\"#8e44ad\"/>",
 		    x - 3, mid - 5, x + 5, mid, x - 3, mid + 5);
+		break;
+	case LATE:
+		fprintf(out, "<rect x=\"%.1f\" y=\"%d\" width=\"7\" height=\"7\" fill=\"#fff\" "
+		    "stroke=\"#7d3c98\" stroke-width=\"1.5\"/><text x=\"%.1f\" y=\"%d\" "
+		    "font-size=\"9\" fill=\"#7d3c98\">LATE</text>",
+		    x - 3.5, mid + 2, x + 6, mid - 4);
 		break;
 	}
 	fputs("</g>\n", out);

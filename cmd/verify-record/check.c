@@ -470,6 +470,131 @@ check_totals(struct check *c, const struct count_sums *sums, int has_external)
 		reason(c, "calls: %lld took effect, the count rows say %lld", took_effect, sums->external);
 }
 
+/* The calls of a record by their number (format 8): "N" to the call. */
+static json_t *
+calls_by_id(const json_t *calls)
+{
+	json_t *by_id = json_object(), *call;
+	char id[32];
+	size_t i;
+
+	json_array_foreach(calls, i, call)
+		if (json_is_integer(json_object_get(call, "id"))) {
+			snprintf(id, sizeof(id), "%lld", num(call, "id"));
+			json_object_set(by_id, id, call);
+		}
+	return by_id;
+}
+
+/* Whether the list holds a value equal to v. */
+static int
+holds(const json_t *list, const json_t *v)
+{
+	const json_t *x;
+	size_t i;
+
+	json_array_foreach(list, i, x)
+		if (json_equal(x, v))
+			return 1;
+	return 0;
+}
+
+/* The Idempotency-Keys of a business key's calls, each once in the order
+ * first sent, null for a call that sent none. */
+static void
+add_key(json_t *keys, const json_t *call)
+{
+	json_t *key = json_object_get(call, "idempotency_key");
+
+	if (key == NULL)
+		key = json_null();
+	if (!holds(keys, key))
+		json_array_append(keys, key);
+}
+
+/*
+ * A record's rekeyed business keys (format 8) against its calls: each
+ * names calls of its business key, whose keys (those its POST calls sent,
+ * a lookup sending none) and effects it says; and
+ * when every call has its number, every business key whose POST calls
+ * sent more than one key is there. The pending checks: a killed one of a
+ * business key with a killed call, and its result one of a killed call's.
+ */
+static void
+check_keys(struct check *c)
+{
+	const json_t *calls = json_object_get(c->record, "calls"), *row, *call, *id;
+	json_t *by_id = calls_by_id(calls), *sent = json_object(), *keys;
+	const char *key, *result;
+	size_t i, j;
+	int numbered = 1;
+	char text[32];
+
+	json_array_foreach(json_object_get(c->record, "rekeyed"), i, row) {
+		long long effects = 0;
+
+		key = str(row, "business_key") ? str(row, "business_key") : "";
+		keys = json_array();
+		json_array_foreach(json_object_get(row, "calls"), j, id) {
+			snprintf(text, sizeof(text), "%lld", (long long)json_integer_value(id));
+			call = json_object_get(by_id, text);
+			if (!json_is_integer(id) || call == NULL ||
+			    str(call, "business_key") == NULL ||
+			    strcmp(str(call, "business_key"), key) != 0) {
+				reason(c, "rekeyed: business key %s: call %s is not one of its calls",
+				    key, json_is_integer(id) ? text : "without a number");
+				continue;
+			}
+			if (str(call, "method") && strcmp(str(call, "method"), "POST") == 0)
+				add_key(keys, call);
+			effects += str(call, "effect") && strcmp(str(call, "effect"), "yes") == 0;
+		}
+		if (!json_equal(keys, json_object_get(row, "keys")))
+			reason(c, "rekeyed: business key %s: its keys are not those its calls sent",
+			    key);
+		if (effects != num(row, "effects"))
+			reason(c, "rekeyed: business key %s: %lld took effect, its calls say %lld",
+			    key, num(row, "effects"), effects);
+		json_decref(keys);
+	}
+	json_array_foreach(calls, i, call) {
+		numbered &= json_is_integer(json_object_get(call, "id"));
+		if ((key = str(call, "business_key")) == NULL || str(call, "method") == NULL ||
+		    strcmp(str(call, "method"), "POST") != 0)
+			continue;
+		if ((keys = json_object_get(sent, key)) == NULL)
+			json_object_set_new(sent, key, keys = json_array());
+		add_key(keys, call);
+	}
+	json_object_foreach(sent, key, keys) {
+		int listed = 0;
+
+		json_array_foreach(json_object_get(c->record, "rekeyed"), i, row)
+			listed |= str(row, "business_key") &&
+			    strcmp(str(row, "business_key"), key) == 0;
+		if (numbered && json_array_size(keys) > 1 && !listed)
+			reason(c, "rekeyed: business key %s sent %zu Idempotency-Keys, and the "
+			    "record does not list it", key, json_array_size(keys));
+	}
+	json_array_foreach(json_object_get(c->record, "pending_calls"), i, row) {
+		int killed = json_is_true(json_object_get(row, "killed")), was_killed = 0;
+
+		key = str(row, "business_key") ? str(row, "business_key") : "";
+		result = str(row, "result") ? str(row, "result") : "";
+		json_array_foreach(calls, j, call)
+			was_killed |= str(call, "business_key") &&
+			    strcmp(str(call, "business_key"), key) == 0 && str(call, "answer") &&
+			    strcmp(str(call, "answer"), "killed") == 0;
+		if (killed && !was_killed)
+			reason(c, "pending_calls: business key %s: killed, but no call of it was", key);
+		if (killed != (strcmp(result, "open") != 0))
+			reason(c, "pending_calls: business key %s: result %s of a call %s", key, result,
+			    killed ? "killed" : "not killed");
+	}
+	json_decref(sent);
+	json_decref(by_id);
+}
+
 /* The verdict of counts that pass or not: a pass behind a guard the seed
  * says the database cannot enforce is best effort. */
 static const char *
@@ -485,7 +610,8 @@ counted_verdict(const json_t *record, int pass)
  * missed no kill point or race, ran the worker the seed declares and
  * passed its baseline; from format 6, and its sandbox account held
  * nothing beyond its list; from format 7, and no stall or held lease
- * reached its bound. */
+ * reached its bound; from format 8, and no business key changed its key
+ * against a vendor that honours keys, and no pending check failed. */
 static void
 check_verdict(struct check *c, const json_t *from_rows, int has_external)
 {
@@ -507,6 +633,15 @@ check_verdict(struct check *c, const json_t *from_rows, int has_external)
 	}
 	/* a stall or a lease that reached its bound fails a record of format 7 */
 	if (num(c->record, "record") >= 7 && (bound = idem_record_bound(c->record)) != NULL) {
+		if (verdict == NULL || strcmp(verdict, "fail") != 0)
+			reason(c, "verdict: the record says %s, but %s", verdict ? verdict : "nothing",
+			    bound);
+		free(bound);
+		return;
+	}
+	/* so do a key changed against a vendor that honours keys and a pending
+	 * check that failed, in a record of format 8 */
+	if (num(c->record, "record") >= 8 && (bound = idem_record_key_finding(c->record)) != NULL) {
 		if (verdict == NULL || strcmp(verdict, "fail") != 0)
 			reason(c, "verdict: the record says %s, but %s", verdict ? verdict : "nothing",
 			    bound);
@@ -619,7 +754,7 @@ check_measures(struct check *c, long long duplicates)
 /* The record's own arithmetic: totals from the count rows (of the evidence
  * file, when the record has one), the digest of the count rows, the
  * measures from the counts and kill points, the calls that took effect,
- * the verdict. */
+ * the keys the calls sent and the pending checks, the verdict. */
 static void
 check_arithmetic(struct check *c)
 {
@@ -632,6 +767,8 @@ check_arithmetic(struct check *c)
 	has_external = (external != NULL && !json_is_null(external)) || sums.has_external ||
 	    json_object_get(sums.totals, "external") != NULL;
 	check_totals(c, &sums, has_external);
+	if (num(c->record, "record") >= 8)
+		check_keys(c);
 	check_verdict(c, sums.totals, has_external);
 	json_decref(sums.totals);
 	check_measures(c, sums.duplicates);
@@ -661,8 +798,9 @@ idem_check_record(struct checker *k, struct check *c)
 		return;
 	}
 	free(text);
-	if (!json_is_object(c->record) || num(c->record, "record") < 1 || num(c->record, "record") > 7) {
-		reason(c, "not an idem record of format 1 to 7");
+	if (!json_is_object(c->record) || num(c->record, "record") < 1 ||
+	    num(c->record, "record") > IDEM_RECORD_FORMAT) {
+		reason(c, "not an idem record of format 1 to %d", IDEM_RECORD_FORMAT);
 		return;
 	}
 	check_seed(k, c);

@@ -278,6 +278,7 @@ struct rerun_stream {
 	char *digest;
 	char *refused;
 	json_t *kills, *attempts, *recovers, *missed, *stalls;	/* as mkrecord reads them */
+	json_t *rekeyed, *pending;	/* the rekeyed and pending_call rows */
 };
 
 static json_int_t
@@ -301,6 +302,8 @@ read_rerun(const char *stream, struct rerun_stream *out)
 	out->recovers = json_array();
 	out->missed = json_array();
 	out->stalls = json_array();
+	out->rekeyed = json_array();
+	out->pending = json_array();
 	if (f == NULL)
 		idem_die(IDEM_EXIT_ENV, "fmemopen:");
 	idem_tsv_reader_init(&r, f, "rerun output");
@@ -333,6 +336,13 @@ read_rerun(const char *stream, struct rerun_stream *out)
 			json_array_append_new(out->stalls, json_pack("{s:s,s:I,s:s,s:s}",
 			    "job", f[STALL_JOB_ID], "attempt", integer(f[STALL_ATTEMPT]),
 			    "step", f[STALL_STEP], "release", f[STALL_RELEASE]));
+		} else if (r.kind == IDEM_KIND_REKEYED) {
+			json_array_append_new(out->rekeyed, json_pack("{s:s,s:o,s:I}", "business_key",
+			    f[REKEYED_BUSINESS_KEY], "keys", json_loads(f[REKEYED_KEYS], 0, NULL),
+			    "effects", integer(f[REKEYED_EFFECTS])));
+		} else if (r.kind == IDEM_KIND_PENDING_CALL) {
+			json_array_append_new(out->pending, json_pack("{s:s,s:s}", "business_key",
+			    f[PENDING_CALL_BUSINESS_KEY], "result", f[PENDING_CALL_RESULT]));
 		} else if (r.kind == IDEM_KIND_DIGEST && strcmp(r.fields[DIGEST_PHASE], "after") == 0) {
 			free(out->digest);
 			out->digest = idem_estrdup(r.fields[DIGEST_SHA256]);
@@ -373,8 +383,10 @@ volume_jobs(const json_t *record, const struct rerun_stream *out)
 
 /* The rerun's path against the record's: the kill points and stalls
  * reached, the stalls' releases, the races, kill points and stalls missed, the outcome and branch of each attempt of
- * each job, as mkrecord would write them from the rerun's stream. Prints
- * each difference; 1 when there is one. */
+ * each job, as mkrecord would write them from the rerun's stream; and
+ * (format 8) the business keys whose calls changed their key and the
+ * pending checks, which a given worker makes the same on every run.
+ * Prints each difference; 1 when there is one. */
 static int
 compare_path(const char *path, const json_t *record, const struct rerun_stream *out,
 	     FILE *report)
@@ -399,8 +411,10 @@ compare_path(const char *path, const json_t *record, const struct rerun_stream *
 	{
 		struct idem_path was = { json_object_get(record, "kill_points"),
 			json_object_get(record, "evidence"), missed ? missed : none,
-			json_object_get(record, "stalls") };
-		struct idem_path now = { out->kills, attempts, out->missed, out->stalls };
+			json_object_get(record, "stalls"), json_object_get(record, "rekeyed"),
+			json_object_get(record, "pending_calls") };
+		struct idem_path now = { out->kills, attempts, out->missed, out->stalls, out->rekeyed,
+			out->pending };
 
 		diff = idem_path_diff(&was, &now);
 	}
@@ -532,6 +546,8 @@ rerun_stream_free(struct rerun_stream *out)
 	json_decref(out->recovers);
 	json_decref(out->missed);
 	json_decref(out->stalls);
+	json_decref(out->rekeyed);
+	json_decref(out->pending);
 	for (i = 0; i < out->ncounts; i++)
 		free(out->counts[i]);
 	free(out->counts);

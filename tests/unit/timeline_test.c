@@ -141,6 +141,24 @@ main(void)
 	hist = idem_timeline_histogram(record);
 	CHECK(json_array_size(hist) == 0, "no histogram for a run of a few jobs");
 	json_decref(hist);
+	/* a late answer, marked where it came, past the rest of the run */
+	json_object_set_new(json_array_get(json_object_get(json_array_get(json_object_get(record,
+	    "evidence"), 0), "calls"), 0), "answer", json_string("late"));
+	json_object_set_new(json_array_get(json_object_get(json_array_get(json_object_get(record,
+	    "evidence"), 0), "calls"), 0), "id", json_integer(7));
+	json_object_set_new(json_array_get(json_object_get(json_array_get(json_object_get(record,
+	    "evidence"), 0), "calls"), 0), "answered_at", json_string("2026-12-01T10:00:03.250000Z"));
+	json_array_append_new(json_object_get(record, "calls"), json_pack("{s:s,s:s}", "at",
+	    "2026-12-01T10:00:00.250000Z", "answered_at", "2026-12-01T10:00:03.250000Z"));
+	text = idem_timeline_mermaid(record);
+	CHECK(has(text, "    external call POST /v1/charges 0 late :milestone, 250, 250\n"),
+	    "the late call where it was made");
+	CHECK(has(text, "    LATE answer to call 7 :milestone, 3250, 3250\n"), "and its answer where it came");
+	free(text);
+	text = idem_timeline_svg(record);
+	CHECK(has(text, ">LATE</text>") && has(text, "<title>LATE answer to call 7 (3250 to 3250 ms)"),
+	    "the drawing marks it, in words too");
+	free(text);
 	json_decref(record);
 
 	record = volume_run();
