@@ -15,25 +15,27 @@
 /* the entries of c.rekeyed made so far */
 static size_t nfilled;
 
+_Static_assert(crypto_shorthash_BYTES == 8, "a 64-bit hash");
+
 /* A fixed key: a stream gives the same verdict on every run. */
 static const unsigned char idempotency_key_key[crypto_shorthash_KEYBYTES] = {
 	'i', 'd', 'e', 'm', ' ', 'i', 'd', 'e', 'm', 'p', 'o', 't', 'e', 'n', 'c', 'y'
 };
 
 /* A key sent in the Idempotency-Key header, by a keyed 64-bit hash
- * (SipHash-2-4, a pure function: no sodium_init()), never 0; 0 for a
- * call without the header. */
-static uint64_t
-idempotency_hash(const char *key)
+ * (SipHash-2-4, a pure function: no sodium_init()), never all 0; all 0
+ * for a call without the header. */
+static void
+idempotency_hash(const char *key, unsigned char out[crypto_shorthash_BYTES])
 {
-	unsigned char out[crypto_shorthash_BYTES];
-	uint64_t h;
+	static const unsigned char none[crypto_shorthash_BYTES];
 
+	memset(out, 0, crypto_shorthash_BYTES);
 	if (key == NULL)
-		return 0;
+		return;
 	crypto_shorthash(out, (const unsigned char *)key, strlen(key), idempotency_key_key);
-	memcpy(&h, out, sizeof(h));
-	return h ? h : 1;
+	if (memcmp(out, none, crypto_shorthash_BYTES) == 0)
+		out[0] = 1;
 }
 
 static int
@@ -52,7 +54,7 @@ read_call(const struct idem_tsv_reader *r)
 	const char *business_key = r->fields[CALL_BUSINESS_KEY];
 	int killed = strcmp(r->fields[CALL_ANSWER], "killed") == 0;
 	struct key_count *k;
-	uint64_t h;
+	unsigned char h[crypto_shorthash_BYTES];
 
 	if (business_key == NULL || (!killed && !is_post(r)))
 		return;
@@ -60,12 +62,13 @@ read_call(const struct idem_tsv_reader *r)
 	k->killed |= killed;
 	if (!is_post(r))
 		return;
-	h = idempotency_hash(r->fields[CALL_IDEMPOTENCY_KEY]);
+	idempotency_hash(r->fields[CALL_IDEMPOTENCY_KEY], h);
 	if (k->idempotency_keys == 0) {
-		k->idempotency_hash = h;
+		memcpy(k->idempotency_hash, h, sizeof(k->idempotency_hash));
 		k->idempotency_keys = 1;
 		c.post_keys++;
-	} else if (k->idempotency_keys == 1 && k->idempotency_hash != h) {
+	} else if (k->idempotency_keys == 1 &&
+	    memcmp(k->idempotency_hash, h, sizeof(k->idempotency_hash)) != 0) {
 		k->idempotency_keys = 2;
 		c.nrekeyed++;
 	}
@@ -95,7 +98,7 @@ reread_call(const struct idem_tsv_reader *r, long long ordinal)
 		rk = &c.rekeyed[nfilled];
 		memset(rk, 0, sizeof(*rk));
 		rk->keys = json_array();
-		k->rekeyed = ++nfilled;
+		k->rekeyed = (uint32_t)++nfilled;
 	}
 	rk = &c.rekeyed[k->rekeyed - 1];
 	if (rk->nids == rk->ids_cap) {

@@ -236,7 +236,7 @@ read_row(const struct idem_tsv_reader *r)
 		c.calls_seen = 1;
 		if (c.have_external && strcmp(r->fields[CALL_EFFECT], "yes") == 0)
 			took_effect(r->fields[CALL_BUSINESS_KEY]);
-		if (c.have_external)
+		if (c.have_external && strcmp(c.phase, "after") == 0)
 			read_call(r);
 		break;
 	case IDEM_KIND_JOB:

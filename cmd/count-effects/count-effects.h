@@ -25,9 +25,12 @@ struct key_count {
 			unsigned char first_hash[32];	/* payload hash of the first job with this key */
 			int conflict;
 		};
-		struct {		/* a call's business key's */
-			uint64_t idempotency_hash;	/* of the first key a POST sent; 0: none */
-			size_t rekeyed;		/* + 1 into rekeyed, once found rekeyed */
+		struct {		/* a call's business key's, in no more room */
+			/* a 64-bit hash of the first key a POST sent, all 0
+			 * for none; bytes, so that the union is aligned as
+			 * the seeded key's fields are */
+			unsigned char idempotency_hash[8];
+			uint32_t rekeyed;	/* + 1 into rekeyed, once found rekeyed */
 			unsigned char idempotency_keys;	/* 0: no POST; 1: one key; 2: more */
 			unsigned char killed;	/* a call answered killed */
 		};
