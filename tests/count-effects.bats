@@ -668,6 +668,33 @@ count-effects: pending: business key ["o-4",1] has 1 rows of fx.pending not sett
 		'min("who ""owns"""::text COLLATE "C")' 'FROM "fx"."pending calls" WHERE NOT COALESCE'
 }
 
+@test "pending: a table without a column the stream names is not checked, and fails; a table not there is exit 3" {
+	once_each
+	psql -X -q -v ON_ERROR_STOP=1 -c 'CREATE TABLE fx.pending (key text NOT NULL, owner text)' \
+		-c "INSERT INTO fx.pending VALUES ('[\"o-2\",1]', 'test-oncall')"
+	# the defaults of a seed that names no key: the names of the external key's fields
+	keyed_seed false 'pending: { table: fx.pending, owner: owner }'
+	{ cat "$BATS_TEST_TMPDIR/keyed"; killed_calls; } >"$BATS_TEST_TMPDIR/unchecked"
+	run --separate-stderr count-effects "$BATS_TEST_TMPDIR/unchecked"
+	printf '%s\n' "$output" >"$out"
+	[ "$status" -eq 1 ]
+	assert_equal "$(grep -v '^count-effects: probe:' <<<"$stderr")" \
+		"count-effects: pending: fx.pending has no column order_id of the calls' business key (the seed's external.pending.key, by default the names of external.key): the pending calls were not checked"
+	assert_equal "$(rows_of pending_call "$out")" 0
+	assert_equal "$(awk -F '\t' '$1 == "measure" && $2 == "pending_calls_owned" { print $3, $4, $5 }' "$out")" '\N \N 1'
+	# a state column that is not there, named as SQL quotes it
+	keyed_seed false 'pending: { table: fx.pending, owner: owner, key: [key], state: Status, settled: [done] }'
+	{ cat "$BATS_TEST_TMPDIR/keyed"; killed_calls; } >"$BATS_TEST_TMPDIR/unchecked"
+	run --separate-stderr count-effects "$BATS_TEST_TMPDIR/unchecked"
+	[ "$status" -eq 1 ]
+	assert_contains "$stderr" 'count-effects: pending: fx.pending has no column "Status" of the state: the pending calls were not checked'
+	# no table at all
+	psql -X -q -c 'DROP TABLE fx.pending'
+	run --separate-stderr count-effects "$BATS_TEST_TMPDIR/unchecked"
+	[ "$status" -eq 3 ]
+	assert_contains "$stderr" 'count-effects: fx.pending: no such table'
+}
+
 @test "pending: more than 1000 keys not settled: the first 1000 written, and said" {
 	once_each
 	pending_table

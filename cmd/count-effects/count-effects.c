@@ -458,6 +458,7 @@ free_all(void)
 		free(c.pending_findings[i].owner);
 	}
 	free(c.pending_findings);
+	free(c.pending_unchecked);
 	idem_pg_observed_free(&c.here);
 	free(c.account);
 	idem_free_list(c.findings, c.nfindings);

@@ -134,6 +134,7 @@ struct counting {
 	long long killed_call_keys, owned_call_keys;
 	struct pending_finding *pending_findings;
 	size_t npending_findings;
+	char *pending_unchecked;	/* why the check was not made, or NULL */
 	/* evidence for the digest, hashed as it is written: by OpenSSL's
 	 * SHA-256, which uses the CPU's SHA instructions where it has them,
 	 * a buffer of rows at a time */

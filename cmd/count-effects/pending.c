@@ -22,6 +22,60 @@ struct pending_sql {
 	char *table, *owner, *state, *key;
 };
 
+/* Whether the table is there, and the first of the columns named (a JSON
+ * array) it does not have, quoted as in SQL, with its place from 1. */
+static const char columns_sql[] =
+	"SELECT to_regclass($1) IS NOT NULL,"
+	" (SELECT quote_ident(k) FROM json_array_elements_text($2::json) WITH ORDINALITY AS t(k, o)"
+	"  WHERE NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = to_regclass($1)"
+	"   AND a.attname = k AND a.attnum > 0 AND NOT a.attisdropped) ORDER BY o LIMIT 1),"
+	" (SELECT o FROM json_array_elements_text($2::json) WITH ORDINALITY AS t(k, o)"
+	"  WHERE NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = to_regclass($1)"
+	"   AND a.attname = k AND a.attnum > 0 AND NOT a.attisdropped) ORDER BY o LIMIT 1)";
+
+/* The table of pending calls has every column the stream names: its key's
+ * (pending_key, or in a stream before 1.8 the key's field names, which
+ * need not be its columns), its owner's, its state's. A table that is not
+ * there is fatal, as the effect table is; a column that is not, a finding
+ * kept for the verdict, and the check is not made. */
+static int
+columns_there(const char *table_sql)
+{
+	json_t *names = json_loads(c.pending_key, 0, NULL);
+	char *list, msg[768];
+	const char *params[2], *what;
+	size_t nkey = json_array_size(names), at;
+	PGresult *res;
+	int ok;
+
+	json_array_append_new(names, json_string(c.pending_owner));
+	if (c.pending_state != NULL)
+		json_array_append_new(names, json_string(c.pending_state));
+	if ((list = json_dumps(names, JSON_COMPACT)) == NULL)
+		idem_die(IDEM_EXIT_ENV, "json_dumps: out of memory");
+	json_decref(names);
+	params[0] = table_sql;
+	params[1] = list;
+	res = PQexecParams(c.conn, columns_sql, 2, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		idem_die(IDEM_EXIT_ENV, "looking for %s: %s", c.pending_table,
+		    idem_pg_message(c.conn, res, msg, sizeof(msg)));
+	if (PQgetvalue(res, 0, 0)[0] != 't')
+		die_missing_table(c.pending_table);
+	if ((ok = PQgetisnull(res, 0, 1)) == 0) {
+		at = (size_t)strtoul(PQgetvalue(res, 0, 2), NULL, 10);
+		what = at <= nkey ? "of the calls' business key (the seed's external.pending.key, by "
+		    "default the names of external.key)" : at == nkey + 1 ? "of the owner" :
+		    "of the state";
+		if (asprintf(&c.pending_unchecked, "%s has no column %s %s: the pending calls were "
+		    "not checked", c.pending_table, PQgetvalue(res, 0, 1), what) < 0)
+			idem_die(IDEM_EXIT_ENV, "asprintf:");
+	}
+	PQclear(res);
+	free(list);
+	return ok;
+}
+
 /* The business keys of the killed calls, a JSON array, in key order. */
 static char *
 killed_keys(void)
@@ -150,6 +204,7 @@ pending_calls(void)
 	struct pending_sql q = { NULL, NULL, NULL, NULL };
 	char **key_columns, *killed = killed_keys(), value[32], unit[1024];
 	size_t nkey_columns;
+	int checked;
 
 	q.table = idem_pg_quote_table(c.conn, c.pending_table);
 	q.owner = idem_pg_quote_ident(c.conn, c.pending_owner);
@@ -157,15 +212,17 @@ pending_calls(void)
 		q.state = idem_pg_quote_ident(c.conn, c.pending_state);
 	key_columns = quote_columns(c.pending_key, &nkey_columns);
 	q.key = key_expression_of(key_columns, nkey_columns);
-	if (c.killed_call_keys > 0)
+	if ((checked = columns_there(q.table)) && c.killed_call_keys > 0)
 		check_killed(&q, killed);
-	check_open(&q, killed);
-	if (c.killed_call_keys > 0)
+	if (checked)
+		check_open(&q, killed);
+	if (checked && c.killed_call_keys > 0)
 		snprintf(value, sizeof(value), "%.3f", (double)c.owned_call_keys / (double)c.killed_call_keys);
 	snprintf(unit, sizeof(unit), "killed calls' business keys with a row of %s whose %s is %s",
-	    c.pending_table, c.pending_owner, c.owner ? c.owner : "the reconciliation owner");
-	measure_row("pending_calls_owned", c.killed_call_keys > 0 ? value : NULL, c.owned_call_keys,
-	    c.killed_call_keys, unit, 1);
+	    c.pending_table, c.pending_owner, c.owner ? c.owner : "the reconciliation owner, "
+	    "whom the seed does not name");
+	measure_row("pending_calls_owned", checked && c.killed_call_keys > 0 ? value : NULL,
+	    c.owned_call_keys, c.killed_call_keys, unit, checked);
 	idem_free_list(key_columns, nkey_columns);
 	free(q.table);
 	free(q.owner);

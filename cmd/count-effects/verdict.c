@@ -135,6 +135,11 @@ pending_verdict(int rc)
 	static const char *const results[] = { "missing", "wrong-owner", "open" };
 	size_t i, j, shown;
 
+	if (c.pending_unchecked != NULL) {
+		idem_warn("pending: %s", c.pending_unchecked);
+		rc = IDEM_EXIT_FINDING;
+	}
+
 	for (j = 0; j < sizeof(results) / sizeof(results[0]); j++)
 		for (i = 0, shown = 0; i < c.npending_findings; i++) {
 			const struct pending_finding *f = &c.pending_findings[i];
@@ -147,12 +152,15 @@ pending_verdict(int rc)
 			if (j == 0)
 				idem_warn("pending: business key %s: its call was killed, and %s has no row "
 				    "of it", f->key, c.pending_table);
+			else if (j == 1 && c.owner == NULL)
+				idem_warn("pending: business key %s: its call was killed, and the seed "
+				    "names no reconciliation owner to own its %lld rows of %s (the first "
+				    "names %s)", f->key, f->rows, c.pending_table,
+				    f->owner ? f->owner : "none");
 			else if (j == 1)
 				idem_warn("pending: business key %s: its call was killed, and none of its "
 				    "%lld rows of %s has %s %s (the first names %s)", f->key, f->rows,
-				    c.pending_table, c.pending_owner,
-				    c.owner ? c.owner : "the reconciliation owner",
-				    f->owner ? f->owner : "none");
+				    c.pending_table, c.pending_owner, c.owner, f->owner ? f->owner : "none");
 			else
 				idem_warn("pending: business key %s has %lld rows of %s not settled, and "
 				    "its call was not killed", f->key, f->rows, c.pending_table);
