@@ -25,13 +25,12 @@ struct pending_sql {
 /* Whether the table is there, and the first of the columns named (a JSON
  * array) it does not have, quoted as in SQL, with its place from 1. */
 static const char columns_sql[] =
-	"SELECT to_regclass($1) IS NOT NULL,"
-	" (SELECT quote_ident(k) FROM json_array_elements_text($2::json) WITH ORDINALITY AS t(k, o)"
-	"  WHERE NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = to_regclass($1)"
-	"   AND a.attname = k AND a.attnum > 0 AND NOT a.attisdropped) ORDER BY o LIMIT 1),"
-	" (SELECT o FROM json_array_elements_text($2::json) WITH ORDINALITY AS t(k, o)"
-	"  WHERE NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = to_regclass($1)"
-	"   AND a.attname = k AND a.attnum > 0 AND NOT a.attisdropped) ORDER BY o LIMIT 1)";
+	"SELECT to_regclass($1) IS NOT NULL, missing.name, missing.at FROM (SELECT) AS one"
+	" LEFT JOIN LATERAL (SELECT quote_ident(k) AS name, o AS at"
+	"  FROM json_array_elements_text($2::json) WITH ORDINALITY AS t(k, o)"
+	"  WHERE NOT EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = to_regclass($1)"
+	"   AND a.attname = k AND a.attnum > 0 AND NOT a.attisdropped)"
+	"  ORDER BY o LIMIT 1) AS missing ON true";
 
 /* The table of pending calls has every column the stream names: its key's
  * (pending_key, or in a stream before 1.8 the key's field names, which
