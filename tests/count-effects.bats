@@ -273,13 +273,14 @@ stream_of_table() {
 	grep -q "^probe	enforced	23505	" "$out"
 }
 
-# A call row of the vendor double: call KEY ANSWER EFFECT [PID], KEY \N
-# for a body without the key's fields.
+# A call row of the vendor double as idem-tsv 1.7 wrote it, without id
+# and answered_at: call KEY ANSWER EFFECT [PID], KEY \N for a body without
+# the key's fields; the Idempotency-Key $idem_key, else key-KEY.
 call() {
 	local status=200
 	case $2 in error) status=500 ;; timeout | killed) status=0 ;; esac
-	printf 'call\t2026-12-01T10:00:00.000000Z\t0\t%s\tPOST\t/v1/charges\tkey-%s\t%s\t%s\t%s\t%s\t%s\tch_1\n' \
-		"${4:-4242}" "$RANDOM" "$(printf '%s' "$1" | sha256sum | cut -d ' ' -f 1)" "$1" "$status" "$2" "$3"
+	printf 'call\t2026-12-01T10:00:00.000000Z\t0\t%s\tPOST\t/v1/charges\t%s\t%s\t%s\t%s\t%s\t%s\tch_1\n' \
+		"${4:-4242}" "${idem_key:-key-${1//\\/}}" "$(printf '%s' "$1" | sha256sum | cut -d ' ' -f 1)" "$1" "$status" "$2" "$3"
 }
 
 # The fixture's seed with an external call, charged once per business key.
@@ -384,25 +385,329 @@ o-4 2 2'
 	grep -q '^count-effects: external: expected 5, observed 3$' "$err"
 }
 
-@test "external: the rows of the worker's table of pending calls, per owner, its names quoted" {
+# A call row of idem-tsv 1.8, with its id: vcall ID KEY ANSWER EFFECT
+# [IDEMPOTENCY_KEY], the Idempotency-Key key-KEY unless given, \N for a
+# call without the header; $method for another method than POST.
+vcall() {
+	local status=200 answered='2026-12-01T10:00:00.500000Z'
+	case $3 in error) status=500 ;; timeout | killed | lost) status=0 answered='\N' ;; esac
+	printf 'call\t2026-12-01T10:00:00.000000Z\t0\t4242\t%s\t/v1/charges\t%s\t%s\t%s\t%s\t%s\t%s\tch_%s\t%s\t%s\n' \
+		"${method:-POST}" "${5-key-$2}" "$(printf '%s' "$2" | sha256sum | cut -d ' ' -f 1)" "$2" \
+		"$status" "$3" "$4" "$1" "$1" "$answered"
+}
+
+# The effect rows of a run where every key has its effect once.
+once_each() {
+	sql "DELETE FROM fx.effects WHERE note IN ('c', 'd', 'e', 'f')" >/dev/null
+	sql "INSERT INTO fx.effects (order_id, line_no, note) VALUES ('o-3', 1, 'g'), ('o-4', 1, 'h')" >/dev/null
+}
+
+# The fixture's seed with an external call whose vendor honours keys or
+# not ($1: true or false), and the text $2 in its mapping.
+keyed_seed() {
+	local more=${2//\\/\\\\}
+	external_seed | sed "s/honours_idempotency_key: false }\$/honours_idempotency_key: $1${more:+, $more} }/" \
+		>"$BATS_TEST_TMPDIR/keyed.yaml"
+	grep -q "honours_idempotency_key: $1" "$BATS_TEST_TMPDIR/keyed.yaml"
+	seed-gen "$BATS_TEST_TMPDIR/keyed.yaml" >"$BATS_TEST_TMPDIR/keyed"
+}
+
+# The fields after the kind of the rows of kind $1 in $out, space-separated.
+rows_in_out() {
+	awk -F '\t' -v k="$1" '$1 == k { $1 = ""; print substr($0, 2) }' OFS=' ' "$out"
+}
+
+@test "external: one Idempotency-Key per business key: external_keys_per_business_key 1.000, no rekeyed row" {
+	once_each
+	keyed_seed true
+	{ cat "$BATS_TEST_TMPDIR/keyed"
+	  vcall 1 '["o-1",1]' ok yes
+	  vcall 2 '["o-2",1]' error no
+	  vcall 3 '["o-2",1]' ok yes
+	  vcall 4 '["o-3",1]' ok yes
+	  vcall 5 '["o-4",1]' ok yes
+	  vcall 6 '["o-4",1]' replayed no
+	  # another method, with another key, is no charge of the key
+	  method=GET vcall 7 '["o-4",1]' ok no other-key
+	} >"$BATS_TEST_TMPDIR/stable"
+	run --separate-stderr count-effects "$BATS_TEST_TMPDIR/stable"
+	[ "$status" -eq 0 ]
+	printf '%s\n' "$output" >"$out"
+	assert_equal "$(awk -F '\t' '$1 == "measure" && $2 == "external_keys_per_business_key" { print $3, $4, $5, $6 }' "$out")" \
+		'1.000 4 4 distinct Idempotency-Keys (none counts as one) per business key called with POST'
+	assert_equal "$(rows_of rekeyed "$out")" 0
+	[[ "$stderr" != *Idempotency-Key* ]]
+}
+
+@test "external: a key per call: a rekeyed row naming both calls; a finding when the vendor honours keys" {
+	once_each
+	# the double's numbers, not their places in the stream
+	calls() {
+		vcall 11 '["o-1",1]' ok yes
+		vcall 12 '["o-2",1]' error no key-a
+		vcall 13 '["o-3",1]' ok yes
+		vcall 14 '["o-2",1]' ok yes key-b
+		vcall 15 '["o-4",1]' ok yes
+	}
+	keyed_seed true
+	{ cat "$BATS_TEST_TMPDIR/keyed"; calls; } >"$BATS_TEST_TMPDIR/rekeyed"
+	run --separate-stderr count-effects "$BATS_TEST_TMPDIR/rekeyed"
+	[ "$status" -eq 1 ]
+	printf '%s\n' "$output" >"$out"
+	assert_equal "$(rows_in_out rekeyed)" '["o-2",1] ["key-a","key-b"] [12,14] 1'
+	# after the count rows of the external calls, before the totals
+	awk -F '\t' '$1 == "count" && $3 == "external" { e = NR } $1 == "rekeyed" { r = NR }
+		$1 == "count" && $3 == "total" && !t { t = NR } END { exit !(e < r && r < t) }' "$out"
+	assert_equal "$(awk -F '\t' '$1 == "measure" && $2 == "external_keys_per_business_key" { print $3, $4, $5 }' "$out")" \
+		'1.250 5 4'
+	assert_equal "$(grep -v '^count-effects: probe:' <<<"$stderr")" \
+		'count-effects: external: business key ["o-2",1] changed its Idempotency-Key across calls 12, 14: the vendor honours keys, so a single charge was luck'
+	# against a vendor that does not honour keys, it is said, and no finding
+	keyed_seed false
+	{ cat "$BATS_TEST_TMPDIR/keyed"; calls; } >"$BATS_TEST_TMPDIR/rekeyed"
+	run --separate-stderr count-effects "$BATS_TEST_TMPDIR/rekeyed"
+	[ "$status" -eq 0 ]
+	printf '%s\n' "$output" >"$out"
+	assert_equal "$(rows_in_out rekeyed)" '["o-2",1] ["key-a","key-b"] [12,14] 1'
+	assert_contains "$stderr" \
+		'count-effects: external: business key ["o-2",1] changed its Idempotency-Key across calls 12, 14: the vendor does not honour keys, so this alone is no finding'
+}
+
+@test "external: a call without the header beside one with a key is rekeyed, with null for none" {
+	once_each
+	keyed_seed true
+	{ cat "$BATS_TEST_TMPDIR/keyed"
+	  vcall 1 '["o-1",1]' timeout no '\N'
+	  vcall 2 '["o-1",1]' ok yes key-1
+	  vcall 3 '["o-1",1]' replayed no key-1
+	  vcall 4 '["o-1",1]' ok yes '\N'
+	  vcall 5 '["o-2",1]' ok yes '\N'
+	  vcall 6 '["o-3",1]' ok yes
+	  vcall 7 '["o-4",1]' ok yes
+	} >"$BATS_TEST_TMPDIR/none"
+	run --separate-stderr count-effects "$BATS_TEST_TMPDIR/none"
+	[ "$status" -eq 1 ]
+	printf '%s\n' "$output" >"$out"
+	# o-1: none, then key-1; o-2 sent none alone, one value and stable
+	assert_equal "$(rows_in_out rekeyed)" '["o-1",1] [null,"key-1"] [1,2,3,4] 2'
+	assert_equal "$(awk -F '\t' '$1 == "measure" && $2 == "external_keys_per_business_key" { print $3, $4, $5 }' "$out")" \
+		'1.250 5 4'
+	assert_contains "$stderr" 'count-effects: external: duplicate effect for business key ["o-1",1]: 2 calls took effect, expected 1' \
+		'count-effects: external: business key ["o-1",1] changed its Idempotency-Key across calls 1, 2, 3, 4: the vendor honours keys, so a single charge was luck'
+}
+
+# The stream $BATS_TEST_TMPDIR/keyed as idem-tsv 1.7 wrote it: its
+# external row without pending_key, pending_state and pending_settled.
+as_1_7() {
+	sed '1s/1\.8$/1.7/' "$BATS_TEST_TMPDIR/keyed" |
+		awk -F '\t' -v OFS='\t' '$1 == "external" { print $1, $2, $3, $4, $5, $6; next } { print }'
+}
+
+@test "external: a stream of idem-tsv 1.7: calls named by their place among the call rows, the pending key by the key's fields" {
+	once_each
+	keyed_seed true
+	# call rows of 1.7 end at response_id
+	{ as_1_7
+	  idem_key=k call '["o-1",1]' ok yes
+	  idem_key=k-1 call '["o-2",1]' error no
+	  idem_key=k call '["o-3",1]' ok yes
+	  idem_key=k-2 call '["o-2",1]' ok yes
+	  idem_key=k call '["o-4",1]' ok yes
+	} >"$BATS_TEST_TMPDIR/old"
+	assert_equal "$(awk -F '\t' '$1 == "call" { print NF }' "$BATS_TEST_TMPDIR/old" | sort -u)" 13
+	assert_equal "$(head -n 1 "$BATS_TEST_TMPDIR/old")" "$(printf '#idem-tsv\t1.7')"
+	run --separate-stderr count-effects "$BATS_TEST_TMPDIR/old"
+	[ "$status" -eq 1 ]
+	printf '%s\n' "$output" >"$out"
+	assert_equal "$(rows_in_out rekeyed)" '["o-2",1] ["k-1","k-2"] [2,4] 1'
+	assert_contains "$stderr" 'business key ["o-2",1] changed its Idempotency-Key across calls 2, 4: the vendor honours keys'
+	# a table of pending calls of 1.7: its key in the columns of the key's fields
 	psql -X -q -v ON_ERROR_STOP=1 <<-SQL
-		CREATE TABLE fx."pending calls" (key text NOT NULL, "who ""owns""" text, status text NOT NULL);
-		INSERT INTO fx."pending calls" VALUES ('o-1', 'billing-oncall', 'done'),
-			('o-2', 'billing-oncall', 'pending'), ('o-3', NULL, 'pending');
+		CREATE TABLE fx.claimed (order_id text NOT NULL, line_no integer NOT NULL, owner text, status text);
+		INSERT INTO fx.claimed VALUES ('o-2', 1, 'test-oncall', 'pending'), ('o-3', 1, 'test-oncall', 'done');
 	SQL
-	external_seed | sed 's/honours_idempotency_key: false }$/honours_idempotency_key: false, pending: { table: "fx.pending calls", owner: "who \\"owns\\"" } }/' \
-		>"$BATS_TEST_TMPDIR/external.yaml"
-	grep -q 'pending: {' "$BATS_TEST_TMPDIR/external.yaml"
-	{ seed-gen "$BATS_TEST_TMPDIR/external.yaml"; calls; } | count-effects >"$out" 2>"$err" || true
-	assert_equal "$(awk -F '\t' '$1 == "query" && $3 == "pending_external" { print $4 }' "$out")" \
-		'SELECT "who ""owns"""::text AS owner, count(*) AS calls FROM "fx"."pending calls" GROUP BY 1 ORDER BY 1'
-	assert_equal "$(awk -F '\t' '$1 == "measure" && $2 == "pending_external_calls" { print $3, $4, $5, $6 }' "$out")" \
-		'2 2 3 rows of fx.pending calls whose who "owns" is billing-oncall
-1 1 3 rows of fx.pending calls without who "owns"'
-	# the printed query, fed to psql, gives the same numbers
-	psql -X -A -t -F ' ' -c "$(awk -F '\t' '$1 == "query" && $3 == "pending_external" { print $4 }' "$out")" >"$out.psql"
-	assert_equal "$(cat "$out.psql")" 'billing-oncall 2
- 1'
+	keyed_seed false 'pending: { table: fx.claimed, owner: owner }'
+	{ as_1_7
+	  call '["o-1",1]' ok yes
+	  call '["o-2",1]' killed yes
+	  call '["o-2",1]' replayed no
+	  call '["o-3",1]' ok yes
+	  call '["o-4",1]' ok yes
+	} >"$BATS_TEST_TMPDIR/old"
+	assert_equal "$(awk -F '\t' '$1 == "external" { print NF }' "$BATS_TEST_TMPDIR/old")" 6
+	run --separate-stderr count-effects "$BATS_TEST_TMPDIR/old"
+	printf '%s\n' "$output" >"$out"
+	# no state column: the row of o-3 is not settled
+	assert_equal "$(rows_in_out pending_call)" '["o-2",1] yes 1 test-oncall owned
+["o-3",1] no 1 test-oncall open'
+	[ "$status" -eq 1 ]
+	assert_equal "$(rows_of rekeyed "$out")" 0
+}
+
+# The fixture's seed with a table of pending calls, fx.pending, its key in
+# one column, as idem-worker keeps it; and its rows, KEY OWNER STATUS each.
+pending_table() {
+	psql -X -q -v ON_ERROR_STOP=1 -c 'CREATE TABLE fx.pending (key text NOT NULL, owner text, status text)'
+	while [ $# -gt 0 ]; do
+		psql -X -q -v ON_ERROR_STOP=1 -v k="$1" -v o="$2" -v s="$3" \
+			<<<"INSERT INTO fx.pending VALUES (:'k', NULLIF(:'o', 'NULL'), NULLIF(:'s', 'NULL'))"
+		shift 3
+	done
+	keyed_seed false 'pending: { table: fx.pending, owner: owner, key: [key], state: status, settled: [done, reconciled] }'
+}
+
+# The run's calls: o-2's first call killed, its retry replayed.
+killed_calls() {
+	vcall 1 '["o-1",1]' ok yes
+	vcall 2 '["o-2",1]' killed yes
+	vcall 3 '["o-3",1]' ok yes
+	vcall 4 '["o-2",1]' replayed no
+	vcall 5 '["o-4",1]' ok yes
+}
+
+@test "pending: the killed call's key has a row of the owner, the others' rows are settled: owned, and it passes" {
+	once_each
+	pending_table '["o-1",1]' test-oncall done '["o-2",1]' test-oncall reconciled '["o-3",1]' NULL done
+	{ cat "$BATS_TEST_TMPDIR/keyed"; killed_calls; } >"$BATS_TEST_TMPDIR/owned"
+	run --separate-stderr count-effects "$BATS_TEST_TMPDIR/owned"
+	printf '%s\n' "$output" >"$out"
+	[ "$status" -eq 0 ]
+	assert_equal "$(rows_in_out pending_call)" '["o-2",1] yes 1 test-oncall owned'
+	assert_equal "$(awk -F '\t' '$1 == "measure" && $2 == "pending_calls_owned" { print $3, $4, $5, $6 }' "$out")" \
+		"1.000 1 1 killed calls' business keys with a row of fx.pending whose owner is test-oncall"
+	# the queries, each in its query row, the stream's names quoted
+	assert_equal "$(awk -F '\t' '$1 == "query" && $3 ~ /^pending_/ { print $3 }' "$out")" 'pending_killed
+pending_open'
+	assert_contains "$(awk -F '\t' '$1 == "query" && $3 == "pending_killed"' "$out")" \
+		'FROM json_array_elements_text($1::json)' '"key"::text' '"owner"::text' 'FROM "fx"."pending"'
+	assert_contains "$(awk -F '\t' '$1 == "query" && $3 == "pending_open"' "$out")" \
+		'("status" IS NULL OR "status"::text COLLATE "C" <> ALL' 'LIMIT 1001'
+	# psql, the referee: the killed key's rows and owner, and no other key's row unsettled
+	assert_equal "$(sql "SELECT count(*), bool_or(owner = 'test-oncall') FROM fx.pending WHERE key = '[\"o-2\",1]'")" '1|t'
+	assert_equal "$(sql "SELECT count(*) FROM fx.pending WHERE key <> '[\"o-2\",1]' AND (status IS NULL OR status NOT IN ('done', 'reconciled'))")" 0
+	# the printed query, its parameters put in, gives the same row
+	query=$(awk -F '\t' '$1 == "query" && $3 == "pending_killed" { print $4 }' "$out")
+	killed='["[\"o-2\",1]"]'
+	query=${query//'$1::json'/"'$killed'::json"}
+	query=${query//'$2::text'/"'test-oncall'::text"}
+	assert_equal "$(psql -X -A -t -F ' ' -c "$query")" '["o-2",1] 1 test-oncall t'
+}
+
+@test "pending: a killed call's key with no row is missing, one of another owner wrong-owner; both fail" {
+	once_each
+	pending_table '["o-1",1]' test-oncall done
+	{ cat "$BATS_TEST_TMPDIR/keyed"; killed_calls; } >"$BATS_TEST_TMPDIR/missing"
+	run --separate-stderr count-effects "$BATS_TEST_TMPDIR/missing"
+	printf '%s\n' "$output" >"$out"
+	[ "$status" -eq 1 ]
+	assert_equal "$(rows_in_out pending_call)" '["o-2",1] yes 0 \N missing'
+	assert_equal "$(awk -F '\t' '$1 == "measure" && $2 == "pending_calls_owned" { print $3, $4, $5 }' "$out")" '0.000 0 1'
+	assert_equal "$(grep -v '^count-effects: probe:' <<<"$stderr")" \
+		'count-effects: pending: business key ["o-2",1]: its call was killed, and fx.pending has no row of it'
+	assert_equal "$(sql "SELECT count(*) FROM fx.pending WHERE key = '[\"o-2\",1]'")" 0
+	# a row, but another owner's
+	sql "INSERT INTO fx.pending VALUES ('[\"o-2\",1]', 'someone-else', 'reconciled')" >/dev/null
+	run --separate-stderr count-effects "$BATS_TEST_TMPDIR/missing"
+	printf '%s\n' "$output" >"$out"
+	[ "$status" -eq 1 ]
+	assert_equal "$(rows_in_out pending_call)" '["o-2",1] yes 1 someone-else wrong-owner'
+	assert_equal "$(grep -v '^count-effects: probe:' <<<"$stderr")" \
+		'count-effects: pending: business key ["o-2",1]: its call was killed, and none of its 1 rows of fx.pending has owner test-oncall (the first names someone-else)'
+	assert_equal "$(sql "SELECT owner FROM fx.pending WHERE key = '[\"o-2\",1]'")" someone-else
+	# and the owner's row beside it makes it owned
+	sql "INSERT INTO fx.pending VALUES ('[\"o-2\",1]', 'test-oncall', 'pending')" >/dev/null
+	run --separate-stderr count-effects "$BATS_TEST_TMPDIR/missing"
+	printf '%s\n' "$output" >"$out"
+	[ "$status" -eq 0 ]
+	assert_equal "$(rows_in_out pending_call)" '["o-2",1] yes 2 test-oncall owned'
+}
+
+@test "pending: another key's row not settled is open and fails; settled rows of other keys pass" {
+	once_each
+	pending_table '["o-2",1]' test-oncall reconciled '["o-1",1]' test-oncall done \
+		'["o-3",1]' test-oncall pending '["o-4",1]' NULL NULL '["o-4",1]' x done
+	{ cat "$BATS_TEST_TMPDIR/keyed"; killed_calls; } >"$BATS_TEST_TMPDIR/open"
+	run --separate-stderr count-effects "$BATS_TEST_TMPDIR/open"
+	printf '%s\n' "$output" >"$out"
+	[ "$status" -eq 1 ]
+	# a state of NULL is not settled either
+	assert_equal "$(rows_in_out pending_call)" '["o-2",1] yes 1 test-oncall owned
+["o-3",1] no 1 test-oncall open
+["o-4",1] no 1 \N open'
+	assert_equal "$(grep -v '^count-effects: probe:' <<<"$stderr")" \
+		'count-effects: pending: business key ["o-3",1] has 1 rows of fx.pending not settled, and its call was not killed
+count-effects: pending: business key ["o-4",1] has 1 rows of fx.pending not settled, and its call was not killed'
+	# psql, the referee, finds the same keys not settled
+	assert_equal "$(sql "SELECT string_agg(key || ' ' || n, ',' ORDER BY key) FROM (SELECT key, count(*) n FROM fx.pending
+		WHERE key <> '[\"o-2\",1]' AND (status IS NULL OR status NOT IN ('done', 'reconciled')) GROUP BY key) t")" \
+		"$(awk -F '\t' '$1 == "pending_call" && $6 == "open" { printf "%s%s %s", sep, $2, $4; sep = "," }' "$out")"
+	# settled, they pass
+	sql "UPDATE fx.pending SET status = 'done'" >/dev/null
+	run --separate-stderr count-effects "$BATS_TEST_TMPDIR/open"
+	[ "$status" -eq 0 ]
+	printf '%s\n' "$output" >"$out"
+	assert_equal "$(rows_in_out pending_call)" '["o-2",1] yes 1 test-oncall owned'
+}
+
+@test "pending: without a state column every row of another key is open; a key of two columns; names quoted" {
+	once_each
+	psql -X -q -v ON_ERROR_STOP=1 <<-SQL
+		CREATE TABLE fx."pending calls" ("order" text NOT NULL, "line no" integer NOT NULL, "who ""owns""" text);
+		INSERT INTO fx."pending calls" VALUES ('o-2', 1, 'test-oncall'), ('o-1', 1, 'test-oncall');
+	SQL
+	keyed_seed false 'pending: { table: "fx.pending calls", owner: "who \"owns\"", key: [order, line no] }'
+	assert_equal "$(awk -F '\t' '$1 == "external" { print $7, $8, $9 }' "$BATS_TEST_TMPDIR/keyed")" '["order","line no"] \N \N'
+	{ cat "$BATS_TEST_TMPDIR/keyed"; killed_calls; } >"$BATS_TEST_TMPDIR/stateless"
+	run --separate-stderr count-effects "$BATS_TEST_TMPDIR/stateless"
+	printf '%s\n' "$output" >"$out"
+	[ "$status" -eq 1 ]
+	assert_equal "$(rows_in_out pending_call)" '["o-2",1] yes 1 test-oncall owned
+["o-1",1] no 1 test-oncall open'
+	assert_contains "$(awk -F '\t' '$1 == "query" && $3 == "pending_open"' "$out")" \
+		"'[' || to_json(\"order\")::text || ',' || to_json(\"line no\")::text || ']'" \
+		'min("who ""owns"""::text COLLATE "C")' 'FROM "fx"."pending calls" WHERE NOT COALESCE'
+}
+
+@test "pending: a table without a column the stream names is not checked, and fails; a table not there is exit 3" {
+	once_each
+	psql -X -q -v ON_ERROR_STOP=1 -c 'CREATE TABLE fx.pending (key text NOT NULL, owner text)' \
+		-c "INSERT INTO fx.pending VALUES ('[\"o-2\",1]', 'test-oncall')"
+	# the defaults of a seed that names no key: the names of the external key's fields
+	keyed_seed false 'pending: { table: fx.pending, owner: owner }'
+	{ cat "$BATS_TEST_TMPDIR/keyed"; killed_calls; } >"$BATS_TEST_TMPDIR/unchecked"
+	run --separate-stderr count-effects "$BATS_TEST_TMPDIR/unchecked"
+	printf '%s\n' "$output" >"$out"
+	[ "$status" -eq 1 ]
+	assert_equal "$(grep -v '^count-effects: probe:' <<<"$stderr")" \
+		"count-effects: pending: fx.pending has no column order_id of the calls' business key (the seed's external.pending.key, by default the names of external.key): the pending calls were not checked"
+	assert_equal "$(rows_of pending_call "$out")" 0
+	assert_equal "$(awk -F '\t' '$1 == "measure" && $2 == "pending_calls_owned" { print $3, $4, $5 }' "$out")" '\N \N 1'
+	# a state column that is not there, named as SQL quotes it
+	keyed_seed false 'pending: { table: fx.pending, owner: owner, key: [key], state: Status, settled: [done] }'
+	{ cat "$BATS_TEST_TMPDIR/keyed"; killed_calls; } >"$BATS_TEST_TMPDIR/unchecked"
+	run --separate-stderr count-effects "$BATS_TEST_TMPDIR/unchecked"
+	[ "$status" -eq 1 ]
+	assert_contains "$stderr" 'count-effects: pending: fx.pending has no column "Status" of the state: the pending calls were not checked'
+	# no table at all
+	psql -X -q -c 'DROP TABLE fx.pending'
+	run --separate-stderr count-effects "$BATS_TEST_TMPDIR/unchecked"
+	[ "$status" -eq 3 ]
+	assert_contains "$stderr" 'count-effects: fx.pending: no such table'
+}
+
+@test "pending: more than 1000 keys not settled: the first 1000 written, and said" {
+	once_each
+	pending_table
+	sql "INSERT INTO fx.pending SELECT 'k-' || lpad(i::text, 4, '0'), 'test-oncall', NULL FROM generate_series(1, 1001) i" >/dev/null
+	{ cat "$BATS_TEST_TMPDIR/keyed"; killed_calls; } >"$BATS_TEST_TMPDIR/many"
+	run --separate-stderr count-effects "$BATS_TEST_TMPDIR/many"
+	printf '%s\n' "$output" >"$out"
+	[ "$status" -eq 1 ]
+	assert_equal "$(awk -F '\t' '$1 == "pending_call" && $6 == "open"' "$out" | wc -l)" 1000
+	assert_equal "$(awk -F '\t' '$1 == "pending_call" && $6 == "open" { k = $2 } END { print k }' "$out")" k-1000
+	assert_contains "$stderr" 'count-effects: pending: more than 1000 business keys have rows of fx.pending not settled; the first 1000 in key order are written'
+	# ten of a kind on standard error
+	assert_equal "$(grep -c 'not settled, and its call was not killed' <<<"$stderr")" 10
 }
 
 @test "external: call rows without an external row are passed on, not counted; an external row after the jobs is refused" {
@@ -526,7 +831,7 @@ declare_guard() {
 	  printf 'stall\theld\tj2\t1\tafter-commit\t4242\t2026-12-01T10:00:00.000000Z\t2026-12-01T10:00:03.000000Z\tuntil\tsocket\n'
 	  printf 'lease\t2026-12-01T10:00:01.000000Z\t2\tj2\t1\tstall\n'
 	} >"$BATS_TEST_TMPDIR/stall.tsv"
-	grep -q "^scenario	held	stall	after-commit	1	0	0	before-ack$" "$BATS_TEST_TMPDIR/stall.tsv"
+	grep -q "^scenario	held	stall	after-commit	1	0	0	before-ack	\\\\N$" "$BATS_TEST_TMPDIR/stall.tsv"
 	run --separate-stderr count-effects "$BATS_TEST_TMPDIR/stall.tsv"
 	[ "$status" -eq 1 ]
 	printf '%s\n' "$output" >"$out"

@@ -875,8 +875,13 @@ jobs: 3'
   pid: 0
   job: null
   attempt: null'
-	# the rows of the table of pending calls, per owner
-	grep -q '^  unit: "rows of demo.pending_calls whose owner is billing-oncall"$' "$r"
+	# the killed call's key, owned in the table of pending calls; one key
+	# per business key
+	assert_equal "$(grep -A 4 '^- name: "pending_calls_owned"$' "$r" | sed -n '2,5p')" '  value: "1.000"
+  numerator: 1
+  denominator: 1
+  unit: "killed calls'"'"' business keys with a row of demo.pending_calls whose owner is billing-oncall"'
+	grep -A 1 '^- name: "external_keys_per_business_key"$' "$r" | grep -qx '  value: "1.000"'
 	# the handoff
 	md="${r%.yaml}.md"
 	grep -qF '| external call | payment charge, key `invoice_id` `line_no` (fields of the call'"'"'s JSON body); the vendor honours `Idempotency-Key` |' "$md"

@@ -41,6 +41,8 @@ calls() {
 
 @test "a stable idempotency key passes when the vendor honours keys: the retried charge is replayed" {
 	example true
+	# a worker that keeps no table of pending calls: the seed names none
+	sed -i '/^  pending: {/d' "$seed"
 	idem-worker --setup -g unique
 	pipeline idem-worker -g unique -x idempotency-key
 	cat "$err" >&2

@@ -64,9 +64,17 @@ read_external(const struct idem_tsv_reader *r)
 	json_array_foreach(fields, i, f)
 		c.external_fields[i] = idem_estrdup(json_string_value(f));
 	json_decref(fields);
+	c.honours_keys = strcmp(r->fields[EXTERNAL_HONOURS_IDEMPOTENCY_KEY], "true") == 0;
 	if (r->fields[EXTERNAL_PENDING_TABLE] && r->fields[EXTERNAL_PENDING_OWNER]) {
 		c.pending_table = idem_estrdup(r->fields[EXTERNAL_PENDING_TABLE]);
 		c.pending_owner = idem_estrdup(r->fields[EXTERNAL_PENDING_OWNER]);
+		/* before 1.8, the external key's field names, as seed-gen's default */
+		c.pending_key = idem_estrdup(r->fields[EXTERNAL_PENDING_KEY] ?
+		    r->fields[EXTERNAL_PENDING_KEY] : r->fields[EXTERNAL_KEY_FIELDS]);
+		if (r->fields[EXTERNAL_PENDING_STATE] && r->fields[EXTERNAL_PENDING_SETTLED]) {
+			c.pending_state = idem_estrdup(r->fields[EXTERNAL_PENDING_STATE]);
+			c.pending_settled = idem_estrdup(r->fields[EXTERNAL_PENDING_SETTLED]);
+		}
 	}
 	c.have_external = 1;
 }
@@ -103,17 +111,21 @@ took_effect(const char *key)
 		call_key(key)->observed++;
 }
 
-/* The business key of each recovered job, in place of its job id: the held
- * stream is read again for the job rows of those jobs, so no job id is kept
- * for the others. */
+/*
+ * The held stream read again, once all of it was read, for what is kept
+ * only of a few: the business key of each recovered job, in place of its
+ * job id, from the job rows of those jobs, so that no job id is kept for
+ * the others; and the calls of the business keys rekeyed.
+ */
 static void
-recovered_keys(void)
+reread_held(void)
 {
 	struct idem_tsv_reader r;
 	struct idem_error err;
 	struct idem_map wanted;
-	char **keys = idem_ereallocarray(NULL, c.nrecover, sizeof(char *));
+	char **keys = idem_ereallocarray(NULL, c.nrecover + 1, sizeof(char *));
 	size_t i, n = 0;
+	long long ncalls = 0;
 	int rc;
 
 	idem_map_init(&wanted);
@@ -128,9 +140,13 @@ recovered_keys(void)
 	while ((rc = idem_tsv_next(&r, &err)) != IDEM_TSV_EOF) {
 		if (rc < 0)
 			idem_die_error(&err);
-		if (rc == IDEM_TSV_ROW && r.kind == IDEM_KIND_JOB &&
+		if (rc != IDEM_TSV_ROW)
+			continue;
+		if (r.kind == IDEM_KIND_JOB && n > 0 &&
 		    (i = idem_map_get(&wanted, r.fields[JOB_ID])) != IDEM_MAP_NONE && keys[i] == NULL)
 			keys[i] = idem_estrdup(r.fields[JOB_BUSINESS_KEY]);
+		if (r.kind == IDEM_KIND_CALL && c.nrekeyed > 0)
+			reread_call(&r, ++ncalls);
 	}
 	idem_tsv_reader_free(&r);
 	for (i = 0; i < c.nrecover; i++) {
@@ -220,6 +236,8 @@ read_row(const struct idem_tsv_reader *r)
 		c.calls_seen = 1;
 		if (c.have_external && strcmp(r->fields[CALL_EFFECT], "yes") == 0)
 			took_effect(r->fields[CALL_BUSINESS_KEY]);
+		if (c.have_external && strcmp(c.phase, "after") == 0)
+			read_call(r);
 		break;
 	case IDEM_KIND_JOB:
 		if (c.have_external)
@@ -282,8 +300,8 @@ read_stream(FILE *in, const char *name)
 	idem_tsv_reader_free(&r);
 	if (held.is_input && (held.end = ftello(in)) < 0)
 		idem_die(IDEM_EXIT_ENV, "%s:", name);
-	if (c.nrecover > 0)
-		recovered_keys();
+	if (c.nrecover > 0 || c.nrekeyed > 0)
+		reread_held();
 }
 
 /* Holds the stream in a temporary file, or, from a regular file, takes
@@ -431,6 +449,16 @@ free_all(void)
 	idem_free_list(c.external_fields, c.nexternal_fields);
 	free(c.pending_table);
 	free(c.pending_owner);
+	free(c.pending_key);
+	free(c.pending_state);
+	free(c.pending_settled);
+	free_calls();
+	for (i = 0; i < c.npending_findings; i++) {
+		free(c.pending_findings[i].key);
+		free(c.pending_findings[i].owner);
+	}
+	free(c.pending_findings);
+	free(c.pending_unchecked);
 	idem_pg_observed_free(&c.here);
 	free(c.account);
 	idem_free_list(c.findings, c.nfindings);

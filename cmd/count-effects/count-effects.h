@@ -6,20 +6,51 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <jansson.h>
 #include <libpq-fe.h>
 #include <openssl/evp.h>
 
 #include "map.h"
 #include "pg.h"
 #include "queue.h"
+#include "tsv.h"
 
 struct key_count {
 	char *key;
 	uint64_t hash;			/* idem_map_hash of the key, or 0 until it is needed */
 	long long expected, observed;
 	int seeded;
-	unsigned char first_hash[32];	/* payload hash of the first job with this key */
-	int conflict;
+	union {
+		struct {		/* a seeded key's */
+			unsigned char first_hash[32];	/* payload hash of the first job with this key */
+			int conflict;
+		};
+		struct {		/* a call's business key's, in no more room */
+			/* a 64-bit hash of the first key a POST sent, all 0
+			 * for none; bytes, so that the union is aligned as
+			 * the seeded key's fields are */
+			unsigned char idempotency_hash[8];
+			uint32_t rekeyed;	/* + 1 into rekeyed, once found rekeyed */
+			unsigned char idempotency_keys;	/* 0: no POST; 1: one key; 2: more */
+			unsigned char killed;	/* a call answered killed */
+		};
+	};
+};
+
+/* A call's business key whose POST calls sent more than one
+ * Idempotency-Key, as the held stream is read again for it. */
+struct rekeyed_key {
+	json_t *keys;			/* each distinct key, in the order first sent; null for none */
+	long long *ids;			/* of its POST calls, in order */
+	size_t nids, ids_cap;
+	long long effects;		/* of those calls, those that took effect */
+};
+
+/* A pending_call row that fails the verdict, kept for its message. */
+struct pending_finding {
+	char *key, *owner;		/* owner: NULL for none */
+	long long rows;
+	const char *result;		/* missing, wrong-owner or open */
 };
 
 struct counting {
@@ -84,14 +115,26 @@ struct counting {
 	/* the external call, when the stream has an external row: the calls
 	 * that took effect per business key of the call, and those whose
 	 * body held no key */
-	int have_external, calls_seen;
+	int have_external, calls_seen, honours_keys;
 	char **external_fields, *pending_table, *pending_owner;
+	char *pending_key, *pending_state, *pending_settled;	/* JSON arrays, a name */
 	size_t nexternal_fields;
 	long long expect_external;	/* -1: \N */
 	struct key_count *calls;
-	size_t ncalls;
+	size_t ncalls, calls_cap;
 	struct idem_map call_index;
 	long long external, external_unknown, external_duplicates;
+	/* the Idempotency-Keys of the POST calls: business keys with one,
+	 * those that sent more than one (rekeyed), and what the held stream
+	 * says of those */
+	long long post_keys;
+	size_t nrekeyed;
+	struct rekeyed_key *rekeyed;
+	/* the pending table's check: killed keys, those owned, the findings */
+	long long killed_call_keys, owned_call_keys;
+	struct pending_finding *pending_findings;
+	size_t npending_findings;
+	char *pending_unchecked;	/* why the check was not made, or NULL */
 	/* evidence for the digest, hashed as it is written: by OpenSSL's
 	 * SHA-256, which uses the CPU's SHA instructions where it has them,
 	 * a buffer of rows at a time */
@@ -119,6 +162,7 @@ void sort_seeded(void);
 /* count.c */
 void connect_and_count(void);
 char **quote_columns(const char *key_columns, size_t *n);
+char *key_expression_of(char *const *column_sql, size_t ncolumns);
 void query_row(const char *name, const char *sql);
 PGresult *printed_query(const char *name, const char *sql, const char *doing, const char *table);
 void count(void);
@@ -128,6 +172,16 @@ void count_pending(void);
 void totals(void);
 void digest(void);
 
+/* calls.c */
+void read_call(const struct idem_tsv_reader *r);
+void reread_call(const struct idem_tsv_reader *r, long long ordinal);
+void write_rekeyed(void);
+long long distinct_keys(void);
+void free_calls(void);
+
+/* pending.c */
+void pending_calls(void);
+
 /* guard.c */
 void guards(void);
 
@@ -135,8 +189,9 @@ void guards(void);
 void die_missing_table(const char *table);
 
 /* verdict.c */
+void measure_row(const char *name, const char *value, long long numerator,
+		 long long denominator, const char *unit, int have_numerator);
 void measures(void);
-void pending_calls(void);
 int verdict(void);
 
 #endif

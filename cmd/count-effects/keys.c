@@ -159,7 +159,10 @@ call_key(const char *key)
 
 	if (i != IDEM_MAP_NONE)
 		return &c.calls[i];
-	c.calls = idem_ereallocarray(c.calls, c.ncalls + 1, sizeof(*c.calls));
+	if (c.ncalls == c.calls_cap) {
+		c.calls_cap = c.calls_cap ? 2 * c.calls_cap : 64;
+		c.calls = idem_ereallocarray(c.calls, c.calls_cap, sizeof(*c.calls));
+	}
 	memset(&c.calls[c.ncalls], 0, sizeof(*c.calls));
 	c.calls[c.ncalls].key = idem_estrdup(key);
 	idem_map_put(&c.call_index, key, c.ncalls);

@@ -3,13 +3,14 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <libpq-fe.h>
 
 #include "count-effects.h"
 #include "pg.h"
 
-static void
+void
 measure_row(const char *name, const char *value, long long numerator, long long denominator,
 	    const char *unit, int have_numerator)
 {
@@ -70,47 +71,101 @@ measures(void)
 		snprintf(value, sizeof(value), "%lld", ms[n - 1]);
 	measure_row("recovery_ms_max", n > 0 ? value : NULL, 0, n, "ms from kill to clean retry ack", 0);
 	free(ms);
+	if (!c.have_external)
+		return;
+	if (c.post_keys > 0)
+		snprintf(value, sizeof(value), "%.3f", (double)distinct_keys() / (double)c.post_keys);
+	measure_row("external_keys_per_business_key", c.post_keys > 0 ? value : NULL, distinct_keys(),
+	    c.post_keys, "distinct Idempotency-Keys (none counts as one) per business key called "
+	    "with POST", 1);
 }
 
-/* The rows of the worker's table of pending calls, per owner: the table
- * and its owner column as the external row names them, quoted. The rows
- * are counted whatever state the worker keeps in them: the stream names
- * no column for it. */
-void
-pending_calls(void)
+/* The ids of a rekeyed key's calls, as "1, 4", the first ten of them. */
+static void
+call_list(const struct rekeyed_key *rk, char *buf, size_t size)
 {
-	char *table = idem_pg_quote_table(c.conn, c.pending_table);
-	char *owner = idem_pg_quote_ident(c.conn, c.pending_owner), *sql;
-	char value[32], unit[1024];
-	long long total = 0, n;
-	PGresult *res;
-	int i;
+	size_t i, len = 0;
+	int n;
 
-	if (asprintf(&sql, "SELECT %s::text AS owner, count(*) AS calls FROM %s GROUP BY 1 ORDER BY 1",
-	    owner, table) < 0)
-		idem_die(IDEM_EXIT_ENV, "asprintf:");
-	res = printed_query("pending_external", sql, "counting the pending calls in", c.pending_table);
-	for (i = 0; i < PQntuples(res); i++)
-		total += strtoll(PQgetvalue(res, i, 1), NULL, 10);
-	for (i = 0; i < PQntuples(res); i++) {
-		n = strtoll(PQgetvalue(res, i, 1), NULL, 10);
-		snprintf(value, sizeof(value), "%lld", n);
-		if (PQgetisnull(res, i, 0))
-			snprintf(unit, sizeof(unit), "rows of %s without %s", c.pending_table,
-			    c.pending_owner);
+	buf[0] = '\0';
+	for (i = 0; i < rk->nids && i <= 10; i++) {
+		if (i < 10)
+			n = snprintf(buf + len, size - len, "%s%lld", i ? ", " : "", rk->ids[i]);
 		else
-			snprintf(unit, sizeof(unit), "rows of %s whose %s is %s", c.pending_table,
-			    c.pending_owner, PQgetvalue(res, i, 0));
-		measure_row("pending_external_calls", value, n, total, unit, 1);
+			n = snprintf(buf + len, size - len, " and %zu more", rk->nids - 10);
+		/* eleven numbers fit; a list cut short is still a list */
+		if (n < 0 || (size_t)n >= size - len)
+			return;
+		len += (size_t)n;
 	}
-	if (PQntuples(res) == 0) {
-		snprintf(unit, sizeof(unit), "rows of %s", c.pending_table);
-		measure_row("pending_external_calls", "0", 0, 0, unit, 1);
+}
+
+/* A business key rekeyed is a finding against a vendor that honours
+ * keys: its one charge was luck. Against one that does not, its second
+ * charge is a duplicate already; it is said, and is no finding by itself. */
+static int
+rekeyed_verdict(int rc)
+{
+	char calls[512];
+	size_t i, shown = 0;
+
+	for (i = 0; i < c.ncalls; i++) {
+		const struct key_count *k = &c.calls[i];
+
+		if (k->idempotency_keys != 2 || k->rekeyed == 0)
+			continue;
+		if (c.honours_keys)
+			rc = IDEM_EXIT_FINDING;
+		if (shown++ >= 10)
+			continue;
+		call_list(&c.rekeyed[k->rekeyed - 1], calls, sizeof(calls));
+		idem_warn("external: business key %s changed its Idempotency-Key across calls %s: %s",
+		    k->key, calls, c.honours_keys ?
+		    "the vendor honours keys, so a single charge was luck" :
+		    "the vendor does not honour keys, so this alone is no finding");
 	}
-	PQclear(res);
-	free(sql);
-	free(owner);
-	free(table);
+	return rc;
+}
+
+/* A killed key without a row the owner owns, and another key with rows
+ * not settled, are findings. */
+static int
+pending_verdict(int rc)
+{
+	static const char *const results[] = { "missing", "wrong-owner", "open" };
+	size_t i, j, shown;
+
+	if (c.pending_unchecked != NULL) {
+		idem_warn("pending: %s", c.pending_unchecked);
+		rc = IDEM_EXIT_FINDING;
+	}
+
+	for (j = 0; j < sizeof(results) / sizeof(results[0]); j++)
+		for (i = 0, shown = 0; i < c.npending_findings; i++) {
+			const struct pending_finding *f = &c.pending_findings[i];
+
+			if (strcmp(f->result, results[j]) != 0)
+				continue;
+			rc = IDEM_EXIT_FINDING;
+			if (shown++ >= 10)
+				continue;
+			if (j == 0)
+				idem_warn("pending: business key %s: its call was killed, and %s has no row "
+				    "of it", f->key, c.pending_table);
+			else if (j == 1 && c.owner == NULL)
+				idem_warn("pending: business key %s: its call was killed, and the seed "
+				    "names no reconciliation owner to own its %lld rows of %s (the first "
+				    "names %s)", f->key, f->rows, c.pending_table,
+				    f->owner ? f->owner : "none");
+			else if (j == 1)
+				idem_warn("pending: business key %s: its call was killed, and none of its "
+				    "%lld rows of %s has %s %s (the first names %s)", f->key, f->rows,
+				    c.pending_table, c.pending_owner, c.owner, f->owner ? f->owner : "none");
+			else
+				idem_warn("pending: business key %s has %lld rows of %s not settled, and "
+				    "its call was not killed", f->key, f->rows, c.pending_table);
+		}
+	return rc;
 }
 
 /* Counts as expected behind a guard the database cannot enforce: the
@@ -185,5 +240,6 @@ verdict(void)
 			idem_warn("external: unexpected effect for business key %s: %lld calls took "
 			    "effect, and no job has that key", k->key, k->observed);
 	}
-	return best_effort(rc);
+	rc = rekeyed_verdict(rc);
+	return best_effort(pending_verdict(rc));
 }
