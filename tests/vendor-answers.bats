@@ -44,6 +44,16 @@ measure() {
 	awk -F '\t' -v n="$1" '$1 == "measure" && $2 == n { print $3, $4, $5 }' "$out"
 }
 
+# record_of_run: the run's record, its seed committed in a new repository;
+# sets record.
+record_of_run() {
+	new_repo "$BATS_TEST_TMPDIR/repo"
+	cp "$seed" seed.yaml
+	git add seed.yaml && git commit -q -m seed
+	sed "s#$seed#seed.yaml#" "$out" >run.tsv
+	record=$(mkrecord <run.tsv)
+}
+
 lines_of() {
 	psql -X -A -t -c "SELECT count(*) FROM demo.invoice_lines WHERE invoice_id = '$1'"
 }
@@ -86,6 +96,9 @@ lines_of() {
 	assert_equal "$(total external_duplicates)" 0
 	assert_equal "$(awk -F '\t' '$1 == "rekeyed" { print $2, $5 }' "$out")" '["inv-1001",1] 1'
 	grep -q 'external: business key \["inv-1001",1\] changed its Idempotency-Key' "$err"
+	# the record agrees, and says why
+	(record_of_run && grep -q '^verdict: "fail"' "$record" &&
+		grep -q 'changed its Idempotency-Key' "${record%.yaml}.md")
 	# the same worker with a key from the job id passes the same fault
 	queue_reset
 	idem-worker --setup -g unique
@@ -108,4 +121,30 @@ lines_of() {
 	assert_equal "$(total external_duplicates)" 1
 	assert_equal "$(rows_of rekeyed "$out")" 0
 	grep -q 'external: duplicate effect for business key \["inv-1001",1\]' "$err"
+}
+
+@test "a late answer past the worker's own timeout: the record shows it under the attempt that gave up, and the retry's outcome" {
+	answers '{ name: reply-late, jobs: [job-0001], vendor: late-reply, delay: 3s }'
+	python_worker job
+	cat "$err" >&2
+	[ "$status" -eq 0 ]
+	assert_equal "$(charges '["inv-1001",1]')" "late:yes,replayed:no,"
+	record_of_run
+	# attempt 1 gave up: not acked, its call charged and answered 3 s
+	# after it came, after attempt 2's call, same key, was replayed
+	python3 - "$record" <<'PY'
+import datetime, sys, yaml
+r = yaml.safe_load(open(sys.argv[1]))
+t = lambda s: datetime.datetime.fromisoformat(s.replace("Z", "+00:00"))
+first, retry = [a for a in r["evidence"] if a["job"] == "job-0001"]
+assert (first["attempt"], first["outcome"], retry["attempt"], retry["outcome"]) == (1, "not acked", 2, "acked"), r["evidence"]
+late, = first["calls"]
+again, = retry["calls"]
+assert (late["answer"], late["effect"], late["status"]) == ("late", "yes", 200), late
+assert (again["answer"], again["effect"], again["idempotency_key"]) == ("replayed", "no", late["idempotency_key"]), again
+assert t(late["answered_at"]) - t(late["at"]) >= datetime.timedelta(seconds=3), late
+assert t(again["answered_at"]) < t(late["answered_at"]), (again, late)
+assert r["verdict"] == "pass" and r["rekeyed"] == [], (r["verdict"], r["rekeyed"])
+PY
+	grep -q 'LATE' "${record%.yaml}.md" "${record%.yaml}.svg"
 }
