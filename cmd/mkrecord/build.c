@@ -392,9 +392,12 @@ not_exercised(const struct idem_run *run)
 		static const char *const faults[][2] = {
 			{ "vendor-error", "a vendor error on a first call" },
 			{ "vendor-timeout", "a vendor timeout on a first call" },
+			{ "vendor-lost-reply", "a charge whose answer was lost" },
+			{ "vendor-late-reply", "a charge whose answer came late" },
+			{ "vendor-forget-keys", "a retry after the vendor forgot its idempotency keys" },
 		};
 
-		for (i = 0; i < 2; i++) {
+		for (i = 0; i < sizeof(faults) / sizeof(faults[0]); i++) {
 			int seen = 0;
 
 			json_array_foreach(run->scenarios, j, sc)

@@ -65,7 +65,8 @@ number(const json_t *v, char *out, size_t size)
  * when the record has one. The unit "per 1000 accepted jobs" makes the
  * value "166.667 per 1000 accepted jobs" and the denominator "6 accepted
  * jobs"; a unit in ms makes the value a duration and the denominator
- * "n = 3".
+ * "n = 3"; "keys per business key called" makes it "6 business keys
+ * called".
  */
 static void
 measure_line(json_t *m, long long start)
@@ -96,6 +97,10 @@ measure_line(json_t *m, long long start)
 	}
 	if (strncmp(unit, "ms ", 3) == 0)
 		snprintf(text, sizeof(text), "n = %s", d);
+	else if (strstr(unit, " per business key ") != NULL)
+		/* "keys per business key called ...": it counts business keys */
+		snprintf(text, sizeof(text), "%s business keys %s", d,
+		    strstr(unit, " per business key ") + strlen(" per business key "));
 	else if (strstr(what, " whose ") != NULL)
 		/* "rows of T whose owner is X": the denominator counts every row of T */
 		snprintf(text, sizeof(text), "%s %.*s", d, (int)(strstr(what, " whose ") - what), what);
