@@ -111,12 +111,16 @@ audit_of() {
 		"$IDEM_TEST_ROOT/draft/counts.err"
 	repo_for draft
 	r=$(mkrecord -k "$key" -c <"$RUN")
-	grep -qx 'verdict: "pass"' "$r"
+	# the record agrees: no one owns the pending row of the call killed in flight
+	grep -qx 'verdict: "fail"' "$r"
+	grep -q '^  result: "wrong-owner"$' "$r"
 	grep -qx 'draft: true' "$r"
 	grep -qx 'reproduce: "seed-gen --draft seed.yaml | count-effects --before | dup-publish | kill-at | count-effects"' "$r"
 	grep -q 'A draft: the seed is not ready' "${r%.yaml}.md"
-	# the record itself verifies: a draft is a fact of the run, not a forgery
-	run -0 verify-record "$r"
+	# the record itself verifies: a draft is a fact of the run, not a forgery;
+	# its failing verdict is the exit status
+	run -1 verify-record "$r"
+	[[ "$output" == *": verified, signed by eng@example.org; verdict fail" ]]
 	run -1 verify-record --history -t
 	grep -qxF "audit	record	$r	FAIL	draft: made with seed-gen --draft from a seed that is not ready; a draft record never passes the audit" <<<"$output"
 	# the owner's approval does not make it pass

@@ -27,6 +27,60 @@ field(json_t *o, const char *key)
 	return json_string_value(json_object_get(o, key));
 }
 
+/* The keys each attempt sent, when the calls have numbers; a key changed
+ * against a vendor that honours keys, and a pending check that failed,
+ * each fail the verdict. */
+static void
+keys_by_attempt(const struct idem_handoff_files *files)
+{
+	json_t *ctx, *m;
+
+	ctx = json_loads("{\"external\": {\"honours_idempotency_key\": true},"
+	    " \"evidence\": [{\"job\": \"j\", \"attempt\": 1,"
+	    "   \"consumed_at\": \"2026-12-01T10:00:00.000000Z\", \"calls\": ["
+	    "   {\"id\": 1, \"idempotency_key\": \"k-1\", \"answer\": \"lost\", \"effect\": \"yes\","
+	    "    \"at\": \"2026-12-01T10:00:00.100000Z\", \"answered_at\": null},"
+	    "   {\"id\": 2, \"idempotency_key\": null, \"answer\": \"late\", \"effect\": \"yes\","
+	    "    \"at\": \"2026-12-01T10:00:00.200000Z\","
+	    "    \"answered_at\": \"2026-12-01T10:00:03.200000Z\"}]}],"
+	    " \"calls\": [{\"id\": 1, \"at\": \"2026-12-01T10:00:00.100000Z\"},"
+	    "  {\"id\": 2, \"at\": \"2026-12-01T10:00:00.200000Z\"}],"
+	    " \"rekeyed\": [{\"business_key\": \"b\", \"keys\": [\"k-1\", null], \"calls\": [1, 2],"
+	    "   \"effects\": 2}],"
+	    " \"forgotten_keys\": [{\"at\": \"2026-12-01T10:00:01.000000Z\", \"window_ms\": 86400000}],"
+	    " \"pending_calls\": [{\"result\": \"owned\"}, {\"result\": \"wrong-owner\"}]}", 0, NULL);
+	CHECK(ctx != NULL, "the keys fixture parses");
+	idem_handoff_context(ctx, files);
+	m = json_object_get(ctx, "keys_sent");
+	CHECK(json_array_size(m) == 2, "one row per call of an attempt");
+	CHECK_STR(field(json_array_get(m, 0), "answered"), "none", "a lost answer came never");
+	CHECK_STR(field(json_array_get(m, 1), "answered"), "3200 ms", "a late one, from the run's start");
+	CHECK(json_is_null(json_object_get(json_array_get(m, 1), "idempotency_key")),
+	    "a call without a key says so");
+	m = json_array_get(json_object_get(ctx, "rekeyed"), 0);
+	CHECK_STR(field(m, "keys_text"), "`k-1`, none", "the keys in words");
+	CHECK_STR(field(m, "calls_text"), "1, 2", "the calls by their numbers");
+	CHECK(json_is_true(json_object_get(m, "fails")) && json_is_true(json_object_get(ctx,
+	    "rekeyed_fails")), "a changed key fails against a vendor that honours keys");
+	CHECK(json_is_false(json_object_get(json_array_get(json_object_get(ctx, "pending_calls"), 0),
+	    "fails")) && json_is_true(json_object_get(json_array_get(json_object_get(ctx,
+	    "pending_calls"), 1), "fails")) && json_is_true(json_object_get(ctx, "pending_fails")),
+	    "owned passes the pending check, wrong-owner fails it");
+	CHECK_STR(field(json_array_get(json_object_get(ctx, "forgotten_keys"), 0), "window"), "24 h",
+	    "a key's window in human units");
+	json_decref(ctx);
+	ctx = json_loads("{\"external\": {\"honours_idempotency_key\": false},"
+	    " \"rekeyed\": [{\"business_key\": \"b\", \"keys\": [\"a\", \"b\"], \"calls\": [1, 2],"
+	    "   \"effects\": 1}], \"calls\": [{\"id\": null}]}", 0, NULL);
+	idem_handoff_context(ctx, files);
+	CHECK(json_is_false(json_object_get(json_array_get(json_object_get(ctx, "rekeyed"), 0),
+	    "fails")) && json_object_get(ctx, "rekeyed_fails") == NULL,
+	    "a changed key against a vendor that does not honour keys is shown only");
+	CHECK(json_array_size(json_object_get(ctx, "keys_sent")) == 0,
+	    "no keys by attempt when the calls have no numbers");
+	json_decref(ctx);
+}
+
 int
 main(void)
 {
@@ -104,52 +158,6 @@ main(void)
 	    "no keys by attempt for a record without calls");
 	json_decref(ctx);
 
-	/* the keys each attempt sent, when the calls have numbers; a key
-	 * changed against a vendor that honours keys, and a pending check
-	 * that failed, each fail the verdict */
-	ctx = json_loads("{\"external\": {\"honours_idempotency_key\": true},"
-	    " \"evidence\": [{\"job\": \"j\", \"attempt\": 1,"
-	    "   \"consumed_at\": \"2026-12-01T10:00:00.000000Z\", \"calls\": ["
-	    "   {\"id\": 1, \"idempotency_key\": \"k-1\", \"answer\": \"lost\", \"effect\": \"yes\","
-	    "    \"at\": \"2026-12-01T10:00:00.100000Z\", \"answered_at\": null},"
-	    "   {\"id\": 2, \"idempotency_key\": null, \"answer\": \"late\", \"effect\": \"yes\","
-	    "    \"at\": \"2026-12-01T10:00:00.200000Z\","
-	    "    \"answered_at\": \"2026-12-01T10:00:03.200000Z\"}]}],"
-	    " \"calls\": [{\"id\": 1, \"at\": \"2026-12-01T10:00:00.100000Z\"},"
-	    "  {\"id\": 2, \"at\": \"2026-12-01T10:00:00.200000Z\"}],"
-	    " \"rekeyed\": [{\"business_key\": \"b\", \"keys\": [\"k-1\", null], \"calls\": [1, 2],"
-	    "   \"effects\": 2}],"
-	    " \"forgotten_keys\": [{\"at\": \"2026-12-01T10:00:01.000000Z\", \"window_ms\": 86400000}],"
-	    " \"pending_calls\": [{\"result\": \"owned\"}, {\"result\": \"wrong-owner\"}]}", 0, NULL);
-	CHECK(ctx != NULL, "the keys fixture parses");
-	idem_handoff_context(ctx, &files);
-	m = json_object_get(ctx, "keys_sent");
-	CHECK(json_array_size(m) == 2, "one row per call of an attempt");
-	CHECK_STR(field(json_array_get(m, 0), "answered"), "none", "a lost answer came never");
-	CHECK_STR(field(json_array_get(m, 1), "answered"), "3200 ms", "a late one, from the run's start");
-	CHECK(json_is_null(json_object_get(json_array_get(m, 1), "idempotency_key")),
-	    "a call without a key says so");
-	m = json_array_get(json_object_get(ctx, "rekeyed"), 0);
-	CHECK_STR(field(m, "keys_text"), "`k-1`, none", "the keys in words");
-	CHECK_STR(field(m, "calls_text"), "1, 2", "the calls by their numbers");
-	CHECK(json_is_true(json_object_get(m, "fails")) && json_is_true(json_object_get(ctx,
-	    "rekeyed_fails")), "a changed key fails against a vendor that honours keys");
-	CHECK(json_is_false(json_object_get(json_array_get(json_object_get(ctx, "pending_calls"), 0),
-	    "fails")) && json_is_true(json_object_get(json_array_get(json_object_get(ctx,
-	    "pending_calls"), 1), "fails")) && json_is_true(json_object_get(ctx, "pending_fails")),
-	    "owned passes the pending check, wrong-owner fails it");
-	CHECK_STR(field(json_array_get(json_object_get(ctx, "forgotten_keys"), 0), "window"), "24 h",
-	    "a key's window in human units");
-	json_decref(ctx);
-	ctx = json_loads("{\"external\": {\"honours_idempotency_key\": false},"
-	    " \"rekeyed\": [{\"business_key\": \"b\", \"keys\": [\"a\", \"b\"], \"calls\": [1, 2],"
-	    "   \"effects\": 1}], \"calls\": [{\"id\": null}]}", 0, NULL);
-	idem_handoff_context(ctx, &files);
-	CHECK(json_is_false(json_object_get(json_array_get(json_object_get(ctx, "rekeyed"), 0),
-	    "fails")) && json_object_get(ctx, "rekeyed_fails") == NULL,
-	    "a changed key against a vendor that does not honour keys is shown only");
-	CHECK(json_array_size(json_object_get(ctx, "keys_sent")) == 0,
-	    "no keys by attempt when the calls have no numbers");
-	json_decref(ctx);
+	keys_by_attempt(&files);
 	return unit_done("handoff");
 }

@@ -8,6 +8,113 @@
 
 /* kill-at's attempt rows are joined by PostgreSQL: tests/tools/evidence-join,
  * run by tests/evidence.bats, holds their cases. */
+/* A changed key fails against a vendor that honours keys, before the
+ * counts; not against one that does not; a pending check that failed,
+ * then. */
+static void
+key_checks(void)
+{
+	json_t *r = json_loads("{\"verdict\": \"fail\","
+	    " \"external\": {\"honours_idempotency_key\": true,"
+	    " \"pending_table\": \"demo.pending_calls\"},"
+	    " \"reconciliation_owner\": \"billing-oncall\","
+	    " \"rekeyed\": [{\"business_key\": \"k1\", \"keys\": [\"a\", null],"
+	    " \"calls\": [1, 3], \"effects\": 1}],"
+	    " \"pending_calls\": [{\"business_key\": \"k2\", \"killed\": true,"
+	    " \"rows\": 1, \"owner\": \"billing-oncall\", \"result\": \"owned\"},"
+	    " {\"business_key\": \"k3\", \"killed\": true, \"rows\": 0,"
+	    " \"owner\": null, \"result\": \"missing\"}],"
+	    " \"counts\": {\"totals\": {\"duplicates\": {\"expected\": 0, \"observed\": 1}}}}",
+	    0, NULL);
+	char *why;
+
+	CHECK(r != NULL, "keys: the record parses");
+	why = idem_record_why(r);
+	CHECK_STR(why ? why : "(null)", "business key k1 changed its Idempotency-Key across "
+	    "calls 1, 3 (keys a, none; 1 took effect), against a vendor that honours the key",
+	    "why: a changed key against a vendor that honours keys");
+	free(why);
+	json_object_set_new(json_object_get(r, "external"), "honours_idempotency_key",
+	    json_false());
+	why = idem_record_why(r);
+	CHECK_STR(why ? why : "(null)", "the killed call of business key k3 left no row in "
+	    "demo.pending_calls", "why: not against one that does not; a pending row missing");
+	free(why);
+	json_object_set_new(json_array_get(json_object_get(r, "pending_calls"), 1), "result",
+	    json_string("wrong-owner"));
+	json_object_set_new(json_array_get(json_object_get(r, "pending_calls"), 1), "rows",
+	    json_integer(2));
+	why = idem_record_why(r);
+	CHECK_STR(why ? why : "(null)", "the killed call of business key k3 left 2 rows in "
+	    "demo.pending_calls, none naming the reconciliation owner billing-oncall",
+	    "why: a pending row of another owner");
+	free(why);
+	json_object_set_new(json_array_get(json_object_get(r, "pending_calls"), 1), "result",
+	    json_string("owned"));
+	why = idem_record_why(r);
+	CHECK_STR(why ? why : "(null)", "the counts differ from the seed's expect: duplicates: "
+	    "expected 0, observed 1", "why: then the counts");
+	free(why);
+	CHECK(idem_record_key_finding(r) == NULL, "keys: no finding once every check passes");
+	CHECK(idem_record_pending_ok("owned") && !idem_record_pending_ok("open") &&
+	    !idem_record_pending_ok("missing") && !idem_record_pending_ok(NULL),
+	    "keys: only owned passes the pending check");
+	json_decref(r);
+}
+
+/* The keys a rerun's calls sent: which business keys changed them, with
+ * how many keys and effects, not the keys themselves; the pending
+ * checks' results. */
+static void
+key_paths(void)
+{
+	json_t *none = json_array(), *diff;
+	json_t *rec = json_loads("[{\"business_key\":\"k1\",\"keys\":[\"t1\",\"t2\"],"
+	    "\"effects\":1}]", 0, NULL);
+	json_t *again = json_loads("[{\"business_key\":\"k1\",\"keys\":[\"t8\",\"t9\"],"
+	    "\"effects\":1}]", 0, NULL);
+	json_t *pend = json_loads("[{\"business_key\":\"k2\",\"result\":\"owned\"}]", 0, NULL);
+	json_t *pend_again = json_loads("[{\"business_key\":\"k2\",\"result\":\"missing\"},"
+	    "{\"business_key\":\"k4\",\"result\":\"open\"}]", 0, NULL);
+	struct idem_path a = { none, none, none, NULL, rec, pend };
+	struct idem_path b = { none, none, none, NULL, again, pend };
+
+	diff = idem_path_diff(&a, &b);
+	CHECK(json_array_size(diff) == 0, "path: keys made anew on each run compare the same");
+	json_decref(diff);
+	json_object_set_new(json_array_get(again, 0), "effects", json_integer(2));
+	diff = idem_path_diff(&a, &b);
+	CHECK_STR(json_string_value(json_array_get(diff, 0)) ? json_string_value(
+	    json_array_get(diff, 0)) : "(none)", "k1: the record's calls sent 2 "
+	    "Idempotency-Keys, 1 taking effect; the rerun's 2, 2 taking effect",
+	    "path: a rekeyed key's effects differ");
+	json_decref(diff);
+	b.rekeyed = none;
+	b.pending = pend_again;
+	diff = idem_path_diff(&a, &b);
+	CHECK(json_array_size(diff) == 3, "path: a key rekeyed on one side, two pending checks");
+	CHECK_STR(json_string_value(json_array_get(diff, 0)) ? json_string_value(
+	    json_array_get(diff, 0)) : "(none)", "k1: the record's calls sent 2 "
+	    "Idempotency-Keys, the rerun's one", "path: rekeyed in the record alone");
+	CHECK_STR(json_string_value(json_array_get(diff, 1)) ? json_string_value(
+	    json_array_get(diff, 1)) : "(none)", "k2: pending check owned in the record, "
+	    "missing in the rerun", "path: a pending check's result differs");
+	CHECK_STR(json_string_value(json_array_get(diff, 2)) ? json_string_value(
+	    json_array_get(diff, 2)) : "(none)", "k4: pending check none in the record, "
+	    "open in the rerun", "path: a pending check of the rerun alone");
+	json_decref(diff);
+	/* a record before format 8 has neither: they are not compared */
+	a.rekeyed = a.pending = NULL;
+	diff = idem_path_diff(&a, &b);
+	CHECK(json_array_size(diff) == 0, "path: a record before format 8 compares no keys");
+	json_decref(diff);
+	json_decref(rec);
+	json_decref(again);
+	json_decref(pend);
+	json_decref(pend_again);
+	json_decref(none);
+}
+
 int
 main(void)
 {
@@ -90,106 +197,7 @@ main(void)
 		json_decref(again);
 		json_decref(none);
 	}
-	{
-		/* a changed key fails against a vendor that honours keys, before
-		 * the counts; not against one that does not; a pending check
-		 * that failed, then */
-		json_t *r = json_loads("{\"verdict\": \"fail\","
-		    " \"external\": {\"honours_idempotency_key\": true,"
-		    " \"pending_table\": \"demo.pending_calls\"},"
-		    " \"reconciliation_owner\": \"billing-oncall\","
-		    " \"rekeyed\": [{\"business_key\": \"k1\", \"keys\": [\"a\", null],"
-		    " \"calls\": [1, 3], \"effects\": 1}],"
-		    " \"pending_calls\": [{\"business_key\": \"k2\", \"killed\": true,"
-		    " \"rows\": 1, \"owner\": \"billing-oncall\", \"result\": \"owned\"},"
-		    " {\"business_key\": \"k3\", \"killed\": true, \"rows\": 0,"
-		    " \"owner\": null, \"result\": \"missing\"}],"
-		    " \"counts\": {\"totals\": {\"duplicates\": {\"expected\": 0, \"observed\": 1}}}}",
-		    0, NULL);
-		char *why;
-
-		CHECK(r != NULL, "keys: the record parses");
-		why = idem_record_why(r);
-		CHECK_STR(why ? why : "(null)", "business key k1 changed its Idempotency-Key across "
-		    "calls 1, 3 (keys a, none; 1 took effect), against a vendor that honours the key",
-		    "why: a changed key against a vendor that honours keys");
-		free(why);
-		json_object_set_new(json_object_get(r, "external"), "honours_idempotency_key",
-		    json_false());
-		why = idem_record_why(r);
-		CHECK_STR(why ? why : "(null)", "the killed call of business key k3 left no row in "
-		    "demo.pending_calls", "why: not against one that does not; a pending row missing");
-		free(why);
-		json_object_set_new(json_array_get(json_object_get(r, "pending_calls"), 1), "result",
-		    json_string("wrong-owner"));
-		json_object_set_new(json_array_get(json_object_get(r, "pending_calls"), 1), "rows",
-		    json_integer(2));
-		why = idem_record_why(r);
-		CHECK_STR(why ? why : "(null)", "the killed call of business key k3 left 2 rows in "
-		    "demo.pending_calls, none naming the reconciliation owner billing-oncall",
-		    "why: a pending row of another owner");
-		free(why);
-		json_object_set_new(json_array_get(json_object_get(r, "pending_calls"), 1), "result",
-		    json_string("owned"));
-		why = idem_record_why(r);
-		CHECK_STR(why ? why : "(null)", "the counts differ from the seed's expect: duplicates: "
-		    "expected 0, observed 1", "why: then the counts");
-		free(why);
-		CHECK(idem_record_key_finding(r) == NULL, "keys: no finding once every check passes");
-		CHECK(idem_record_pending_ok("owned") && !idem_record_pending_ok("open") &&
-		    !idem_record_pending_ok("missing") && !idem_record_pending_ok(NULL),
-		    "keys: only owned passes the pending check");
-		json_decref(r);
-	}
-	{
-		/* the keys a rerun's calls sent: which business keys changed them,
-		 * with how many keys and effects, not the keys themselves; the
-		 * pending checks' results */
-		json_t *none = json_array(), *diff;
-		json_t *rec = json_loads("[{\"business_key\":\"k1\",\"keys\":[\"t1\",\"t2\"],"
-		    "\"effects\":1}]", 0, NULL);
-		json_t *again = json_loads("[{\"business_key\":\"k1\",\"keys\":[\"t8\",\"t9\"],"
-		    "\"effects\":1}]", 0, NULL);
-		json_t *pend = json_loads("[{\"business_key\":\"k2\",\"result\":\"owned\"}]", 0, NULL);
-		json_t *pend_again = json_loads("[{\"business_key\":\"k2\",\"result\":\"missing\"},"
-		    "{\"business_key\":\"k4\",\"result\":\"open\"}]", 0, NULL);
-		struct idem_path a = { none, none, none, NULL, rec, pend };
-		struct idem_path b = { none, none, none, NULL, again, pend };
-
-		diff = idem_path_diff(&a, &b);
-		CHECK(json_array_size(diff) == 0, "path: keys made anew on each run compare the same");
-		json_decref(diff);
-		json_object_set_new(json_array_get(again, 0), "effects", json_integer(2));
-		diff = idem_path_diff(&a, &b);
-		CHECK_STR(json_string_value(json_array_get(diff, 0)) ? json_string_value(
-		    json_array_get(diff, 0)) : "(none)", "k1: the record's calls sent 2 "
-		    "Idempotency-Keys, 1 taking effect; the rerun's 2, 2 taking effect",
-		    "path: a rekeyed key's effects differ");
-		json_decref(diff);
-		b.rekeyed = none;
-		b.pending = pend_again;
-		diff = idem_path_diff(&a, &b);
-		CHECK(json_array_size(diff) == 3, "path: a key rekeyed on one side, two pending checks");
-		CHECK_STR(json_string_value(json_array_get(diff, 0)) ? json_string_value(
-		    json_array_get(diff, 0)) : "(none)", "k1: the record's calls sent 2 "
-		    "Idempotency-Keys, the rerun's one", "path: rekeyed in the record alone");
-		CHECK_STR(json_string_value(json_array_get(diff, 1)) ? json_string_value(
-		    json_array_get(diff, 1)) : "(none)", "k2: pending check owned in the record, "
-		    "missing in the rerun", "path: a pending check's result differs");
-		CHECK_STR(json_string_value(json_array_get(diff, 2)) ? json_string_value(
-		    json_array_get(diff, 2)) : "(none)", "k4: pending check none in the record, "
-		    "open in the rerun", "path: a pending check of the rerun alone");
-		json_decref(diff);
-		/* a record before format 8 has neither: they are not compared */
-		a.rekeyed = a.pending = NULL;
-		diff = idem_path_diff(&a, &b);
-		CHECK(json_array_size(diff) == 0, "path: a record before format 8 compares no keys");
-		json_decref(diff);
-		json_decref(rec);
-		json_decref(again);
-		json_decref(pend);
-		json_decref(pend_again);
-		json_decref(none);
-	}
+	key_checks();
+	key_paths();
 	return unit_done("record");
 }
