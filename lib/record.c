@@ -206,6 +206,22 @@ idem_record_pending_ok(const char *result)
 	return result != NULL && strcmp(result, "owned") == 0;
 }
 
+const char *
+idem_record_pending_unchecked(const json_t *measures)
+{
+	size_t i;
+
+	for (i = 0; i < json_array_size(measures); i++) {
+		const json_t *m = json_array_get(measures, i);
+		const char *name = json_string_value(json_object_get(m, "name"));
+
+		if (name != NULL && strcmp(name, "pending_calls_owned") == 0 &&
+		    json_is_null(json_object_get(m, "numerator")))
+			return json_string_value(json_object_get(m, "unit"));
+	}
+	return NULL;
+}
+
 /* The elements of a JSON array as text, separated by ", ": a string as it
  * is, a number in decimal, null as none. Caller frees. */
 static char *
@@ -288,6 +304,15 @@ idem_record_key_finding(const json_t *record)
 	json_array_foreach(json_object_get(record, "pending_calls"), i, row)
 		if (!idem_record_pending_ok(idem_json_str(row, "result")))
 			return pending_text(record, row);
+	if (idem_record_pending_unchecked(json_object_get(record, "measures")) != NULL) {
+		const char *table = idem_json_str(record, "external.pending_table");
+		char *out = NULL;
+
+		if (asprintf(&out, "the pending calls were not checked: %s has no column the seed "
+		    "names for them", table ? table : "the pending table") < 0)
+			return NULL;
+		return out;
+	}
 	return NULL;
 }
 

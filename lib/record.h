@@ -35,10 +35,15 @@ char *idem_record_bound(const json_t *record);
 /* Whether a pending check's result (idem-tsv(5), pending_call) passes:
  * only "owned" does. */
 int idem_record_pending_ok(const char *result);
+/* Whether count-effects could not make the pending check (a column the
+ * stream names is not in the table): the unit of its pending_calls_owned
+ * measure, which then has no numerator, else NULL. */
+const char *idem_record_pending_unchecked(const json_t *measures);
 
 /* The first business key of a record (its JSON) whose calls changed their
  * Idempotency-Key against a vendor that honours it, else the first
- * pending check that failed, as one line; NULL when there is none.
+ * pending check that failed, else a pending check not made, as one line;
+ * NULL when there is none.
  * Caller frees. */
 char *idem_record_key_finding(const json_t *record);
 

@@ -485,7 +485,8 @@ rekeyed_findings(const struct idem_run *run)
 }
 
 /* The pending checks that failed: a killed call with no row of the
- * pending table, or none naming the owner, and a row left open. */
+ * pending table, or none naming the owner, a row left open, and the
+ * check not made, the table lacking a column the stream names. */
 static size_t
 pending_findings(const struct idem_run *run)
 {
@@ -494,7 +495,7 @@ pending_findings(const struct idem_run *run)
 
 	json_array_foreach(run->pending_calls, i, row)
 		n += !idem_record_pending_ok(json_string_value(json_object_get(row, "result")));
-	return n;
+	return n + (idem_record_pending_unchecked(run->measures) != NULL);
 }
 
 /* What was rehearsed: the seed at its revision, the queue, the worker,

@@ -56,6 +56,12 @@ key_checks(void)
 	    "expected 0, observed 1", "why: then the counts");
 	free(why);
 	CHECK(idem_record_key_finding(r) == NULL, "keys: no finding once every check passes");
+	json_object_set_new(r, "measures", json_pack("[{s:s,s:n,s:i,s:s}]", "name",
+	    "pending_calls_owned", "numerator", "denominator", 1, "unit", "rows"));
+	why = idem_record_key_finding(r);
+	CHECK_STR(why ? why : "(null)", "the pending calls were not checked: demo.pending_calls has "
+	    "no column the seed names for them", "keys: a pending check not made is a finding");
+	free(why);
 	CHECK(idem_record_pending_ok("owned") && !idem_record_pending_ok("open") &&
 	    !idem_record_pending_ok("missing") && !idem_record_pending_ok(NULL),
 	    "keys: only owned passes the pending check");
