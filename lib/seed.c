@@ -10,6 +10,7 @@
 
 #include "json.h"
 #include "seed.h"
+#include "tsv.h"
 #include "seed_impl.h"
 #include "file.h"
 #include "text.h"
@@ -600,8 +601,6 @@ static const char *const vendor_words[][2] = {
 };
 
 #define VENDOR_WORDS "error, timeout, lost-reply, late-reply or forget-keys"
-/* a late reply holds the run until it is sent */
-#define MAX_LATE_MS 60000LL
 
 /* vendor: error | timeout | lost-reply | late-reply | forget-keys, the
  * vendor double's fault for each of the scenario's jobs; late-reply takes
@@ -652,7 +651,7 @@ load_vendor_fault(struct loader *l, const yaml_node_t *n, const char *field,
 		    "such as 3s" : "how long the vendor keeps an idempotency key, such as 24h");
 	if (get_duration(l, n, field, wants, 0, &sc->vendor_ms) < 0)
 		return -1;
-	if (sc->vendor_ms == 0 || (wants[0] == 'd' && sc->vendor_ms > MAX_LATE_MS))
+	if (sc->vendor_ms == 0 || (wants[0] == 'd' && sc->vendor_ms > IDEM_TSV_MAX_LATE_MS))
 		return fail_at(l, lookup(l, n, wants), sub, wants[0] == 'd' ? "a delay from 1ms "
 		    "to 60s: the run waits for the late answer" : "a window longer than 0");
 	if (wants[0] == 'f') {

@@ -774,6 +774,8 @@ check_row(struct idem_tsv_reader *r, struct idem_error *err)
 {
 	char shown[QUOTE_MAX * 2 + 8];
 	const char *v;
+	long long ms;
+	int late;
 
 	if (once[r->kind] && r->seen[r->kind]++)
 		return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%ld: a second %s row", r->name,
@@ -805,16 +807,33 @@ check_row(struct idem_tsv_reader *r, struct idem_error *err)
 			    "%s:%ld: scenario row, field until: a step for a stall only, not for a %s",
 			    r->name, r->line_no, r->fields[SCENARIO_FAULT]);
 		v = r->fields[SCENARIO_FAULT];
-		if ((r->fields[SCENARIO_VENDOR_MS] != NULL) != (strcmp(v, "vendor-late-reply") == 0 ||
+		late = strcmp(v, "vendor-late-reply") == 0;
+		if (r->fields[SCENARIO_VENDOR_MS] != NULL && !late &&
+		    strcmp(v, "vendor-forget-keys") != 0)
+			return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%ld: scenario row, field "
+			    "vendor_ms: only for a vendor-late-reply or vendor-forget-keys scenario, "
+			    "not for a %s", r->name, r->line_no, v);
+		if (r->fields[SCENARIO_VENDOR_MS] == NULL && (late ||
 		    strcmp(v, "vendor-forget-keys") == 0))
 			return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%ld: scenario row, field "
-			    "vendor_ms: %s for a vendor-late-reply or vendor-forget-keys scenario, "
-			    "not for a %s", r->name, r->line_no, r->fields[SCENARIO_VENDOR_MS] ?
-			    "only" : "required", v);
+			    "vendor_ms: required for a %s scenario", r->name, r->line_no, v);
+		ms = r->fields[SCENARIO_VENDOR_MS] ? strtoll(r->fields[SCENARIO_VENDOR_MS], NULL, 10) :
+		    1;
+		if (ms < 1 || (late && ms > IDEM_TSV_MAX_LATE_MS))
+			return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%ld: scenario row, field "
+			    "vendor_ms: %s", r->name, r->line_no, late ? "a delay from 1 to 60000" :
+			    "a window of at least 1");
 		if (strcmp(v, "vendor-forget-keys") == 0 && r->fields[SCENARIO_STEP] == NULL)
 			return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%ld: scenario row, field "
 			    "step: required for a vendor-forget-keys scenario: the step of its kill",
 			    r->name, r->line_no);
+		break;
+	case IDEM_KIND_EXTERNAL:
+		if ((r->fields[EXTERNAL_PENDING_STATE] == NULL) !=
+		    (r->fields[EXTERNAL_PENDING_SETTLED] == NULL))
+			return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%ld: external row, field %s: "
+			    "pending_state and pending_settled go together", r->name, r->line_no,
+			    r->fields[EXTERNAL_PENDING_STATE] ? "pending_settled" : "pending_state");
 		break;
 	case IDEM_KIND_JOB:
 		v = r->fields[JOB_SCENARIO];

@@ -9,6 +9,8 @@
 #include "map.h"
 
 #define IDEM_TSV_MAGIC "#idem-tsv\t1.8"
+/* the longest delay of a late answer, vendor_ms of vendor-late-reply */
+#define IDEM_TSV_MAX_LATE_MS 60000LL
 /* the kinds of queue a seed may name (idem-seed(5)); \\N in a stream is idem */
 #define IDEM_QUEUE_KINDS "idem pg-boss graphile-worker"
 

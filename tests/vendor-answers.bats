@@ -146,5 +146,27 @@ assert t(late["answered_at"]) - t(late["at"]) >= datetime.timedelta(seconds=3), 
 assert t(again["answered_at"]) < t(late["answered_at"]), (again, late)
 assert r["verdict"] == "pass" and r["rekeyed"] == [], (r["verdict"], r["rekeyed"])
 PY
-	grep -q 'LATE' "${record%.yaml}.md" "${record%.yaml}.svg"
+	grep -q 'LATE' "${record%.yaml}.md"
+	grep -q 'LATE' "${record%.yaml}.svg"
+}
+
+@test "a signal while kill-at waits for a late answer stops it as any signal does: nothing written, 128+N" {
+	answers '{ name: reply-late, jobs: [job-0001], vendor: late-reply, delay: 20s }'
+	seed-gen "$seed" | dup-publish >"$BATS_TEST_TMPDIR/published"
+	kill-at -D 60s -- python3 tests/fixtures/workers/py_charge_worker.py --timeout 1 \
+		<"$BATS_TEST_TMPDIR/published" >"$out" 2>"$err" &
+	pid=$!
+	# every job acked: the run is over but for the late answer, due 20 s
+	# after its call
+	for _ in $(seq 300); do
+		[ "$(sql "SELECT count(*) FROM idem.message WHERE acked_at IS NULL")" = 0 ] && break
+		sleep 0.1
+	done
+	assert_equal "$(sql "SELECT count(*) FROM idem.message WHERE acked_at IS NULL")" 0
+	kill -TERM "$pid"
+	status=0
+	wait "$pid" || status=$?
+	assert_equal "$status" 143
+	[ ! -s "$out" ]
+	grep -q '^kill-at: stopped by signal 15; workers stopped$' "$err"
 }

@@ -555,7 +555,7 @@ main(int argc, char *argv[])
 {
 	struct options o;
 	FILE *hold;
-	int rc;
+	int rc, signal_rc;
 
 	argv0 = "kill-at";
 	argv[0] = (char *)argv0;
@@ -574,6 +574,10 @@ main(int argc, char *argv[])
 		rc = conduct(o.deadline_ms * 1000);
 	else if (rc < 0)
 		rc = 0;
+	/* a late answer due is waited for, a signal still heard meanwhile */
+	while (rc <= 128 && run.vendor != NULL && idem_vendor_late_wait(run.vendor, 100000))
+		if ((signal_rc = read_signals()) > 128)
+			rc = signal_rc;
 	if (rc > 128)
 		idem_warn("stopped by signal %d; workers stopped", rc - 128);
 	else

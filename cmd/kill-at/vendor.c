@@ -565,6 +565,23 @@ idem_vendor_forget(struct idem_vendor *v, const char *business_key,
 	return n;
 }
 
+int
+idem_vendor_late_wait(struct idem_vendor *v, long long max_us)
+{
+	long long bound, until_us = idem_now_us() + max_us;
+	struct timespec until = { (time_t)(until_us / 1000000), (long)(until_us % 1000000) * 1000 };
+	int due;
+
+	pthread_mutex_lock(&v->lock);
+	while (v->nlate > 0 && idem_now_us() < until_us &&
+	    idem_now_us() < v->late_until_us + LATE_GRACE_US)
+		pthread_cond_timedwait(&v->changed, &v->lock, &until);
+	bound = v->late_until_us + LATE_GRACE_US;
+	due = v->nlate > 0 && idem_now_us() < bound;
+	pthread_mutex_unlock(&v->lock);
+	return due;
+}
+
 /* Stops the double; with for_late, once the late answers due have gone,
  * or a grace after the last one's time. */
 static void

@@ -98,6 +98,9 @@ size_t idem_vendor_forget(struct idem_vendor *v, const char *business_key,
  * dropped, and every call, in order, is in *calls until
  * idem_vendor_free, which stops it without waiting. */
 void idem_vendor_stop(struct idem_vendor *v, struct idem_vendor_call *const **calls, size_t *n);
+/* Waits up to max_us for the late answers due to go: 1 while one is still
+ * due (within a grace after the last one's time), else 0. */
+int idem_vendor_late_wait(struct idem_vendor *v, long long max_us);
 void idem_vendor_free(struct idem_vendor *v);
 
 #endif

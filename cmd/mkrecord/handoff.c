@@ -101,6 +101,9 @@ measure_line(json_t *m, long long start)
 		/* "keys per business key called ...": it counts business keys */
 		snprintf(text, sizeof(text), "%s business keys %s", d,
 		    strstr(unit, " per business key ") + strlen(" per business key "));
+	else if (strncmp(what, "killed calls' business keys ", 28) == 0)
+		/* pending_calls_owned: of every killed call's key, with a row or not */
+		snprintf(text, sizeof(text), "%s killed calls' business keys", d);
 	else if (strstr(what, " whose ") != NULL)
 		/* "rows of T whose owner is X": the denominator counts every row of T */
 		snprintf(text, sizeof(text), "%s %.*s", d, (int)(strstr(what, " whose ") - what), what);

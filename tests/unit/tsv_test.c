@@ -526,8 +526,15 @@ static const struct {
 	{ HEAD "scenario\ts\tvendor-late-reply\t\\N\t\\N\t0\t0\t\\N\t3000\n", "",
 	    "a late reply and its delay (1.8)" },
 	{ HEAD "scenario\ts\tvendor-late-reply\t\\N\t\\N\t0\t0\t\\N\t\\N\n",
-	    "t:3: scenario row, field vendor_ms: required for a vendor-late-reply or "
-	    "vendor-forget-keys scenario, not for a vendor-late-reply", "a late reply with no delay" },
+	    "t:3: scenario row, field vendor_ms: required for a vendor-late-reply scenario",
+	    "a late reply with no delay" },
+	{ HEAD "scenario\ts\tvendor-late-reply\t\\N\t\\N\t0\t0\t\\N\t60001\n",
+	    "t:3: scenario row, field vendor_ms: a delay from 1 to 60000", "a late reply too late" },
+	{ HEAD "scenario\ts\tvendor-forget-keys\texternal-call\t1\t0\t0\t\\N\t0\n",
+	    "t:3: scenario row, field vendor_ms: a window of at least 1", "keys forgotten at once" },
+	{ HEAD "external\tp\t[\"k\"]\ttrue\tt\to\t[\"k\"]\tstatus\t\\N\n",
+	    "t:3: external row, field pending_settled: pending_state and pending_settled go together",
+	    "a pending state without its settled values" },
 	{ HEAD "scenario\ts\tkill\tbefore-commit\t1\t0\t0\t\\N\t5\n",
 	    "t:3: scenario row, field vendor_ms: only for a vendor-late-reply or "
 	    "vendor-forget-keys scenario, not for a kill", "a kill with a vendor delay" },
