@@ -477,9 +477,10 @@ as_format_2() {
 		2) read -r got <"$base-$n.yaml.sig" && [ "$got" = "signature $n" ] && [ ! -e "$base-$n.yaml" ] ;;
 		esac || { echo "name $n was changed" >&2; return 1; }
 	done
-	# allowed_signers, the 1,999 taken names and the four files of -2000
-	[ "$(ls records | wc -l)" -eq 2004 ]
-	assert_equal "$(git show --name-only --format= HEAD)" "$base-2000.md
+	# allowed_signers, the 1,999 taken names and the five files of -2000
+	[ "$(ls records | wc -l)" -eq 2005 ]
+	assert_equal "$(git show --name-only --format= HEAD)" "$base-2000.intoto.jsonl
+$base-2000.md
 $base-2000.svg
 $base-2000.yaml
 $base-2000.yaml.sig"
@@ -770,7 +771,8 @@ worker:'
 	grep -q "	record	$pgboss	ok	pass, signed by eng@example.org; awaiting approval$" <<<"$output"
 	grep -q "	record	$graphile	stale	the graphile-worker queue's schema is version $graphile_version in the database, the record rehearsed version 1: " <<<"$output"
 	# the pg-boss record alone, newest of its own rehearsal
-	git rm -q "$graphile" "$graphile.sig" "${graphile%.yaml}.md" "${graphile%.yaml}.svg"
+	git rm -q "$graphile" "$graphile.sig" "${graphile%.yaml}.md" "${graphile%.yaml}.svg" \
+		"${graphile%.yaml}.intoto.jsonl"
 	signed_commit -m "records: one queue at a time"
 	queue_in_seed pg-boss
 	node -e 'process.stdout.write(require("pg-boss").getConstructionPlans())' | psql -X -q -v ON_ERROR_STOP=1 >/dev/null

@@ -238,7 +238,7 @@ mkrecord_writing() {
 		r=$(sed -n 's/^rehearse: interrupted while verifying the record: //p' "$err")
 		[ -f "$r" ] && [ -f "$r.sig" ] && [ -f "${r%.yaml}.md" ] && [ -f "${r%.yaml}.svg" ]
 		verify-record -f records/allowed_signers "$r"
-		rm "$r" "$r.sig" "${r%.yaml}.md" "${r%.yaml}.svg"
+		rm "$r" "$r.sig" "${r%.yaml}.md" "${r%.yaml}.svg" "${r%.yaml}.intoto.jsonl"
 		assert_equal "$(ls -A records)" allowed_signers
 	done
 }

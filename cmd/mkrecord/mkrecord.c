@@ -21,10 +21,12 @@
 #include "run.h"
 #include "sig.h"
 #include "sign.h"
+#include "statement.h"
 #include "template.h"
 #include "timeline.h"
 #include "error.h"
 #include "file.h"
+#include "intoto.h"
 #include "text.h"
 #include "record.h"
 #include "yamljson.h"
@@ -53,14 +55,14 @@ struct out_file {
 };
 
 /* What mkrecord makes of a run: the record as the handoff renders it,
- * the stored record, its signature, handoff and timeline, and the files
- * they are published as. */
+ * the stored record, its signature, in-toto statement, handoff and
+ * timeline, and the files they are published as. */
 struct made {
 	json_t *record;
-	char *yaml, *sig, *md, *svg, *likely;
-	struct out_file out[4];
+	char *yaml, *sig, *intoto, *md, *svg, *likely;
+	struct out_file out[5];
 	size_t nout;
-	const char *path, *sig_path, *md_path, *svg_path;
+	const char *path, *sig_path, *intoto_path, *md_path, *svg_path;
 };
 
 static int
@@ -381,7 +383,8 @@ static void
 render(struct made *m, const struct idem_run *run, const struct idem_git_revision *rev,
      const struct options *o, const struct idem_key *key, const struct signer *who)
 {
-	static const char *const suffixes[] = { ".yaml", ".yaml.sig", ".md", ".svg", NULL };
+	static const char *const suffixes[] = { ".yaml", ".yaml.sig", IDEM_INTOTO_SUFFIX, ".md",
+		".svg", NULL };
 	struct idem_error err;
 	json_t *stored;
 
@@ -398,20 +401,43 @@ render(struct made *m, const struct idem_run *run, const struct idem_git_revisio
 	m->likely = likely_record(o->dir, idem_run_seed(run, "rehearsal"), suffixes);
 	m->md = handoff(m->record, m->likely, who);
 	m->svg = idem_timeline_svg(m->record);
-	if (key != NULL)
+	if (key != NULL) {
 		m->sig = idem_sign(key, o->key_path, "idem-record", m->yaml, strlen(m->yaml));
+		m->intoto = idem_statement_envelope(m->record, m->yaml, m->likely, key);
+	}
 }
 
-/* The files of the record, published; when another run took the name
- * the handoff names, the handoff is rendered again for the record's own. */
+/* A published file made again: its new text written to a temporary file
+ * in dir, then renamed over it. */
 static void
-publish_made(struct made *m, const char *dir, const char *rehearsal, const struct signer *who)
+replace(struct made *m, const char *dir, const char *path, const char *text)
 {
 	struct idem_error err;
 	char tmp[PATH_MAX];
 
+	name_of(tmp, dir, "/.mkrecord-XXXXXX", m->out, m->nout);
+	if (idem_write_temp_file(tmp, text, strlen(text), &err) < 0) {
+		unmake(m->out, m->nout, 0);
+		idem_die_error(&err);
+	}
+	if (rename(tmp, path) < 0) {
+		unlink(tmp);
+		unmake(m->out, m->nout, 0);
+		idem_die(IDEM_EXIT_ENV, "%s:", path);
+	}
+}
+
+/* The files of the record, published; when another run took the name
+ * the handoff and the statement name, they are made again for the
+ * record's own. */
+static void
+publish_made(struct made *m, const char *dir, const char *rehearsal, const struct signer *who,
+	     const struct idem_key *key)
+{
 	if (m->sig != NULL)
 		m->out[m->nout++] = (struct out_file){ .text = m->sig, .suffix = ".yaml.sig" };
+	if (m->intoto != NULL)
+		m->out[m->nout++] = (struct out_file){ .text = m->intoto, .suffix = IDEM_INTOTO_SUFFIX };
 	m->out[m->nout++] = (struct out_file){ .text = m->md, .suffix = ".md" };
 	m->out[m->nout++] = (struct out_file){ .text = m->svg, .suffix = ".svg" };
 	m->out[m->nout++] = (struct out_file){ .text = m->yaml, .suffix = ".yaml" };
@@ -420,19 +446,16 @@ publish_made(struct made *m, const char *dir, const char *rehearsal, const struc
 	m->svg_path = m->out[m->nout - 2].path;
 	m->md_path = m->out[m->nout - 3].path;
 	m->sig_path = m->sig != NULL ? m->out[0].path : "";
+	m->intoto_path = m->intoto != NULL ? m->out[1].path : "";
 	if (strcmp(m->path, m->likely) == 0)
 		return;
 	free(m->md);
 	m->md = handoff(m->record, m->path, who);
-	name_of(tmp, dir, "/.mkrecord-XXXXXX", m->out, m->nout);
-	if (idem_write_temp_file(tmp, m->md, strlen(m->md), &err) < 0) {
-		unmake(m->out, m->nout, 0);
-		idem_die_error(&err);
-	}
-	if (rename(tmp, m->md_path) < 0) {
-		unlink(tmp);
-		unmake(m->out, m->nout, 0);
-		idem_die(IDEM_EXIT_ENV, "%s:", m->md_path);
+	replace(m, dir, m->md_path, m->md);
+	if (m->intoto != NULL) {
+		free(m->intoto);
+		m->intoto = idem_statement_envelope(m->record, m->yaml, m->path, key);
+		replace(m, dir, m->intoto_path, m->intoto);
 	}
 }
 
@@ -441,10 +464,11 @@ publish_made(struct made *m, const char *dir, const char *rehearsal, const struc
 static void
 commit(struct made *m, const char *rehearsal, const char *evidence, const struct idem_key *key)
 {
-	const char *files[5] = { m->path, m->sig_path, m->md_path, m->svg_path, evidence };
+	const char *files[6] = { m->path, m->sig_path, m->md_path, m->svg_path };
 	json_t *totals = json_object_get(json_object_get(m->record, "counts"), "totals"), *external;
 	char calls[96] = "", id[41], *message;
 	struct idem_error err;
+	size_t nfiles = 4;
 
 	if ((external = json_object_get(totals, "external")) != NULL)
 		snprintf(calls, sizeof(calls), ", external calls %lld of %lld",
@@ -458,7 +482,11 @@ commit(struct made *m, const char *rehearsal, const char *evidence, const struct
 	    (long long)json_integer_value(json_object_get(json_object_get(totals, "duplicates"), "observed")),
 	    calls, m->path) < 0)
 		idem_die(IDEM_EXIT_ENV, "asprintf:");
-	if (idem_git_commit(files, *evidence ? 5 : 4, message, key, id, &err) < 0) {
+	if (*m->intoto_path)
+		files[nfiles++] = m->intoto_path;
+	if (*evidence)
+		files[nfiles++] = evidence;
+	if (idem_git_commit(files, nfiles, message, key, id, &err) < 0) {
 		unmake(m->out, m->nout, 0);
 		idem_die_error(&err);
 	}
@@ -474,6 +502,7 @@ made_free(struct made *m)
 	free(m->svg);
 	free(m->likely);
 	free(m->sig);
+	free(m->intoto);
 }
 
 int
@@ -515,7 +544,8 @@ main(int argc, char *argv[])
 	if (mkdir(o.dir, 0755) < 0 && errno != EEXIST)
 		idem_die(IDEM_EXIT_ENV, "%s:", o.dir);
 	evidence = idem_run_publish_evidence(o.dir);
-	publish_made(&m, o.dir, idem_run_seed(run, "rehearsal"), o.key_path ? &who : NULL);
+	publish_made(&m, o.dir, idem_run_seed(run, "rehearsal"), o.key_path ? &who : NULL,
+	    o.key_path ? &key : NULL);
 	if (o.do_commit)
 		commit(&m, idem_run_seed(run, "rehearsal"), evidence, &key);
 	idem_run_keep_evidence();
