@@ -59,8 +59,9 @@ NODE_DEBS = nodejs npm
 # Referees of the tests: Chromium draws the record's timeline as a browser
 # would; strace sees what mkrecord reads and syncs; faketime moves the
 # clock; mandoc lints the pages; psycopg2 for the quick start's worker
-# (examples/python).
-CHECK_DEBS = chromium strace faketime mandoc python3-psycopg2
+# (examples/python); securesystemslib and PyNaCl check and sign the in-toto
+# statement's envelope outside idem (tests/intoto.bats, /usr/bin/python3).
+CHECK_DEBS = chromium strace faketime mandoc python3-psycopg2 python3-securesystemslib python3-nacl
 BENCH_DEBS = hyperfine
 FUZZ_DEBS = clang libclang-rt-14-dev
 

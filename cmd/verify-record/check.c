@@ -15,6 +15,7 @@
 #include "check.h"
 #include "git.h"
 #include "sig.h"
+#include "statement.h"
 #include "tsv.h"
 #include "error.h"
 #include "file.h"
@@ -120,7 +121,8 @@ check_signature(const struct checker *k, struct check *c, const char *text, size
 		reason(c, "signature: %s", err.text);
 		free(c->principal);
 		c->principal = NULL;
-	}
+	} else
+		memcpy(c->signer, sig.public_key, sizeof(c->signer));
 	free(armor);
 }
 
@@ -778,7 +780,7 @@ void
 idem_check_record(struct checker *k, struct check *c)
 {
 	struct idem_error err;
-	char *text;
+	char *text, sha256[65];
 	size_t len;
 
 	if ((text = idem_read_file_max(c->path, idem_record_limits.bytes, &len, &err)) == NULL) {
@@ -797,6 +799,7 @@ idem_check_record(struct checker *k, struct check *c)
 		free(text);
 		return;
 	}
+	idem_sha256_hex(text, len, sha256);
 	free(text);
 	if (!json_is_object(c->record) || num(c->record, "record") < 1 ||
 	    num(c->record, "record") > IDEM_RECORD_FORMAT) {
@@ -805,4 +808,6 @@ idem_check_record(struct checker *k, struct check *c)
 	}
 	check_seed(k, c);
 	check_arithmetic(c);
+	if (idem_statement_check(c->path, c->record, sha256, c->signer, &err) < 0)
+		reason(c, "%s", err.text);
 }

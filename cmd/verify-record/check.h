@@ -15,6 +15,7 @@
 struct check {
 	const char *path;
 	char *principal;
+	unsigned char signer[IDEM_SIG_PUBLIC_BYTES];	/* its key, once it verified */
 	char **reasons;
 	size_t nreasons;
 	json_t *record;

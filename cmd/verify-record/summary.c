@@ -287,11 +287,12 @@ summary_record(FILE *f, const struct idem_summary *s, const char *path,
 }
 
 /* The record a file of the records directory belongs to: its .yaml, .sig,
- * .approval.sig or handoff; NULL for another file. */
+ * .approval.sig, handoff or in-toto statement; NULL for another file. */
 static char *
 record_of(const char *name)
 {
-	static const char *const suffixes[] = { ".yaml.approval.sig", ".yaml.sig", ".yaml", ".md", NULL };
+	static const char *const suffixes[] = { ".yaml.approval.sig", ".yaml.sig", ".yaml", ".md",
+		".intoto.jsonl", NULL };
 	size_t len = strlen(name), s, n;
 	char *out;
 
