@@ -1,7 +1,7 @@
 /* statement.h: the in-toto statement mkrecord writes beside a record,
  * RECORD.intoto.jsonl (idem-record(5), THE IN-TOTO STATEMENT) */
-#ifndef IDEM_STATEMENT_H
-#define IDEM_STATEMENT_H
+#ifndef MKRECORD_STATEMENT_H
+#define MKRECORD_STATEMENT_H
 
 #include <jansson.h>
 

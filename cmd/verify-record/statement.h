@@ -1,8 +1,8 @@
 /* statement.h: the in-toto statement beside a record checked
  * (verify-record(1)): its envelope, its signature by the record's signer,
  * and what it says of the record, its seed and its verdict */
-#ifndef IDEM_STATEMENT_H
-#define IDEM_STATEMENT_H
+#ifndef VERIFY_RECORD_STATEMENT_H
+#define VERIFY_RECORD_STATEMENT_H
 
 #include <jansson.h>
 
