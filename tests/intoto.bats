@@ -168,6 +168,15 @@ PY
 	run -0 outside_verify "$s" "$key.pub"
 	assert_equal "$output" PASSED
 	run -0 verify-record --history
+	# the example of verify-record(1), as a reader would paste it
+	sed -n '/^python3 - "\$r" eng.pub/,/^EOF$/p' "$BATS_TEST_DIRNAME/../man/verify-record.1" |
+		sed 's/\\e$/\\/; s/^python3 /\/usr\/bin\/python3 /' >"$BATS_TEST_TMPDIR/example"
+	cp "$key.pub" eng.pub
+	run -0 env r="$r" bash "$BATS_TEST_TMPDIR/example"
+	assert_equal "$output" PASSED
+	flip_byte "$s" "$(offset_of "$s" sig 5)"
+	run ! env r="$r" bash "$BATS_TEST_TMPDIR/example"
+	[[ "$output" == *UnverifiedSignatureError* ]]
 }
 
 @test "a flipped byte in the payload, in the signature, or anywhere in the line fails verify-record and securesystemslib" {
