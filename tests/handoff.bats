@@ -159,7 +159,7 @@ commit_stall_seed() {
 	base=${r%.yaml}
 	[ -s "$base.svg" ]
 	assert_equal "$(git show --name-only --format= HEAD | sort | tr '\n' ' ')" \
-		"$base.md $base.svg $base.yaml $base.yaml.sig "
+		"$base.intoto.jsonl $base.md $base.svg $base.yaml $base.yaml.sig "
 	grep -qF "[$(basename "$base").svg]($(basename "$base").svg)" "$base.md"
 	# the commands of the handoff, run as written, verify the record
 	grep -qxF "    verify-record $r" "$base.md"

@@ -71,9 +71,10 @@ git_ssh() {
 	git -c gpg.format=ssh -c gpg.ssh.allowedSignersFile=records/allowed_signers "$@"
 }
 
-# Signs the record $1, edited, again with $key, as ssh-keygen would.
+# Signs the record $1, edited, again with $key, as ssh-keygen would; its
+# in-toto statement, made for the bytes before, goes.
 resign() {
-	rm -f "$1.sig"
+	rm -f "$1.sig" "${1%.yaml}.intoto.jsonl"
 	ssh-keygen -q -Y sign -f "$key" -n idem-record "$1"
 }
 

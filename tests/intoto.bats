@@ -174,7 +174,12 @@ PY
 	cp "$key.pub" eng.pub
 	run -0 env r="$r" bash "$BATS_TEST_TMPDIR/example"
 	assert_equal "$output" PASSED
-	flip_byte "$s" "$(offset_of "$s" sig 5)"
+	# another base64 digit, so that the signature still decodes, wrong
+	python3 -c 'import sys
+p, at = sys.argv[1], int(sys.argv[2])
+b = bytearray(open(p, "rb").read())
+b[at] = ord("B") if b[at] == ord("A") else ord("A")
+open(p, "wb").write(b)' "$s" "$(offset_of "$s" sig 5)"
 	run ! env r="$r" bash "$BATS_TEST_TMPDIR/example"
 	[[ "$output" == *UnverifiedSignatureError* ]]
 }
@@ -238,7 +243,8 @@ PY
 	r=$(record)
 	s=$(statement_of "$r")
 	sed -i 's/^next_review: .*/next_review: "2099-01-01"/' "$r"
-	resign "$r"
+	rm "$r.sig"
+	ssh-keygen -q -Y sign -f "$key" -n idem-record "$r"
 	run -1 verify-record "$r"
 	assert_equal "${lines[1]}" "$r: $s: the record's subject has another SHA-256 than the record, $(sha256sum "$r" | cut -d ' ' -f 1): the record changed after the statement was made"
 	# and the audit fails it too

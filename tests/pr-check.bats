@@ -185,7 +185,7 @@ run_of_seed() {
 	sed -i 's/^  definition: "UNIQUE (invoice_id, line_no)"$/  definition: "UNIQUE (`a`) | <b>*x*<\/b>"/' "$r"
 	grep -qF 'definition: "UNIQUE (`a`) | <b>*x*</b>"' "$r"
 	resign "$r"
-	git rm -q "$on_main" "$on_main.sig" "${on_main%.yaml}.md"
+	git rm -q "$on_main" "$on_main.sig" "${on_main%.yaml}.md" "${on_main%.yaml}.intoto.jsonl"
 	git add records
 	signed_commit -m "records: a new record in place of the old one"
 	approve "$r"
