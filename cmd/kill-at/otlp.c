@@ -13,7 +13,8 @@
 #include <jansson.h>
 #include <sodium.h>
 
-#include "trace_service.pb-c.h"
+/* made by protoc-c in the build directory (Makefile): not a header of the tree */
+#include <trace_service.pb-c.h>
 
 #include "error.h"
 #include "otlp.h"
