@@ -182,7 +182,8 @@ read_windows(FILE *out, long from, size_t *n, char **jobs)
 		++*n;
 	}
 	free(line);
-	qsort(w, *n, sizeof(*w), by_pid_then_time);
+	if (*n > 1)
+		qsort(w, *n, sizeof(*w), by_pid_then_time);
 	for (i = 0; i < *n; i++)
 		if (i + 1 < *n && w[i + 1].pid == w[i].pid &&
 		    (w[i].to_us < 0 || w[i + 1].from_us < w[i].to_us))
@@ -284,12 +285,15 @@ write_lost(FILE *out, struct lost *l)
 	size_t i;
 	int rc;
 
-	qsort(l->received, l->nreceived, sizeof(*l->received), by_id);
-	qsort(l->parents, l->nparents, sizeof(*l->parents), by_id);
+	/* qsort and bsearch take no null array, even of nothing */
+	if (l->nreceived > 1)
+		qsort(l->received, l->nreceived, sizeof(*l->received), by_id);
+	if (l->nparents > 1)
+		qsort(l->parents, l->nparents, sizeof(*l->parents), by_id);
 	for (i = 0; i < l->nparents; i++)
 		if ((i == 0 || strcmp(l->parents[i], l->parents[i - 1]) != 0) &&
-		    bsearch(l->parents[i], l->received, l->nreceived, sizeof(*l->received),
-		    by_id) == NULL)
+		    (l->nreceived == 0 || bsearch(l->parents[i], l->received, l->nreceived,
+		    sizeof(*l->received), by_id) == NULL))
 			json_array_append_new(missing, json_string(l->parents[i]));
 	text = json_dumps(missing, JSON_COMPACT);
 	json_decref(missing);
