@@ -7,7 +7,7 @@ BINDIR = $(PREFIX)/bin
 DESTDIR =
 
 CC = cc
-PKGS = libpq yaml-0.1 libgit2 libsodium jansson libmicrohttpd libcurl zlib libcrypto
+PKGS = libpq yaml-0.1 libgit2 libsodium jansson libmicrohttpd libcurl zlib libcrypto libprotobuf-c
 SANITIZE =
 ifeq ($(SANITIZE),1)
 BUILD = build/sanitize
@@ -18,7 +18,7 @@ SANFLAGS =
 endif
 BIN = $(BUILD)/bin
 
-CPPFLAGS = -D_GNU_SOURCE -DIDEM_VERSION='"$(VERSION)"' -Ilib
+CPPFLAGS = -D_GNU_SOURCE -DIDEM_VERSION='"$(VERSION)"' -Ilib -I$(OTLP_GEN)
 CFLAGS = -std=c11 -O2 -g -Wall -Wextra -Werror $(SANFLAGS) $(shell pkg-config --cflags $(PKGS))
 # each program loads only the libraries it calls: fewer to map at start
 LDFLAGS = $(SANFLAGS) -Wl,--as-needed
@@ -34,6 +34,13 @@ LIBOBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard lib/*.c))
 room_src = $(filter-out cmd/$(1)/$(1).c,$(wildcard cmd/$(1)/*.c))
 ROOMLIB = $(foreach r,$(ROOMS),$(BUILD)/cmd/$(r)/$(r).a)
 HEADERS = lib/*.h cmd/*/*.h
+# The subset of OTLP's trace schema that kill-at's span receiver decodes
+# (cmd/kill-at/otlp/*.proto): its C is made by protoc-c at build time, for
+# every build, and never committed; the room's archive holds its objects.
+OTLP_PROTO = $(wildcard cmd/kill-at/otlp/*.proto)
+OTLP_GEN = build/gen/otlp
+OTLP_SRC = $(patsubst cmd/kill-at/otlp/%.proto,$(OTLP_GEN)/%.pb-c.c,$(OTLP_PROTO))
+ROOMGEN_kill-at = $(patsubst $(OTLP_GEN)/%.c,$(BUILD)/gen/otlp/%.o,$(OTLP_SRC))
 # Files built into the objects (lib/embed.h).
 EMBEDDED_lib/queue = lib/queues/*.sql
 EMBEDDED_cmd/idem-sandbox = lib/queue.sql
@@ -41,7 +48,7 @@ EMBEDDED_cmd/seed-gen = templates/seed.yaml templates/ticket.md
 EMBEDDED_cmd/mkrecord/mkrecord = templates/handoff.md
 EMBEDDED_cmd/kill-at/failpoint = cmd/kill-at/failpoint.sql
 UNIT = tsv text file seed template sig yamljson pg map record queue timeline handoff step plan dsse statement
-FUZZ = tsv seed record sshsig signers key template vendor sanitize step sql
+FUZZ = tsv seed record sshsig signers key template vendor sanitize step sql otlp
 FUZZ_SECONDS = 60
 FUZZ_CC = clang
 FUZZ_FLAGS = -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
@@ -52,7 +59,8 @@ MAN7 = idem-step.7 idem.7
 # Debian packages that building, the tests and the demo need.
 DEBS = make gcc libc6-dev pkg-config libpq-dev libssl-dev libyaml-dev libgit2-dev libsodium-dev libmicrohttpd-dev \
 	libjansson-dev postgresql postgresql-client bats python3 man-db groff-base \
-	openssh-client git libcurl4-openssl-dev curl jq python3-yaml zlib1g-dev time
+	openssh-client git libcurl4-openssl-dev curl jq python3-yaml zlib1g-dev time \
+	libprotobuf-c-dev protobuf-c-compiler
 # node and npm for the workers written with node-postgres (tests/node): any
 # node on PATH will do; Debian's is installed only when there is none.
 NODE_DEBS = nodejs npm
@@ -75,8 +83,18 @@ $(BUILD)/%.o: %.c $(HEADERS) $$(wildcard $$(EMBEDDED_$$*))
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
+$(OTLP_GEN)/.made: $(OTLP_PROTO)
+	@mkdir -p $(@D)
+	protoc-c --c_out=$(@D) -Icmd/kill-at/otlp $(OTLP_PROTO)
+	@touch $@
+$(OTLP_SRC) $(OTLP_SRC:.c=.h): $(OTLP_GEN)/.made ;
+$(BUILD)/gen/otlp/%.o: $(OTLP_GEN)/%.c $(OTLP_GEN)/.made
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+$(BUILD)/cmd/kill-at/otlp.o build/fuzz/cmd/kill-at/otlp.o: $(OTLP_GEN)/.made
+
 define room
-$(BUILD)/cmd/$(1)/$(1).a: $(patsubst %.c,$(BUILD)/%.o,$(call room_src,$(1)))
+$(BUILD)/cmd/$(1)/$(1).a: $(patsubst %.c,$(BUILD)/%.o,$(call room_src,$(1))) $(ROOMGEN_$(1))
 	rm -f $$@ && ar rcs $$@ $$^
 $(BIN)/$(1): $(BUILD)/cmd/$(1)/$(1).o $(BUILD)/cmd/$(1)/$(1).a $(BUILD)/lib/libidem.a
 	@mkdir -p $$(@D)
@@ -108,7 +126,12 @@ FUZZLIB = $(patsubst $(BUILD)/%,build/fuzz/%,$(ROOMLIB)) build/fuzz/lib/libidem.
 build/fuzz/lib/libidem.a: $(patsubst $(BUILD)/%,build/fuzz/%,$(LIBOBJ))
 	rm -f $@ && ar rcs $@ $^
 $(foreach r,$(ROOMS),$(eval build/fuzz/cmd/$(r)/$(r).a: \
-	$(patsubst %.c,build/fuzz/%.o,$(call room_src,$(r))); rm -f $$@ && ar rcs $$@ $$^))
+	$(patsubst %.c,build/fuzz/%.o,$(call room_src,$(r))) \
+	$(patsubst $(BUILD)/%,build/fuzz/%,$(ROOMGEN_$(r))); rm -f $$@ && ar rcs $$@ $$^))
+build/fuzz/gen/otlp/%.o: $(OTLP_GEN)/%.c $(OTLP_GEN)/.made
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link \
+		$(shell pkg-config --cflags $(PKGS)) -c -o $@ $<
 build/fuzz/%.o: %.c $(HEADERS) $$(wildcard $$(EMBEDDED_$$*))
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link \

@@ -27,6 +27,8 @@ enum type {
 	DECIMAL,	/* digits, maybe a point and digits */
 	TIME,		/* 2026-11-29T13:48:32.247642Z */
 	SHA256,		/* 64 lowercase hex digits */
+	TRACE_ID,	/* 32 lowercase hex digits */
+	SPAN_ID,	/* 16 lowercase hex digits */
 	JSON_OBJECT,
 	JSON_STRINGS,	/* a JSON array of strings */
 	JSON_NAMES,	/* a JSON array of one or more strings */
@@ -156,6 +158,17 @@ static const struct {
 	[IDEM_KIND_PENDING_CALL] = { "pending_call", { F("business_key", TEXT),
 		E("killed", "yes no"), F("rows", COUNT), N("owner", TEXT),
 		E("result", "owned missing wrong-owner open") } },
+	[IDEM_KIND_SPAN] = { "span", { F("trace_id", TRACE_ID), F("span_id", SPAN_ID),
+		N("parent_span_id", SPAN_ID), F("name", TEXT), E("kind", "0 1 2 3 4 5"),
+		F("start", TIME), F("end", TIME), E("status", "unset ok error"), N("pid", COUNT),
+		F("worker", INTEGER), N("job_id", TEXT), N("attempt", POSITIVE), N("scope", TEXT),
+		F("attributes", JSON_OBJECT), F("events", JSON_ARRAY),
+		E("encoding", "json protobuf") } },
+	[IDEM_KIND_SPAN_LOST] = { "span_lost", { F("job_id", NAME), F("attempt", POSITIVE),
+		F("pid", COUNT), F("parents", JSON_STRINGS), F("killed_at", TIME) } },
+	[IDEM_KIND_RECEIVER] = { "receiver", { F("endpoint", TEXT), F("requests", COUNT),
+		F("spans", COUNT), F("refused", JSON_OBJECT), F("dropped_attributes", COUNT),
+		E("env", "set user off") } },
 };
 
 #undef F
@@ -315,8 +328,9 @@ valid_time(const char *s, size_t len)
 	return number_at(s + 11, 2) < 24 && number_at(s + 14, 2) < 60 && number_at(s + 17, 2) < 60;
 }
 
+/* len lowercase hex digits, n of them. */
 static int
-valid_sha256(const char *s, size_t len)
+valid_hex(const char *s, size_t len, size_t n)
 {
 	static const unsigned char lower_hex[256] = {
 		['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1,
@@ -326,10 +340,10 @@ valid_sha256(const char *s, size_t len)
 	unsigned char all = 1;
 	size_t i;
 
-	if (len != 64)
+	if (len != n)
 		return 0;
 	/* no branch per digit: one on every job row */
-	for (i = 0; i < 64; i++)
+	for (i = 0; i < n; i++)
 		all &= lower_hex[(unsigned char)s[i]];
 	return all;
 }
@@ -412,9 +426,16 @@ check_value(const struct field *f, const char *value, size_t len, char *buf, siz
 		what = "a UTC time such as 2026-11-29T13:48:32.247642Z";
 		break;
 	case SHA256:
-		if (valid_sha256(value, len))
+		if (valid_hex(value, len, 64))
 			return NULL;
 		what = "a SHA-256 in 64 lowercase hex digits";
+		break;
+	case TRACE_ID:
+	case SPAN_ID:
+		if (valid_hex(value, len, f->type == TRACE_ID ? 32 : 16))
+			return NULL;
+		what = f->type == TRACE_ID ? "a trace id in 32 lowercase hex digits" :
+		    "a span id in 16 lowercase hex digits";
 		break;
 	case JSON_OBJECT:
 	case JSON_STRINGS:

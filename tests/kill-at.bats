@@ -240,9 +240,10 @@ xcheck() {
 	# no step rows: no kill point or race, so idem-worker, which reads the
 	# plan, sent no step
 	assert_equal "$(awk -F '\t' 'NR > 1 && !/^#/ { print $1 }' "$out" | sort -u | tr '\n' ' ')" \
-		"attempt baseline database expect job log publish queue scenario seed worker "
-	# the worker row first of kill-at's own
+		"attempt baseline database expect job log publish queue receiver scenario seed worker "
+	# the worker row first of kill-at's own, the receiver row last
 	assert_equal "$(sed -n "$((n + 1))p" "$out" | cut -f 1)" worker
+	assert_equal "$(tail -n 1 "$out" | cut -f 1,6,7)" "$(printf 'receiver\t0\tset')"
 }
 
 @test "the plan names the steps a kill point may match; a worker reading it sends only those" {

@@ -22,6 +22,7 @@
 #include "stall.h"
 #include "options.h"
 #include "socket.h"
+#include "spans.h"
 #include "workers.h"
 #include "pg.h"
 #include "file.h"
@@ -447,6 +448,7 @@ static void
 write_evidence(void)
 {
 	struct idem_evidence *ev = run.ev;
+	long attempts_from;
 	char *deliveries = idem_queue_sql(&run.q, run.conn, "deliveries");
 	struct idem_error err;
 	size_t i;
@@ -479,6 +481,7 @@ write_evidence(void)
 			idem_evidence_kill(ev, p->scenario, p->job_id, p->attempt, p->step, kp->msg_id,
 			    kp->pid, kp->killed_at, kp->observed);
 	}
+	attempts_from = ftell(run.out);
 	if (idem_evidence_write(ev, run.conn, run.out, &err) < 0)
 		idem_die_error(&err);
 	if (leases_write(run.out) < 0 || stalls_write(run.out, 0) < 0)
@@ -487,6 +490,8 @@ write_evidence(void)
 	/* after a failed baseline no fault was tried, so none was missed */
 	if (run.base.result != IDEM_BASELINE_FAILED)
 		write_missed();
+	if (spans_write(run.out, attempts_from) < 0)
+		idem_die(IDEM_EXIT_ENV, "holding the spans:");
 }
 
 /*
@@ -530,6 +535,7 @@ free_all(struct options *o)
 	PQfinish(run.conn);
 	idem_queue_close(&run.q);
 	idem_vendor_free(run.vendor);
+	spans_free();
 	external_free();
 	free(run.database_url);
 	idem_pg_observed_free(&run.here);
@@ -566,6 +572,7 @@ main(int argc, char *argv[])
 	database_install();
 	leases_install();
 	external_start();
+	spans_start(o.no_spans);
 	stalls_arm();
 	socket_listen();
 	workers_watchdog();

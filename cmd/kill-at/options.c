@@ -10,7 +10,7 @@
 
 static const char synopsis[] =
 	"usage: kill-at [-d conninfo] [-n workers] [-k step:job:attempt] [-r step]\n"
-	"               [-b jobs | all] [-D deadline] [-- command [argument ...]]\n";
+	"               [-b jobs | all] [-D deadline] [--no-spans] [-- command [argument ...]]\n";
 
 static const struct option longopts[] = {
 	{ "dbname", required_argument, NULL, 'd' },
@@ -19,6 +19,7 @@ static const struct option longopts[] = {
 	{ "race", required_argument, NULL, 'r' },
 	{ "baseline", required_argument, NULL, 'b' },
 	{ "deadline", required_argument, NULL, 'D' },
+	{ "no-spans", no_argument, NULL, 'S' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -55,6 +56,7 @@ options_parse(struct options *o, int argc, char *argv[])
 			if ((o->deadline_ms = idem_parse_duration_ms(optarg)) <= 0)
 				idem_die(IDEM_EXIT_USAGE, "-D %s: expected a duration such as 30s", optarg);
 			break;
+		case 'S': o->no_spans = 1; break;
 		case 'h': idem_usage(synopsis, 0);
 		case 'V': puts("kill-at " IDEM_VERSION); idem_close_stdout(); exit(0);
 		default: idem_usage(synopsis, IDEM_EXIT_USAGE);

@@ -13,6 +13,7 @@ struct options {
 	long long baseline_jobs;	/* -b: 0 for all */
 	long long deadline_ms;		/* -D, or -1: from the seed's retry policy */
 	char **command;			/* after --, or NULL: the seed's */
+	int no_spans;			/* --no-spans: no span receiver */
 };
 
 /* Reads the options of argv; exits on a usage error, --help and

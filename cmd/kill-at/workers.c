@@ -10,6 +10,7 @@
 #include "run.h"
 #include "workers.h"
 #include "lease.h"
+#include "spans.h"
 #include "pg.h"
 #include "text.h"
 
@@ -33,11 +34,11 @@ tell_vendor(void)
 	pid_t groups[MAX_WORKERS];
 	int i;
 
-	if (run.vendor == NULL)
-		return;
 	for (i = 0; i < run.nworkers; i++)
 		groups[i] = run.workers[i].pid;
-	idem_vendor_workers(run.vendor, groups, run.nworkers);
+	if (run.vendor != NULL)
+		idem_vendor_workers(run.vendor, groups, run.nworkers);
+	spans_workers(groups, run.nworkers);
 }
 
 /* The worker's environment, set in the child: where kill-at listens, the
@@ -66,6 +67,7 @@ worker_env(void *ctx)
 	setenv("IDEM_WORKER", value, 1);
 	if (run.plan.account != NULL)
 		idem_role_setenv(&run.role, run.conn);
+	spans_setenv();
 }
 
 void
@@ -177,6 +179,8 @@ workers_reap(void)
 void
 workers_kill(int worker, pid_t pid)
 {
+	/* the spans the worker finished reach the receiver first */
+	spans_before_kill(pid > 0 ? pid : worker >= 0 ? run.workers[worker].pid : 0);
 	if (worker >= 0) {
 		run.workers[worker].killed = 1;
 		child_signal(&run.workers[worker], SIGKILL);

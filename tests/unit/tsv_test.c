@@ -558,6 +558,33 @@ static const struct {
 	{ HEAD "pending_call\tinv-1\tno\t0\t\\N\tlost\n",
 	    "t:3: pending_call row, field result: expected one of owned, missing, wrong-owner, "
 	    "open; got \"lost\"", "a pending check's result is one of four" },
+	/* the rows of 1.9: the workers' spans, those a killed attempt never sent, the receiver */
+	{ HEAD "span\t4bf92f3577b34da6a3ce929d0e0e4736\t00f067aa0ba902b7\t\\N\tpg.query:INSERT idem\t3\t2026-11-29T13:48:32.247642Z\t2026-11-29T13:48:32.247642Z\tunset\t42\t0\tjob-0001\t1\t@opentelemetry/instrumentation-pg\t{\"db.query.text\":\"INSERT\"}\t[]\tprotobuf\n", "",
+	    "a span of a job's attempt (1.9)" },
+	{ HEAD "span\t4bf92f3577b34da6a3ce929d0e0e4736\t00f067aa0ba902b7\ta3ce929d0e0e4736\tpg.query:INSERT idem\t3\t2026-11-29T13:48:32.247642Z\t2026-11-29T13:48:32.247642Z\terror\t\\N\t-1\t\\N\t\\N\t\\N\t{\"db.query.text\":\"INSERT\"}\t[{\"name\":\"retry\",\"time\":\"2026-11-29T13:48:32.247642Z\",\"attributes\":{}}]\tjson\n", "",
+	    "a span of no attempt, its process unknown (1.9)" },
+	{ HEAD "span\t4BF92F3577B34DA6A3CE929D0E0E4736\t00f067aa0ba902b7\t\\N\tpg.query:INSERT idem\t3\t2026-11-29T13:48:32.247642Z\t2026-11-29T13:48:32.247642Z\tunset\t42\t0\tjob-0001\t1\t@opentelemetry/instrumentation-pg\t{\"db.query.text\":\"INSERT\"}\t[]\tprotobuf\n", "t:3: span row, field trace_id: expected a trace id in 32 lowercase hex digits, got \"4BF92F3577B34DA6A3CE929D0E0E4736\"",
+	    "a trace id in lowercase hex" },
+	{ HEAD "span\t4bf92f3577b34da6a3ce929d0e0e4736\t00f067aa0ba9\t\\N\tpg.query:INSERT idem\t3\t2026-11-29T13:48:32.247642Z\t2026-11-29T13:48:32.247642Z\tunset\t42\t0\tjob-0001\t1\t@opentelemetry/instrumentation-pg\t{\"db.query.text\":\"INSERT\"}\t[]\tprotobuf\n", "t:3: span row, field span_id: expected a span id in 16 lowercase hex digits, got \"00f067aa0ba9\"",
+	    "a span id of 8 bytes" },
+	{ HEAD "span\t4bf92f3577b34da6a3ce929d0e0e4736\t00f067aa0ba902b7\t\\N\tpg.query:INSERT idem\t6\t2026-11-29T13:48:32.247642Z\t2026-11-29T13:48:32.247642Z\tunset\t42\t0\tjob-0001\t1\t@opentelemetry/instrumentation-pg\t{\"db.query.text\":\"INSERT\"}\t[]\tprotobuf\n", "t:3: span row, field kind: expected one of 0, 1, 2, 3, 4, 5; got \"6\"",
+	    "a span kind of OTLP" },
+	{ HEAD "span\t4bf92f3577b34da6a3ce929d0e0e4736\t00f067aa0ba902b7\t\\N\tpg.query:INSERT idem\t3\t2026-11-29T13:48:32.247642Z\t2026-11-29T13:48:32.247642Z\tfailed\t42\t0\tjob-0001\t1\t@opentelemetry/instrumentation-pg\t{\"db.query.text\":\"INSERT\"}\t[]\tprotobuf\n", "t:3: span row, field status: expected one of unset, ok, error; got \"failed\"",
+	    "a span status of three" },
+	{ HEAD "span\t4bf92f3577b34da6a3ce929d0e0e4736\t00f067aa0ba902b7\t\\N\tpg.query:INSERT idem\t3\t2026-11-29T13:48:32.247642Z\t2026-11-29T13:48:32.247642Z\tunset\t42\t0\tjob-0001\t1\t@opentelemetry/instrumentation-pg\t[]\t[]\tprotobuf\n", "t:3: span row, field attributes: expected a JSON object, got \"[]\"",
+	    "a span's attributes are an object" },
+	{ HEAD "span_lost\tjob-0002\t1\t42\t[\"00f067aa0ba902b7\"]\t2026-11-29T13:48:32.247642Z\n", "",
+	    "the parents a killed attempt never sent (1.9)" },
+	{ HEAD "span_lost\tjob-0002\t1\t42\t[]\t2026-11-29T13:48:32.247642Z\n", "",
+	    "a killed attempt that lost no parent" },
+	{ HEAD "span_lost\tjob-0002\t0\t42\t[]\t2026-11-29T13:48:32.247642Z\n", "t:3: span_lost row, field attempt: expected a whole number from 1 (digits, no sign, no leading zeros), got \"0\"",
+	    "a span_lost row's attempt is positive" },
+	{ HEAD "receiver\thttp://127.0.0.1:40000/v1/traces\t13\t40\t{\"too-large\":1}\t0\tset\n", "",
+	    "the receiver row (1.9)" },
+	{ HEAD "receiver\t\t0\t0\t{}\t0\toff\n", "",
+	    "no receiver" },
+	{ HEAD "receiver\t\t0\t0\t{}\t0\ton\n", "t:3: receiver row, field env: expected one of set, user, off; got \"on\"",
+	    "the receiver's env is one of three" },
 	/* ids in byte order are only listed; the first out of that order
 	 * finds every id listed before it */
 	{ HEAD "job\ta\tk\t{}\t" HASH "\t\\N\njob\ta\tl\t{}\t" HASH "\t\\N\n",
@@ -712,6 +739,10 @@ main(void)
 	    idem_kind_nfields(IDEM_KIND_EXTERNAL) == 8 && idem_kind_nfields(IDEM_KIND_FORGOT) == 5 &&
 	    idem_kind_nfields(IDEM_KIND_REKEYED) == 4 && idem_kind_nfields(IDEM_KIND_PENDING_CALL) == 5,
 	    "the rows of 1.8");
+	CHECK(idem_kind_nfields(IDEM_KIND_SPAN) == 16 && idem_kind_nfields(IDEM_KIND_SPAN_LOST) == 5 &&
+	    idem_kind_nfields(IDEM_KIND_RECEIVER) == 6, "the rows of 1.9");
+	CHECK_STR(idem_kind_field_name(IDEM_KIND_SPAN, SPAN_ENCODING), "encoding",
+	    "the span row's last field");
 	CHECK_STR(idem_kind_name(IDEM_KIND_PENDING_CALL), "pending_call", "the pending_call kind by name");
 	CHECK_STR(idem_kind_name(IDEM_KIND_STALL), "stall", "the stall kind by name");
 	CHECK_STR(idem_kind_name(IDEM_KIND_LEASE), "lease", "the lease kind by name");
