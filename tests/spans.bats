@@ -40,9 +40,10 @@ spans() {
 }
 
 # The span names of each attempt, "job attempt: names,", sorted, one
-# attempt a line.
+# attempt a line; but the queue's polls (pg.query:SELECT), which a
+# worker starts before a delivery or within one as its timing falls.
 names_per_attempt() {
-	awk -F '\t' '$1 == "span" && $12 != "\\N" { print $12 " " $13 ": " $5 }' "$out" | sort |
+	awk -F '\t' '$1 == "span" && $12 != "\\N" && $5 != "pg.query:SELECT idem" { print $12 " " $13 ": " $5 }' "$out" | sort |
 		awk -F ': ' '$1 != last { if (NR > 1) printf "\n"; printf "%s:", $1; last = $1 } { printf " %s,", $2 } END { printf "\n" }'
 }
 
