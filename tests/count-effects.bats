@@ -499,7 +499,7 @@ rows_in_out() {
 # The stream $BATS_TEST_TMPDIR/keyed as idem-tsv 1.7 wrote it: its
 # external row without pending_key, pending_state and pending_settled.
 as_1_7() {
-	sed '1s/1\.8$/1.7/' "$BATS_TEST_TMPDIR/keyed" |
+	sed '1s/1\.[0-9]*$/1.7/' "$BATS_TEST_TMPDIR/keyed" |
 		awk -F '\t' -v OFS='\t' '$1 == "external" { print $1, $2, $3, $4, $5, $6; next } { print }'
 }
 
