@@ -29,8 +29,10 @@ str(const json_t *o, const char *key)
 	return json_string_value(json_object_get(o, key));
 }
 
+/* bytes of the SHA-256 of the parts, each but the last followed by a
+ * NUL byte, from the byte at from, as hex */
 static void
-hex_of(const char *revision, const char *job, const char *attempt, char *out, size_t bytes)
+hex_of(const char *const *parts, size_t from, size_t bytes, char *out)
 {
 	static const char digits[] = "0123456789abcdef";
 	unsigned char h[crypto_hash_sha256_BYTES];
@@ -38,14 +40,13 @@ hex_of(const char *revision, const char *job, const char *attempt, char *out, si
 	size_t i;
 
 	crypto_hash_sha256_init(&st);
-	crypto_hash_sha256_update(&st, (const unsigned char *)revision, strlen(revision) + 1);
-	crypto_hash_sha256_update(&st, (const unsigned char *)job, strlen(job) + (attempt != NULL));
-	if (attempt != NULL)
-		crypto_hash_sha256_update(&st, (const unsigned char *)attempt, strlen(attempt));
+	for (i = 0; parts[i]; i++)
+		crypto_hash_sha256_update(&st, (const unsigned char *)parts[i],
+		    strlen(parts[i]) + (parts[i + 1] != NULL));
 	crypto_hash_sha256_final(&st, h);
 	for (i = 0; i < bytes; i++) {
-		out[2 * i] = digits[h[i] >> 4];
-		out[2 * i + 1] = digits[h[i] & 15];
+		out[2 * i] = digits[h[from + i] >> 4];
+		out[2 * i + 1] = digits[h[from + i] & 15];
 	}
 	out[2 * bytes] = '\0';
 }
@@ -53,16 +54,28 @@ hex_of(const char *revision, const char *job, const char *attempt, char *out, si
 void
 idem_trace_id(const char *revision, const char *job, char out[33])
 {
-	hex_of(revision, job, NULL, out, 16);
+	const char *parts[] = { revision, job, NULL };
+
+	hex_of(parts, 0, 16, out);
 }
 
 void
-idem_trace_span_id(const char *revision, const char *job, long long attempt, char out[17])
+idem_trace_job_span_id(const char *revision, const char *job, char out[17])
+{
+	const char *parts[] = { revision, job, NULL };
+
+	hex_of(parts, 16, 8, out);
+}
+
+void
+idem_trace_span_id(const char *revision, const char *job, const char *msg_id, long long attempt,
+		   char out[17])
 {
 	char decimal[24];
+	const char *parts[] = { revision, job, msg_id, decimal, NULL };
 
 	snprintf(decimal, sizeof(decimal), "%lld", attempt);
-	hex_of(revision, job, decimal, out, 8);
+	hex_of(parts, 0, 8, out);
 }
 
 json_t *
@@ -166,8 +179,7 @@ read_span(json_t *spans, char **f, struct idem_error *err)
 static int
 read_lost(json_t *spans, char **f, struct idem_error *err)
 {
-	json_t *parents = f[4] ? json_loads(f[4], 0, NULL) : NULL, *id;
-	json_t *lost;
+	json_t *parents = f[4] ? json_loads(f[4], 0, NULL) : NULL, *id, *ids;
 	size_t i;
 
 	if (!json_is_array(parents) || idem_timeline_parse_time(f[5]) < 0) {
@@ -175,11 +187,13 @@ read_lost(json_t *spans, char **f, struct idem_error *err)
 		return idem_error_set(err, IDEM_EXIT_USAGE, "span_lost of %s: parents is a JSON array "
 		    "of span ids, killed_at a time", f[1]);
 	}
-	lost = json_object_get(of_attempt(spans, f[1], f[2]), "lost");
+	ids = json_array();
 	json_array_foreach(parents, i, id)
 		if (hex_valid(json_string_value(id), 16))
-			json_array_append(lost, id);
+			json_array_append(ids, id);
 	json_decref(parents);
+	json_array_append_new(json_object_get(of_attempt(spans, f[1], f[2]), "lost"),
+	    json_pack("{s:s,s:o}", "killed_at", f[5], "parents", ids));
 	return 1;
 }
 
@@ -232,40 +246,95 @@ by_start(const void *a, const void *b)
 	return c != 0 ? c : strcmp(str(x, "span_id"), str(y, "span_id"));
 }
 
-/* The spans of an attempt, sorted by start (then span id): a new list. */
-static json_t *
-sorted_spans(const json_t *entry)
+/* Whether attempt i of a job's attempts (rows) owns what happened at:
+ * of the attempts of its number (two copies of a message each have an
+ * attempt 1), the last consumed at or before at, else the first. */
+static int
+owns(const json_t *rows, size_t i, const char *at)
 {
-	const json_t *list = json_object_get(entry, "spans");
-	size_t n = json_array_size(list), i;
-	json_t **v = idem_ereallocarray(NULL, n + 1, sizeof(*v)), *out = json_array();
+	const json_t *attempt = json_object_get(json_array_get(rows, i), "attempt"), *row;
+	long long t = idem_timeline_parse_time(at), best_t = -1;
+	size_t j, best = (size_t)-1, first = (size_t)-1;
 
-	for (i = 0; i < n; i++)
-		v[i] = json_array_get(list, i);
-	qsort(v, n, sizeof(*v), by_start);
-	for (i = 0; i < n; i++)
-		json_array_append(out, v[i]);
-	free(v);
+	json_array_foreach(rows, j, row) {
+		long long c = idem_timeline_parse_time(str(row, "consumed_at"));
+
+		if (!json_equal(json_object_get(row, "attempt"), attempt))
+			continue;
+		if (first == (size_t)-1)
+			first = j;
+		if (c >= 0 && c <= t && c >= best_t) {
+			best = j;
+			best_t = c;
+		}
+	}
+	return i == (best != (size_t)-1 ? best : first);
+}
+
+/* The worker's spans of attempt i of a job's attempts (rows), sorted by
+ * start (then span id), and the span ids it lost: {"spans", "lost"}. */
+static json_t *
+attempt_entry(const json_t *spans, const json_t *rows, size_t i)
+{
+	const json_t *entry = spans_of(spans, json_array_get(rows, i)), *v;
+	const json_t *list = json_object_get(entry, "spans");
+	size_t n = json_array_size(list), j, k;
+	json_t **sorted = idem_ereallocarray(NULL, n + 1, sizeof(*sorted)), *lost = json_array();
+	json_t *out = json_pack("{s:[],s:o}", "spans", "lost", lost), *id;
+
+	for (j = k = 0; j < n; j++)
+		if (owns(rows, i, str(json_array_get(list, j), "start")))
+			sorted[k++] = json_array_get(list, j);
+	qsort(sorted, k, sizeof(*sorted), by_start);
+	for (j = 0; j < k; j++)
+		json_array_append(json_object_get(out, "spans"), sorted[j]);
+	free(sorted);
+	json_array_foreach(json_object_get(entry, "lost"), j, v)
+		if (owns(rows, i, str(v, "killed_at")))
+			json_array_foreach(json_object_get(v, "parents"), k, id)
+				json_array_append(lost, id);
 	return out;
+}
+
+/* The attempts of the record's evidence by job, jobs in the order of
+ * their first attempt. */
+static json_t *
+by_job(const json_t *evidence)
+{
+	json_t *jobs = json_object(), *list;
+	const json_t *row;
+	size_t i;
+
+	json_array_foreach(evidence, i, row) {
+		const char *job = str(row, "job") ? str(row, "job") : "";
+
+		if ((list = json_object_get(jobs, job)) == NULL)
+			json_object_set_new(jobs, job, list = json_array());
+		json_array_append(list, (json_t *)row);
+	}
+	return jobs;
 }
 
 void
 idem_trace_annotate(json_t *record, const json_t *spans)
 {
-	json_t *row, *entry, *sorted, *span, *names;
+	json_t *jobs = by_job(json_object_get(record, "evidence")), *rows, *row, *entry, *span;
+	json_t *names;
+	const char *job;
 	size_t i, j;
 
-	json_array_foreach(json_object_get(record, "evidence"), i, row) {
-		entry = spans_of(spans, row);
-		names = json_array();
-		sorted = sorted_spans(entry);
-		json_array_foreach(sorted, j, span)
-			json_array_append_new(names, json_string(str(span, "name")));
-		json_decref(sorted);
-		json_object_set_new(row, "worker_spans", names);
-		json_object_set_new(row, "spans_lost", entry ? json_deep_copy(json_object_get(entry,
-		    "lost")) : json_array());
+	json_object_foreach(jobs, job, rows) {
+		json_array_foreach(rows, i, row) {
+			entry = attempt_entry(spans, rows, i);
+			names = json_array();
+			json_array_foreach(json_object_get(entry, "spans"), j, span)
+				json_array_append_new(names, json_string(str(span, "name")));
+			json_object_set_new(row, "worker_spans", names);
+			json_object_set(row, "spans_lost", json_object_get(entry, "lost"));
+			json_decref(entry);
+		}
 	}
+	json_decref(jobs);
 }
 
 /* A time of the record as OTLP writes it: nanoseconds since the epoch,
@@ -443,7 +512,15 @@ attempt_span(const struct names *nm, const json_t *record, const json_t *row, co
 	const json_t *kill = kill_of(record, row);
 	json_t *events = attempt_events(row, kill, lost, end), *a = json_array();
 
-	idem_trace_span_id(nm->revision, str(row, "job") ? str(row, "job") : "", attempt, span_id);
+	json_t *msg = json_object_get(row, "msg_id");
+	char *msg_id = json_is_integer(msg) ? NULL : idem_estrdup(str(row, "msg_id") ?
+	    str(row, "msg_id") : "");
+
+	if (msg_id == NULL && asprintf(&msg_id, "%lld", (long long)json_integer_value(msg)) < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	idem_trace_span_id(nm->revision, str(row, "job") ? str(row, "job") : "", msg_id, attempt,
+	    span_id);
+	free(msg_id);
 	attr(a, "messaging.system", json_string(nm->system));
 	attr(a, "messaging.operation.type", json_string("process"));
 	attr(a, "messaging.operation.name", json_string("process"));
@@ -520,7 +597,7 @@ scope_spans(json_t *scopes, const char *scope)
 static void
 worker_spans(json_t *scopes, const json_t *entry, const char *trace_id, const char *span_id)
 {
-	json_t *sorted = sorted_spans(entry), *ids = json_object(), *span;
+	json_t *sorted = json_object_get(entry, "spans"), *ids = json_object(), *span;
 	size_t i;
 
 	json_array_foreach(sorted, i, span)
@@ -529,7 +606,6 @@ worker_spans(json_t *scopes, const json_t *entry, const char *trace_id, const ch
 		json_array_append_new(scope_spans(scopes, str(span, "scope") ? str(span, "scope") : ""),
 		    worker_span(span, trace_id, span_id, ids));
 	json_decref(ids);
-	json_decref(sorted);
 }
 
 /* The span of one job, over its attempts from its publish: INTERNAL,
@@ -540,7 +616,7 @@ job_span(const struct names *nm, const char *job, const char *start, const char 
 	char trace_id[33], span_id[17];
 
 	idem_trace_id(nm->revision, job, trace_id);
-	idem_trace_span_id(nm->revision, job, 0, span_id);
+	idem_trace_job_span_id(nm->revision, job, span_id);
 	return json_pack("{s:s,s:s,s:s,s:s+,s:i,s:o,s:o,s:[{s:s,s:{s:s}},{s:s,s:{s:s}},{s:s,s:{s:s}}],"
 	    "s:[],s:{s:i}}", "traceId", trace_id, "spanId", span_id, "parentSpanId", "",
 	    "name", "job ", job, "kind", KIND_INTERNAL, "startTimeUnixNano", span_time(start),
@@ -548,25 +624,6 @@ job_span(const struct names *nm, const char *job, const char *start, const char 
 	    "stringValue", job, "key", "messaging.system", "value", "stringValue", nm->system,
 	    "key", "messaging.destination.name", "value", "stringValue", nm->queue, "events",
 	    "status", "code", STATUS_UNSET);
-}
-
-/* The attempts of the record's evidence by job, jobs in the order of
- * their first attempt. */
-static json_t *
-by_job(const json_t *evidence)
-{
-	json_t *jobs = json_object(), *list;
-	const json_t *row;
-	size_t i;
-
-	json_array_foreach(evidence, i, row) {
-		const char *job = str(row, "job") ? str(row, "job") : "";
-
-		if ((list = json_object_get(jobs, job)) == NULL)
-			json_object_set_new(jobs, job, list = json_array());
-		json_array_append(list, (json_t *)row);
-	}
-	return jobs;
 }
 
 /* The spans of the jobs, each followed by its attempts' spans; the
@@ -585,15 +642,16 @@ job_spans(json_t *own, json_t *scopes, const struct names *nm, const json_t *rec
 		start = str(row, "published_at") ? str(row, "published_at") : str(row, "consumed_at");
 		end = start;
 		idem_trace_id(nm->revision, job, trace_id);
-		idem_trace_span_id(nm->revision, job, 0, parent);
+		idem_trace_job_span_id(nm->revision, job, parent);
 		attempts = json_array();
 		json_array_foreach(rows, i, row) {
-			const json_t *entry = spans_of(spans, row);
+			json_t *entry = attempt_entry(spans, rows, i);
 
 			json_array_append_new(attempts, attempt_span(nm, record, row,
 			    json_object_get(entry, "lost"), trace_id, parent, span_id, &attempt_end));
 			end = later(end, attempt_end);
 			worker_spans(scopes, entry, trace_id, span_id);
+			json_decref(entry);
 		}
 		json_array_append_new(own, job_span(nm, job, start, end));
 		json_array_extend(own, attempts);

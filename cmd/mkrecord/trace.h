@@ -37,12 +37,16 @@ void idem_trace_annotate(json_t *record, const json_t *spans);
  * the spans of its stream, as an ExportTraceServiceRequest. */
 json_t *idem_trace_build(const json_t *record, const json_t *spans);
 
-/* The trace id of a job, 32 hex digits, and the span id of one of its
- * attempts (attempt 0: the job's own span), 16: the first bytes of the
- * SHA-256 of the seed's revision, a NUL byte and the job id (and a NUL
- * byte and the attempt in decimal). */
+/* The ids of idem's own spans, from the seed's revision, the job id, and
+ * for an attempt its message id (in decimal, or its text) and number:
+ * the trace id of a job, 32 hex digits, bytes 0 to 15 of the SHA-256 of
+ * REVISION NUL JOB; its job span's id, bytes 16 to 23 of the same; an
+ * attempt's span id, bytes 0 to 7 of the SHA-256 of REVISION NUL JOB NUL
+ * MSG_ID NUL ATTEMPT (two copies of a message, one attempt number each). */
 void idem_trace_id(const char *revision, const char *job, char out[33]);
-void idem_trace_span_id(const char *revision, const char *job, long long attempt, char out[17]);
+void idem_trace_job_span_id(const char *revision, const char *job, char out[17]);
+void idem_trace_span_id(const char *revision, const char *job, const char *msg_id,
+			long long attempt, char out[17]);
 
 /* POSTs the trace text to url as OTLP/HTTP JSON; -1 with err when it was
  * not sent or not accepted (a 2xx answer). */
