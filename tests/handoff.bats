@@ -81,7 +81,7 @@ commit_stall_seed() {
 		"$BATS_TEST_TMPDIR/points.md"
 	grep -qxF '| stall-until-commit | `job-0002` | 1 | `before-commit` | socket | 65 ms | 396 ms | a lock the stalled attempt held |' \
 		"$BATS_TEST_TMPDIR/points.md"
-	grep -qxF '| `job-0001` | 1 | 1 | 50 ms | 70 ms |  | 1 | not acked: inserted; lease ended 380 ms (stall) |' \
+	grep -qxF '| `job-0001` | 1 | 1 | 0 ms | 50 ms | 70 ms |  | 1 | not acked: inserted; lease ended 380 ms (stall) | none |' \
 		"$BATS_TEST_TMPDIR/stall.md"
 	# the stalled attempt's bar runs from its delivery past the redelivered one's
 	grep -qx '    section job-0001 stall-after-commit stall, two attempts at once' "$BATS_TEST_TMPDIR/stall.md"
@@ -159,7 +159,7 @@ commit_stall_seed() {
 	base=${r%.yaml}
 	[ -s "$base.svg" ]
 	assert_equal "$(git show --name-only --format= HEAD | sort | tr '\n' ' ')" \
-		"$base.intoto.jsonl $base.md $base.svg $base.yaml $base.yaml.sig "
+		"$base.intoto.jsonl $base.md $base.svg $base.trace.json $base.yaml $base.yaml.sig "
 	grep -qF "[$(basename "$base").svg]($(basename "$base").svg)" "$base.md"
 	# the commands of the handoff, run as written, verify the record
 	grep -qxF "    verify-record $r" "$base.md"

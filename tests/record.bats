@@ -95,10 +95,13 @@ commit_charge_seed() {
 # A record as mkrecord wrote it in format 7, before idem-tsv 1.8: without
 # the keys forgotten, changed and pending, the vendor_ms of each scenario,
 # the pending table's key and state, and the number and answer time of
-# each call.
+# each call; nor (format 8) the trace and the spans of each attempt.
 as_format_7() {
-	awk '/^record: 8$/ { print "record: 7"; next }
-		/^(forgotten_keys|rekeyed|pending_calls):/ { list = 1; next }
+	awk '/^record: 9$/ { print "record: 7"; next }
+		/^(forgotten_keys|rekeyed|pending_calls|trace):/ { list = 1; next }
+		/^  (worker_spans|spans_lost):/ { spans = 1; next }
+		spans && /^  - / { next }
+		{ spans = 0 }
 		list && /^[- ]/ { next }
 		{ list = 0 }
 		/^  vendor_ms: / || /^  (id|answered_at): / || /^    (id|answered_at): / { next }
@@ -477,11 +480,12 @@ as_format_2() {
 		2) read -r got <"$base-$n.yaml.sig" && [ "$got" = "signature $n" ] && [ ! -e "$base-$n.yaml" ] ;;
 		esac || { echo "name $n was changed" >&2; return 1; }
 	done
-	# allowed_signers, the 1,999 taken names and the five files of -2000
-	[ "$(ls records | wc -l)" -eq 2005 ]
+	# allowed_signers, the 1,999 taken names and the six files of -2000
+	[ "$(ls records | wc -l)" -eq 2006 ]
 	assert_equal "$(git show --name-only --format= HEAD)" "$base-2000.intoto.jsonl
 $base-2000.md
 $base-2000.svg
+$base-2000.trace.json
 $base-2000.yaml
 $base-2000.yaml.sig"
 	ssh-keygen -Y verify -f records/allowed_signers -I eng@example.org -n idem-record -s "$r.sig" <"$r"
@@ -553,10 +557,11 @@ $base-2000.yaml.sig"
 	a=$(mkrecord -o "$BATS_TEST_TMPDIR/a" <"$RUN")
 	b=$(mkrecord -o "$BATS_TEST_TMPDIR/b" <"$BATS_TEST_TMPDIR/uuids.tsv")
 	grep -q '^  msg_id: "00000000-0000-4000-8000-000000000002"$' "$b"
-	# read back as numbers, the two records are one, but for when they were made
+	# read back as numbers, the two records are one, but for when they were
+	# made and their traces, whose span ids take the message ids
 	sed -E 's/"00000000-0000-4000-8000-0*([0-9]+)"/\1/; s/msg_id=00000000-0000-4000-8000-0*([0-9]+)/msg_id=\1/g' "$b" |
-		grep -v '^created_at: ' >"$b.numbers"
-	grep -v '^created_at: ' "$a" | diff -u - "$b.numbers"
+		sed '/^trace:$/,$d' | grep -v '^created_at: ' >"$b.numbers"
+	sed '/^trace:$/,$d' "$a" | grep -v '^created_at: ' | diff -u - "$b.numbers"
 	grep -q '^  outcome: "killed at after-commit"$' "$a"
 	! grep -q '^  published_at: null$' "$a"
 }
@@ -565,7 +570,7 @@ $base-2000.yaml.sig"
 	version=$(idem_schema_version)
 	with_queue "$(printf 'queue\tidem\trehearsal_invoice_line\t%s' "$version")" >"$BATS_TEST_TMPDIR/run.tsv"
 	r=$(mkrecord -k "$key" <"$BATS_TEST_TMPDIR/run.tsv")
-	grep -q '^record: 8$' "$r"
+	grep -q '^record: 9$' "$r"
 	assert_equal "$(sed -n '/^queue:$/,/^database:/p' "$r")" "queue:
   kind: \"idem\"
   name: \"rehearsal_invoice_line\"
@@ -589,12 +594,12 @@ database:'
 	grep -q '^| queue library | pg-boss, version not recorded |$' "${r%.yaml}.md"
 }
 
-@test "a record of a format other than 1 to 8 is refused" {
+@test "a record of a format other than 1 to 9 is refused" {
 	r=$(mkrecord -k "$key" <"$RUN")
-	sed -i 's/^record: 8$/record: 9/' "$r"
+	sed -i 's/^record: 9$/record: 10/' "$r"
 	resign "$r"
 	run -1 verify-record "$r"
-	[[ "$output" == *"$r: not an idem record of format 1 to 8"* ]]
+	[[ "$output" == *"$r: not an idem record of format 1 to 9"* ]]
 }
 
 @test "a record of format 7, made before idem-tsv 1.8, still verifies" {
@@ -609,7 +614,7 @@ database:'
 
 @test "the record names the database it ran on, as the server says, beside the one the seed declares" {
 	r=$(record)
-	grep -q '^record: 8$' "$r"
+	grep -q '^record: 9$' "$r"
 	# psql, the outside referee
 	assert_equal "$(sed -n '/^database:$/,/^worker:$/p' "$r")" "database:
   declared: null
@@ -843,7 +848,7 @@ worker:'
 	charge_run >"$BATS_TEST_TMPDIR/charge.tsv"
 	r=$(mkrecord -k "$key" -c <"$BATS_TEST_TMPDIR/charge.tsv")
 	run -0 verify-record "$r"
-	grep -q '^record: 8$' "$r"
+	grep -q '^record: 9$' "$r"
 	grep -q '^verdict: "pass"$' "$r"
 	assert_equal "$(sed -n '/^external:$/,/^jobs:/p' "$r")" 'external:
   name: "payment charge"
@@ -887,8 +892,8 @@ jobs: 3'
 	# the handoff
 	md="${r%.yaml}.md"
 	grep -qF '| external call | payment charge, key `invoice_id` `line_no` (fields of the call'"'"'s JSON body); the vendor honours `Idempotency-Key` |' "$md"
-	grep -q '^| external | 3 | 3 |$' "$md"
-	grep -q '^| external_duplicates | 0 | 0 |$' "$md"
+	grep -q '^| external | [^|]* | 3 | 3 |$' "$md"
+	grep -q '^| external_duplicates | [^|]* | 0 | 0 |$' "$md"
 	grep -q '^## External calls$' "$md"
 	# a paragraph, however its lines are folded
 	paste -sd ' ' "$md" | grep -qF 'A call the worker left pending is a row of `demo.pending_calls`, whose `owner` names who reconciles it; the seed names billing-oncall.'
@@ -910,7 +915,7 @@ jobs: 3'
 	grep -q '^verdict: "fail"$' "$r"
 	md="${r%.yaml}.md"
 	grep -q '^\*\*The counts differ from what the seed expected.\*\*$' "$md"
-	grep -q '^| external | 3 | 4 |$' "$md"
+	grep -q '^| external | [^|]* | 3 | 4 |$' "$md"
 	grep -qF -- '- `["inv-1001",1]`: 2 calls took effect, expected 1' "$md"
 	git log -1 --format=%s | grep -q '^record: charge fail (effects 3 of 3 expected, duplicates 0, external calls 4 of 3)$'
 	run -1 verify-record "$r"
@@ -954,7 +959,7 @@ answers_fixture() {
 @test "a business key whose calls changed their key fails the record against a vendor that honours keys, charged once" {
 	answers_fixture true
 	r=$(mkrecord -k "$key" -c <"$answers")
-	grep -q '^record: 8$' "$r"
+	grep -q '^record: 9$' "$r"
 	grep -q '^verdict: "fail"$' "$r"
 	# the counts pass: one charge each
 	grep -q '^    external_duplicates:$' "$r"
@@ -1186,7 +1191,7 @@ stall_fixture() {
 	stall_fixture
 	r=$(mkrecord -k "$key" -c <"$stall")
 	run -0 verify-record "$r"
-	grep -q '^record: 8$' "$r"
+	grep -q '^record: 9$' "$r"
 	assert_equal "$(sed -n '/^stalls:$/,/^missed:/p' "$r" | head -n 11)" 'stalls:
 - scenario: "stall-until-commit"
   job: "job-0002"

@@ -219,7 +219,8 @@ mkrecord_writing() {
 		ended_by "$sig"
 		# all of it, or none of it: here all, as the write had begun
 		r=$(git show --name-only --format= HEAD -- '*.yaml')
-		[ -f "$r" ] && [ -f "$r.sig" ] && [ -f "${r%.yaml}.md" ] && [ -f "${r%.yaml}.svg" ]
+		[ -f "$r" ] && [ -f "$r.sig" ] && [ -f "${r%.yaml}.md" ] && [ -f "${r%.yaml}.svg" ] &&
+			[ -f "${r%.yaml}.trace.json" ]
 		assert_equal "$(git status --porcelain)" ""
 		verify-record -f records/allowed_signers "$r"
 		git_ssh verify-commit HEAD 2>/dev/null
@@ -236,9 +237,10 @@ mkrecord_writing() {
 		interrupt "$sig" alone
 		ended_by "$sig"
 		r=$(sed -n 's/^rehearse: interrupted while verifying the record: //p' "$err")
-		[ -f "$r" ] && [ -f "$r.sig" ] && [ -f "${r%.yaml}.md" ] && [ -f "${r%.yaml}.svg" ]
+		[ -f "$r" ] && [ -f "$r.sig" ] && [ -f "${r%.yaml}.md" ] && [ -f "${r%.yaml}.svg" ] &&
+			[ -f "${r%.yaml}.trace.json" ]
 		verify-record -f records/allowed_signers "$r"
-		rm "$r" "$r.sig" "${r%.yaml}.md" "${r%.yaml}.svg" "${r%.yaml}.intoto.jsonl"
+		rm "$r" "$r.sig" "${r%.yaml}.md" "${r%.yaml}.svg" "${r%.yaml}.intoto.jsonl" "${r%.yaml}.trace.json"
 		assert_equal "$(ls -A records)" allowed_signers
 	done
 }

@@ -376,6 +376,24 @@ keys_and_pending(json_t *ctx, long long start)
 	keys_sent(ctx, start);
 }
 
+/* Beside each total after the run, the same count before it (null when
+ * count-effects --before did not count it). */
+static void
+counts_before(json_t *counts)
+{
+	json_t *row, *before;
+	size_t i, j;
+
+	json_array_foreach(json_object_get(counts, "total_rows"), i, row) {
+		json_object_set_new(row, "before", json_null());
+		json_array_foreach(json_object_get(counts, "before"), j, before)
+			if (str(before, "scope") && strcmp(str(before, "scope"), "total") == 0 &&
+			    str(before, "key") && str(row, "name") &&
+			    strcmp(str(before, "key"), str(row, "name")) == 0)
+				json_object_set(row, "before", json_object_get(before, "observed"));
+	}
+}
+
 void
 idem_handoff_context(json_t *ctx, const struct idem_handoff_files *files)
 {
@@ -439,6 +457,7 @@ idem_handoff_context(json_t *ctx, const struct idem_handoff_files *files)
 	json_array_foreach(json_object_get(ctx, "calls"), i, row)
 		json_object_set_new(row, "since_start", since_start(row, "at", start));
 	keys_and_pending(ctx, start);
+	counts_before(json_object_get(ctx, "counts"));
 	json_array_foreach(json_object_get(ctx, "measures"), i, row)
 		measure_line(row, start);
 	json_array_foreach(json_object_get(ctx, "waiting"), i, row)

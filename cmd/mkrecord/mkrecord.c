@@ -24,6 +24,7 @@
 #include "statement.h"
 #include "template.h"
 #include "timeline.h"
+#include "trace.h"
 #include "error.h"
 #include "file.h"
 #include "intoto.h"
@@ -59,10 +60,10 @@ struct out_file {
  * timeline, and the files they are published as. */
 struct made {
 	json_t *record;
-	char *yaml, *sig, *intoto, *md, *svg, *likely;
-	struct out_file out[5];
+	char *yaml, *sig, *intoto, *md, *svg, *likely, *trace;
+	struct out_file out[6];
 	size_t nout;
-	const char *path, *sig_path, *intoto_path, *md_path, *svg_path;
+	const char *path, *sig_path, *intoto_path, *md_path, *svg_path, *trace_path;
 };
 
 static int
@@ -377,6 +378,30 @@ seed_revision(const struct idem_run *run, int allow_dirty, struct idem_git_revis
 		idem_die_error(&err);
 }
 
+/* The trace beside the record (idem-record(5), THE TRACE), its SHA-256
+ * in the record, sent to IDEM_OTLP_ENDPOINT too when that is set: a
+ * trace not sent is a warning, the record stands without it. */
+static char *
+trace(json_t *record, const struct idem_run *run)
+{
+	const char *endpoint = getenv(IDEM_TRACE_ENDPOINT);
+	struct idem_error err;
+	json_t *otlp;
+	char *text, sha[65];
+
+	idem_trace_annotate(record, run->spans);
+	otlp = idem_trace_build(record, run->spans);
+	if ((text = json_dumps(otlp, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII)) == NULL)
+		idem_die(IDEM_EXIT_ENV, "the trace: out of memory");
+	json_decref(otlp);
+	idem_sha256_hex(text, strlen(text), sha);
+	json_object_set_new(record, "trace", json_pack("{s:s,s:s}", "sha256", sha, "format",
+	    "OTLP JSON, ExportTraceServiceRequest"));
+	if (endpoint != NULL && *endpoint != '\0' && idem_trace_post(endpoint, text, &err) < 0)
+		idem_warn("%s: the trace was not sent: %s", IDEM_TRACE_ENDPOINT, err.text);
+	return text;
+}
+
 /* One record: the handoff renders it with a few conveniences more. A
  * signature that does not verify is never written. */
 static void
@@ -384,12 +409,13 @@ render(struct made *m, const struct idem_run *run, const struct idem_git_revisio
      const struct options *o, const struct idem_key *key, const struct signer *who)
 {
 	static const char *const suffixes[] = { ".yaml", ".yaml.sig", IDEM_INTOTO_SUFFIX, ".md",
-		".svg", NULL };
+		".svg", IDEM_TRACE_SUFFIX, NULL };
 	struct idem_error err;
 	json_t *stored;
 
 	m->record = idem_build_record(run, rev, o->reproduce, o->next_review,
 	    parse_wait(o->waits, o->nwaits));
+	m->trace = trace(m->record, run);
 	stored = json_deep_copy(m->record);
 	json_object_del(stored, "counts_differ");
 	json_object_del(stored, "duplicate_keys");
@@ -440,11 +466,13 @@ publish_made(struct made *m, const char *dir, const char *rehearsal, const struc
 		m->out[m->nout++] = (struct out_file){ .text = m->intoto, .suffix = IDEM_INTOTO_SUFFIX };
 	m->out[m->nout++] = (struct out_file){ .text = m->md, .suffix = ".md" };
 	m->out[m->nout++] = (struct out_file){ .text = m->svg, .suffix = ".svg" };
+	m->out[m->nout++] = (struct out_file){ .text = m->trace, .suffix = IDEM_TRACE_SUFFIX };
 	m->out[m->nout++] = (struct out_file){ .text = m->yaml, .suffix = ".yaml" };
 	publish(m->out, m->nout, dir, rehearsal, m->sig != NULL);
 	m->path = m->out[m->nout - 1].path;
-	m->svg_path = m->out[m->nout - 2].path;
-	m->md_path = m->out[m->nout - 3].path;
+	m->trace_path = m->out[m->nout - 2].path;
+	m->svg_path = m->out[m->nout - 3].path;
+	m->md_path = m->out[m->nout - 4].path;
 	m->sig_path = m->sig != NULL ? m->out[0].path : "";
 	m->intoto_path = m->intoto != NULL ? m->out[1].path : "";
 	if (strcmp(m->path, m->likely) == 0)
@@ -464,11 +492,11 @@ publish_made(struct made *m, const char *dir, const char *rehearsal, const struc
 static void
 commit(struct made *m, const char *rehearsal, const char *evidence, const struct idem_key *key)
 {
-	const char *files[6] = { m->path, m->sig_path, m->md_path, m->svg_path };
+	const char *files[7] = { m->path, m->sig_path, m->md_path, m->svg_path, m->trace_path };
 	json_t *totals = json_object_get(json_object_get(m->record, "counts"), "totals"), *external;
 	char calls[96] = "", id[41], *message;
 	struct idem_error err;
-	size_t nfiles = 4;
+	size_t nfiles = 5;
 
 	if ((external = json_object_get(totals, "external")) != NULL)
 		snprintf(calls, sizeof(calls), ", external calls %lld of %lld",
@@ -500,6 +528,7 @@ made_free(struct made *m)
 	free(m->yaml);
 	free(m->md);
 	free(m->svg);
+	free(m->trace);
 	free(m->likely);
 	free(m->sig);
 	free(m->intoto);

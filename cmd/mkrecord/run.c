@@ -19,6 +19,7 @@
 #include "text.h"
 #include "record.h"
 #include "role.h"
+#include "trace.h"
 
 /* kill-at's note for a kill point that cannot happen (kill-at(1), kill) */
 #define FINDING "kill-at: ack in the effect's transaction: "
@@ -667,6 +668,17 @@ add_count(char **f)
 	    "observed", number_or_text(f[COUNT_OBSERVED])));
 }
 
+/* A span or span_lost row of a job listed, for the trace; a row that
+ * does not keep its kind's format is left out of it, with a warning. */
+static void
+add_span(const struct idem_tsv_reader *r)
+{
+	struct idem_error err;
+
+	if (idem_trace_read_row(s.spans, r->line, listed, &err) < 0)
+		idem_warn("%s:%ld: %s: left out of the trace", r->name, r->line_no, err.text);
+}
+
 /*
  * The second pass, over the evidence file the first wrote: the attempts
  * the record lists, with their publish times and branch lines, and the
@@ -683,6 +695,7 @@ read_evidence(const char *stream_name)
 	s.counts_before = json_array();
 	s.counts_after = json_array();
 	s.logs_of = json_object();
+	s.spans = idem_trace_spans_new();
 	if (!idem_run_volume(&s))
 		in = fmemopen(ev.mem, ev.mem_len, "r");
 	else if ((in = idem_record_file_open(ev.tmp, "r", &err)) == NULL)
@@ -707,6 +720,8 @@ read_evidence(const char *stream_name)
 			add_log(f[LOG_LINE]);
 		else if (r.kind == IDEM_KIND_COUNT_ROW)
 			add_count(f);
+		else
+			add_span(&r);
 	}
 	idem_tsv_reader_free(&r);
 	fclose(in);

@@ -34,6 +34,7 @@ struct idem_run {
 	json_t *baseline;	/* the baseline row, or NULL */
 	json_t *account;	/* the grant and denied rows, or NULL */
 	json_t *database;	/* the database row, or NULL */
+	json_t *spans;		/* the span and span_lost rows of the jobs listed (trace.h) */
 	long long jobs, copies;
 	/* the attempts of the stream: all of them, acked, not acked, and
 	 * deliveries after the first */

@@ -22,6 +22,7 @@
 #include "text.h"
 #include "record.h"
 #include "yamljson.h"
+#include "tracefile.h"
 
 /* The SHA-256 of a seed at a revision, as the records of a directory
  * name it, or why it could not be read. */
@@ -776,6 +777,17 @@ check_arithmetic(struct check *c)
 	check_measures(c, sums.duplicates);
 }
 
+/* The trace beside a record of format 9: the one signed. */
+static void
+check_trace(struct check *c)
+{
+	char *why = idem_tracefile_check(c->path, c->record);
+
+	if (why != NULL)
+		reason(c, "%s", why);
+	free(why);
+}
+
 void
 idem_check_record(struct checker *k, struct check *c)
 {
@@ -810,4 +822,5 @@ idem_check_record(struct checker *k, struct check *c)
 	check_arithmetic(c);
 	if (idem_statement_check(c->path, c->record, sha256, c->signer, &err) < 0)
 		reason(c, "%s", err.text);
+	check_trace(c);
 }
