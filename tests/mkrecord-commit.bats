@@ -42,7 +42,7 @@ traced() {
 	traced fsync,link
 	r=$(cat "$BATS_TEST_TMPDIR/made")
 	files=$(git show --name-only --format= HEAD | grep -c '^records/')
-	assert_equal "$files" 5
+	assert_equal "$files" 6
 	# the syncs ended (= 0) before the first link of a temporary file to its name
 	synced=$(awk '/link\(".*\.mkrecord-/ { exit } /fsync/ && /= 0$/ { n++ } END { print n + 0 }' \
 		"$BATS_TEST_TMPDIR/trace")
