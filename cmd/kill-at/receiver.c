@@ -442,6 +442,17 @@ receiver_heard_us(struct receiver *r, pid_t pid)
 	return at;
 }
 
+int
+receiver_heard_any(struct receiver *r)
+{
+	int any;
+
+	pthread_mutex_lock(&r->lock);
+	any = r->nheard > 0;
+	pthread_mutex_unlock(&r->lock);
+	return any;
+}
+
 FILE *
 receiver_stop(struct receiver *r, struct receiver_counts *counts)
 {

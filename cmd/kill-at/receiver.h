@@ -35,6 +35,8 @@ const char *receiver_endpoint(const struct receiver *r);
 void receiver_workers(struct receiver *r, const pid_t *groups, int n);
 /* When a span of process pid last came, on our clock; 0 for never. */
 long long receiver_heard_us(struct receiver *r, pid_t pid);
+/* Whether any process of the run has sent a span yet. */
+int receiver_heard_any(struct receiver *r);
 /* Stops the receiver: the span rows, from their start, and the counts
  * (the caller frees counts->refused). */
 FILE *receiver_stop(struct receiver *r, struct receiver_counts *counts);
