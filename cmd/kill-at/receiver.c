@@ -15,6 +15,7 @@
 #include <microhttpd.h>
 #include <zlib.h>
 
+#include "loopback.h"
 #include "otlp.h"
 #include "peer.h"
 #include "receiver.h"
@@ -41,9 +42,8 @@ struct receiver {
 
 /* A request's state, from its first byte to its answer. */
 struct request {
-	char *body;
-	size_t len;
-	int too_large, gzip;
+	struct loopback_body body;	/* first: loopback frees it */
+	int gzip;
 	enum otlp_encoding encoding;
 };
 
@@ -233,7 +233,7 @@ take(struct receiver *r, struct MHD_Connection *c, const struct request *req)
 	if ((w.buf = open_memstream(&rows, &len)) == NULL)
 		return refuse(r, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal", req->encoding,
 		    "out of memory");
-	rc = otlp_decode(req->encoding, req->body ? req->body : "", req->len,
+	rc = otlp_decode(req->encoding, req->body.text ? req->body.text : "", req->body.len,
 	    RECEIVER_MAX_REQUEST_SPANS, r->skew_us, write_span, &w, &nspans, &dropped, why,
 	    sizeof(why));
 	if (fclose(w.buf) != 0 && rc == OTLP_OK)
@@ -279,8 +279,8 @@ gunzip(struct request *req)
 		free(out);
 		return -1;
 	}
-	z.next_in = (Bytef *)req->body;
-	z.avail_in = (uInt)req->len;
+	z.next_in = (Bytef *)req->body.text;
+	z.avail_in = (uInt)req->body.len;
 	z.next_out = (Bytef *)out;
 	z.avail_out = RECEIVER_MAX_BODY + 1;
 	rc = inflate(&z, Z_FINISH);
@@ -289,9 +289,9 @@ gunzip(struct request *req)
 		free(out);
 		return rc == Z_BUF_ERROR && z.avail_out == 0 ? -2 : -1;
 	}
-	free(req->body);
-	req->body = out;
-	req->len = z.total_out;
+	free(req->body.text);
+	req->body.text = out;
+	req->body.len = z.total_out;
 	return 0;
 }
 
@@ -341,18 +341,9 @@ handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
 			return refuse(r, c, status, reason, req->encoding, reason);
 		return MHD_YES;
 	}
-	if (*upload_data_size > 0) {
-		if (req->len + *upload_data_size > RECEIVER_MAX_BODY) {
-			req->too_large = 1;
-		} else {
-			req->body = idem_erealloc(req->body, req->len + *upload_data_size + 1);
-			memcpy(req->body + req->len, upload_data, *upload_data_size);
-			req->len += *upload_data_size;
-		}
-		*upload_data_size = 0;
+	if (loopback_gather(&req->body, upload_data, upload_data_size, RECEIVER_MAX_BODY))
 		return MHD_YES;
-	}
-	if (req->too_large)
+	if (req->body.too_large)
 		return refuse(r, c, MHD_HTTP_CONTENT_TOO_LARGE, "too-large", req->encoding,
 		    "body too large");
 	if (req->gzip && (rc = gunzip(req)) < 0)
@@ -362,27 +353,11 @@ handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
 	return take(r, c, req);
 }
 
-static void
-completed(void *cls, struct MHD_Connection *c, void **state, enum MHD_RequestTerminationCode how)
-{
-	struct request *req = *state;
-
-	(void)cls;
-	(void)c;
-	(void)how;
-	if (req != NULL) {
-		free(req->body);
-		free(req);
-	}
-	*state = NULL;
-}
-
 struct receiver *
 receiver_start(long long skew_us, struct idem_error *err)
 {
 	struct receiver *r = idem_emalloc(sizeof(*r));
-	const union MHD_DaemonInfo *info;
-	struct sockaddr_in addr;
+	unsigned port;
 
 	memset(r, 0, sizeof(*r));
 	r->skew_us = skew_us;
@@ -392,21 +367,9 @@ receiver_start(long long skew_us, struct idem_error *err)
 		idem_error_set(err, IDEM_EXIT_ENV, "holding the spans: %s", strerror(errno));
 		goto fail;
 	}
-	memset(&addr, 0, sizeof(addr));
-	addr.sin_family = AF_INET;
-	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	r->daemon = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD,
-	    0, NULL, NULL, handle, r, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-	    MHD_OPTION_NOTIFY_COMPLETED, completed, r, MHD_OPTION_CONNECTION_TIMEOUT, 30u,
-	    MHD_OPTION_END);
-	if (r->daemon == NULL) {
-		idem_error_set(err, IDEM_EXIT_ENV, "starting the span receiver on 127.0.0.1: %s",
-		    strerror(errno));
+	if ((r->daemon = loopback_start(handle, r, 30u, "the span receiver", &port, err)) == NULL)
 		goto fail;
-	}
-	info = MHD_get_daemon_info(r->daemon, MHD_DAEMON_INFO_BIND_PORT);
-	snprintf(r->endpoint, sizeof(r->endpoint), "http://127.0.0.1:%u/v1/traces",
-	    info ? (unsigned)info->port : 0u);
+	snprintf(r->endpoint, sizeof(r->endpoint), "http://127.0.0.1:%u/v1/traces", port);
 	return r;
 fail:
 	receiver_free(r);

@@ -15,6 +15,7 @@
 #include <jansson.h>
 #include <microhttpd.h>
 
+#include "loopback.h"
 #include "peer.h"
 #include "seed.h"
 #include "vendor.h"
@@ -53,9 +54,7 @@ struct idem_vendor {
 
 /* A request's state, from its first byte to its answer. */
 struct request {
-	char *body;
-	size_t len;
-	int too_large;
+	struct loopback_body body;	/* first: loopback frees it */
 };
 
 static void
@@ -342,17 +341,8 @@ handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
 		memset(req, 0, sizeof(*req));
 		return MHD_YES;
 	}
-	if (*upload_data_size > 0) {
-		if (req->len + *upload_data_size > MAX_BODY) {
-			req->too_large = 1;
-		} else {
-			req->body = idem_erealloc(req->body, req->len + *upload_data_size + 1);
-			memcpy(req->body + req->len, upload_data, *upload_data_size);
-			req->len += *upload_data_size;
-		}
-		*upload_data_size = 0;
+	if (loopback_gather(&req->body, upload_data, upload_data_size, MAX_BODY))
 		return MHD_YES;
-	}
 	pthread_mutex_lock(&v->lock);
 	v->calls = idem_ereallocarray(v->calls, v->ncalls + 1, sizeof(*v->calls));
 	call = v->calls[v->ncalls++] = idem_emalloc(sizeof(*call));
@@ -363,13 +353,13 @@ handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
 	call->path = idem_estrdup(url);
 	call->idempotency_key = dup_or_null(MHD_lookup_connection_value(c, MHD_HEADER_KIND,
 	    "Idempotency-Key"));
-	idem_sha256_hex(req->body ? req->body : "", req->len, call->body_sha256);
-	call->business_key = req->too_large ? NULL :
-	    idem_vendor_body_key(req->body ? req->body : "", req->len, v->fields, v->nfields);
+	idem_sha256_hex(req->body.text ? req->body.text : "", req->body.len, call->body_sha256);
+	call->business_key = req->body.too_large ? NULL :
+	    idem_vendor_body_key(req->body.text ? req->body.text : "", req->body.len, v->fields, v->nfields);
 	call->answer = "";
 	client_of(v, c, call);
 	signal_event(v);
-	if (req->too_large) {
+	if (req->body.too_large) {
 		call->answer = "error";
 		return answer_call(v, c, call, MHD_HTTP_CONTENT_TOO_LARGE,
 		    "{\"error\":{\"message\":\"body too large\"}}");
@@ -383,27 +373,11 @@ handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
 	    "{\"error\":{\"message\":\"POST or GET\"}}");
 }
 
-static void
-completed(void *cls, struct MHD_Connection *c, void **state, enum MHD_RequestTerminationCode how)
-{
-	struct request *req = *state;
-
-	(void)cls;
-	(void)c;
-	(void)how;
-	if (req != NULL) {
-		free(req->body);
-		free(req);
-	}
-	*state = NULL;
-}
-
 struct idem_vendor *
 idem_vendor_start(const char *name, const char *key_fields, int honours, struct idem_error *err)
 {
 	struct idem_vendor *v = idem_emalloc(sizeof(*v));
-	struct sockaddr_in addr;
-	const union MHD_DaemonInfo *info;
+	unsigned port;
 	json_t *fields, *field;
 	size_t i;
 
@@ -434,21 +408,9 @@ idem_vendor_start(const char *name, const char *key_fields, int honours, struct 
 		idem_error_set(err, IDEM_EXIT_ENV, "eventfd: %s", strerror(errno));
 		goto fail;
 	}
-	memset(&addr, 0, sizeof(addr));
-	addr.sin_family = AF_INET;
-	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	addr.sin_port = 0;
-	v->daemon = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD,
-	    0, NULL, NULL, handle, v, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-	    MHD_OPTION_NOTIFY_COMPLETED, completed, v, MHD_OPTION_CONNECTION_TIMEOUT, 120u,
-	    MHD_OPTION_END);
-	if (v->daemon == NULL) {
-		idem_error_set(err, IDEM_EXIT_ENV, "starting the vendor double on 127.0.0.1: %s",
-		    strerror(errno));
+	if ((v->daemon = loopback_start(handle, v, 120u, "the vendor double", &port, err)) == NULL)
 		goto fail;
-	}
-	info = MHD_get_daemon_info(v->daemon, MHD_DAEMON_INFO_BIND_PORT);
-	snprintf(v->url, sizeof(v->url), "http://127.0.0.1:%u", info ? (unsigned)info->port : 0u);
+	snprintf(v->url, sizeof(v->url), "http://127.0.0.1:%u", port);
 	return v;
 fail:
 	idem_vendor_free(v);
