@@ -322,35 +322,40 @@ init_key(json_t *ctx, const char *key)
 }
 
 /* Puts text at path through a temporary file and a rename that never
- * replaces a file: one there already, even one made meanwhile, stays. */
-static void
-write_new_file(const char *path, const char *text)
+ * replaces a file: one there already, even one made meanwhile, stays.
+ * Nothing is left behind on an error, and nothing is still held. */
+static int
+write_new_file(const char *path, const char *text, struct idem_error *err)
 {
-	struct idem_error err;
-	char *tmp = appendf(idem_estrdup(path), ".XXXXXX");
-	int rc, linked = 0;
+	char *tmp;
+	int rc, linked = 0, saved;
 
 	if (access(path, F_OK) == 0)
-		idem_die(IDEM_EXIT_USAGE, "%s: exists; not overwritten", path);
-	if (idem_write_temp_file(tmp, text, strlen(text), &err) < 0)
-		idem_die(err.status, "%s:", path);	/* the file's name, not the temporary one's */
+		return idem_error_set(err, IDEM_EXIT_USAGE, "%s: exists; not overwritten", path);
+	tmp = appendf(idem_estrdup(path), ".XXXXXX");
+	if (idem_write_temp_file(tmp, text, strlen(text), err) < 0) {
+		saved = errno;
+		free(tmp);
+		errno = saved;
+		/* the file's name, not the temporary one's */
+		return idem_error_set(err, err->status, "%s:", path);
+	}
 	rc = renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE);
 	if (rc < 0 && (errno == EINVAL || errno == ENOSYS)) {
 		/* a file system without it: a link never replaces either */
 		rc = link(tmp, path);
 		linked = 1;
 	}
-	if (rc < 0 || linked) {
-		int saved = errno;
-
+	saved = errno;
+	if (rc < 0 || linked)
 		unlink(tmp);
-		errno = saved;
-	}
-	if (rc < 0 && errno == EEXIST)
-		idem_die(IDEM_EXIT_USAGE, "%s: exists; not overwritten", path);
-	if (rc < 0)
-		idem_die(IDEM_EXIT_ENV, "%s:", path);
 	free(tmp);
+	errno = saved;
+	if (rc < 0 && errno == EEXIST)
+		return idem_error_set(err, IDEM_EXIT_USAGE, "%s: exists; not overwritten", path);
+	if (rc < 0)
+		return idem_error_set(err, IDEM_EXIT_ENV, "%s:", path);
+	return 0;
 }
 
 /* --init: a ready seed for the table, its business key the -k columns,
@@ -362,6 +367,7 @@ write_skeleton(const char *table, const char *key, const char *output)
 	const char *dot = strchr(table, '.'), *name = dot ? dot + 1 : table;
 	json_t *ctx;
 	char *text, *rehearsal, *p;
+	int rc;
 
 	if (!(dot ? plain_name(table, (size_t)(dot - table)) && plain_name(name, strlen(name))
 	    : plain_name(table, strlen(table))))
@@ -378,10 +384,14 @@ write_skeleton(const char *table, const char *key, const char *output)
 	free(rehearsal);
 	if (text == NULL)
 		idem_die_error(&err);
-	if (output != NULL && strcmp(output, "-") != 0)
-		write_new_file(output, text);
-	else
-		fputs(text, stdout);
+	if (output != NULL && strcmp(output, "-") != 0) {
+		rc = write_new_file(output, text, &err);
+		free(text);
+		if (rc < 0)
+			idem_die_error(&err);
+		return;
+	}
+	fputs(text, stdout);
 	free(text);
 }
 
