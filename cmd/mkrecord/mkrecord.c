@@ -389,6 +389,7 @@ trace(json_t *record, const struct idem_run *run)
 	json_t *otlp;
 	char *text, sha[65];
 
+	idem_trace_deliveries(run->spans, run->attempts);
 	idem_trace_annotate(record, run->spans);
 	otlp = idem_trace_build(record, run->spans);
 	if ((text = json_dumps(otlp, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII)) == NULL)

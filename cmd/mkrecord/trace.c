@@ -193,7 +193,7 @@ read_lost(json_t *spans, char **f, struct idem_error *err)
 			json_array_append(ids, id);
 	json_decref(parents);
 	json_array_append_new(json_object_get(of_attempt(spans, f[1], f[2]), "lost"),
-	    json_pack("{s:s,s:o}", "killed_at", f[5], "parents", ids));
+	    json_pack("{s:s,s:s?,s:o}", "killed_at", f[5], "pid", f[3], "parents", ids));
 	return 1;
 }
 
@@ -223,6 +223,64 @@ idem_trace_read_row(json_t *spans, const char *line, int (*listed)(const char *j
 	return rc;
 }
 
+/* The delivery a span or a lost entry (item, of the attempt under key)
+ * is of, among the run's attempts by job, number and process (by_process):
+ * of those of its process, the last consumed at or before at, else the
+ * first; NULL when its process made none. */
+static const json_t *
+delivery_of(const json_t *by_process, const char *key, const json_t *item, const char *at)
+{
+	const json_t *list, *row, *found = NULL;
+	long long t = idem_timeline_parse_time(at);
+	char *k;
+	size_t i;
+
+	if (str(item, "pid") == NULL || asprintf(&k, "%s\t%s", key, str(item, "pid")) < 0)
+		return NULL;
+	list = json_object_get(by_process, k);
+	free(k);
+	json_array_foreach(list, i, row) {
+		long long c = idem_timeline_parse_time(str(row, "consumed_at"));
+
+		if (found == NULL || (c >= 0 && c <= t))
+			found = row;
+	}
+	return found;
+}
+
+void
+idem_trace_deliveries(json_t *spans, const json_t *attempts)
+{
+	json_t *by_process = json_object(), *row, *entry, *item, *list;
+	const char *key;
+	char *k;
+	size_t i;
+
+	json_array_foreach(attempts, i, row) {
+		if (!json_is_integer(json_object_get(row, "pid")) || str(row, "job") == NULL)
+			continue;
+		if (asprintf(&k, "%s\t%lld\t%lld", str(row, "job"),
+		    (long long)json_integer_value(json_object_get(row, "attempt")),
+		    (long long)json_integer_value(json_object_get(row, "pid"))) < 0)
+			idem_die(IDEM_EXIT_ENV, "asprintf:");
+		if ((list = json_object_get(by_process, k)) == NULL)
+			json_object_set_new(by_process, k, list = json_array());
+		json_array_append(list, row);
+		free(k);
+	}
+	json_object_foreach(spans, key, entry) {
+		const json_t *d;
+
+		json_array_foreach(json_object_get(entry, "spans"), i, item)
+			if ((d = delivery_of(by_process, key, item, str(item, "start"))) != NULL)
+				json_object_set(item, "msg_id", json_object_get(d, "msg_id"));
+		json_array_foreach(json_object_get(entry, "lost"), i, item)
+			if ((d = delivery_of(by_process, key, item, str(item, "killed_at"))) != NULL)
+				json_object_set(item, "msg_id", json_object_get(d, "msg_id"));
+	}
+	json_decref(by_process);
+}
+
 static json_t *
 spans_of(const json_t *spans, const json_t *row)
 {
@@ -246,15 +304,21 @@ by_start(const void *a, const void *b)
 	return c != 0 ? c : strcmp(str(x, "span_id"), str(y, "span_id"));
 }
 
-/* Whether attempt i of a job's attempts (rows) owns what happened at:
- * of the attempts of its number (two copies of a message each have an
- * attempt 1), the last consumed at or before at, else the first. */
+/* Whether attempt i of a job's attempts (rows) owns item, a span or a
+ * lost entry of what happened at: the attempt of its delivery when that
+ * is known; else, of the attempts of its number (two copies of a message
+ * each have an attempt 1), the last consumed at or before at, else the
+ * first. */
 static int
-owns(const json_t *rows, size_t i, const char *at)
+owns(const json_t *rows, size_t i, const json_t *item, const char *at)
 {
 	const json_t *attempt = json_object_get(json_array_get(rows, i), "attempt"), *row;
+	const json_t *msg = json_object_get(item, "msg_id");
 	long long t = idem_timeline_parse_time(at), best_t = -1;
 	size_t j, best = (size_t)-1, first = (size_t)-1;
+
+	if (msg != NULL)
+		return json_equal(json_object_get(json_array_get(rows, i), "msg_id"), msg);
 
 	json_array_foreach(rows, j, row) {
 		long long c = idem_timeline_parse_time(str(row, "consumed_at"));
@@ -283,14 +347,14 @@ attempt_entry(const json_t *spans, const json_t *rows, size_t i)
 	json_t *out = json_pack("{s:[],s:o}", "spans", "lost", lost), *id;
 
 	for (j = k = 0; j < n; j++)
-		if (owns(rows, i, str(json_array_get(list, j), "start")))
+		if (owns(rows, i, json_array_get(list, j), str(json_array_get(list, j), "start")))
 			sorted[k++] = json_array_get(list, j);
 	qsort(sorted, k, sizeof(*sorted), by_start);
 	for (j = 0; j < k; j++)
 		json_array_append(json_object_get(out, "spans"), sorted[j]);
 	free(sorted);
 	json_array_foreach(json_object_get(entry, "lost"), j, v)
-		if (owns(rows, i, str(v, "killed_at")))
+		if (owns(rows, i, v, str(v, "killed_at")))
 			json_array_foreach(json_object_get(v, "parents"), k, id)
 				json_array_append(lost, id);
 	return out;

@@ -29,6 +29,15 @@ json_t *idem_trace_spans_new(void);
 int idem_trace_read_row(json_t *spans, const char *line, int (*listed)(const char *job),
 			struct idem_error *err);
 
+/* Sets in each span and lost entry of spans the msg_id of its delivery,
+ * found among the run's attempts (attempt rows as objects, with job,
+ * msg_id, attempt, pid and consumed_at) by its process: of that process's
+ * attempts of the same job and number, the last consumed at or before the
+ * span's start (or the kill), else the first. Two copies of a message, a
+ * duplicate publish or a race, share job and number; only the process
+ * tells them apart. Without a delivery, an entry is placed by time. */
+void idem_trace_deliveries(json_t *spans, const json_t *attempts);
+
 /* Adds to each attempt of the record's evidence the names of its
  * worker's spans, by start, and the span ids lost when it was killed. */
 void idem_trace_annotate(json_t *record, const json_t *spans);

@@ -203,6 +203,64 @@ test_trace(json_t *record, json_t *spans)
 	json_decref(trace);
 }
 
+/* Two copies of job-2 worked at once by two processes, as in a race: a
+ * span of process 300 that starts after process 400 consumed the second
+ * copy is still the first copy's; by time alone it would be the second's. */
+static void
+test_deliveries(const json_t *record)
+{
+	json_t *attempts = json_loads("["
+	    "{\"job\": \"job-2\", \"msg_id\": \"a\", \"attempt\": 1, \"pid\": 300,"
+	    " \"consumed_at\": \"2026-12-01T10:00:00.110000Z\"},"
+	    "{\"job\": \"job-2\", \"msg_id\": \"b\", \"attempt\": 1, \"pid\": 400,"
+	    " \"consumed_at\": \"2026-12-01T10:00:00.120000Z\"}]", 0, NULL);
+	json_t *spans = idem_trace_spans_new(), *copy = json_deep_copy(record), *trace;
+	struct idem_error err;
+	const json_t *late, *early, *copy_a, *copy_b;
+
+	CHECK(idem_trace_read_row(spans, "span" T "44444444444444444444444444444444" T
+	    "eeeeeeeeeeeeeeee" T "\\N" T "late" T "1" T "2026-12-01T10:00:00.130000Z" T
+	    "2026-12-01T10:00:00.140000Z" T "ok" T "300" T "0" T "job-2" T "1" T "\\N" T "{}" T
+	    "[]" T "json", NULL, &err) == 1, "the first process's late span is read");
+	CHECK(idem_trace_read_row(spans, "span" T "55555555555555555555555555555555" T
+	    "1111111111111111" T "\\N" T "early" T "1" T "2026-12-01T10:00:00.115000Z" T
+	    "2026-12-01T10:00:00.118000Z" T "ok" T "\\N" T "1" T "job-2" T "1" T "\\N" T "{}" T
+	    "[]" T "json", NULL, &err) == 1, "a span of no known process is read");
+	idem_trace_deliveries(spans, attempts);
+	trace = idem_trace_build(copy, spans);
+	late = span_named(trace, "", "late");
+	early = span_named(trace, "", "early");
+	copy_a = copy_b = NULL;
+	{
+		const json_t *s, *span;
+		size_t i, j;
+
+		json_array_foreach(json_object_get(json_array_get(json_object_get(trace,
+		    "resourceSpans"), 0), "scopeSpans"), i, s)
+			json_array_foreach(json_object_get(s, "spans"), j, span) {
+				char *m = attribute(span, "messaging.message.id");
+
+				if (m != NULL && strcmp(m, "{\"stringValue\":\"a\"}") == 0)
+					copy_a = span;
+				if (m != NULL && strcmp(m, "{\"stringValue\":\"b\"}") == 0)
+					copy_b = span;
+				free(m);
+			}
+	}
+	CHECK(late != NULL && early != NULL && copy_a != NULL && copy_b != NULL,
+	    "both spans and both copies are in the trace");
+	if (late && early && copy_a && copy_b) {
+		CHECK_STR(get(late, "parentSpanId"), get(copy_a, "spanId"),
+		    "the late span of process 300 is under the copy process 300 worked on");
+		CHECK_STR(get(early, "parentSpanId"), get(copy_a, "spanId"),
+		    "a span of no process goes by time: the copy consumed last before it");
+	}
+	json_decref(trace);
+	json_decref(copy);
+	json_decref(spans);
+	json_decref(attempts);
+}
+
 int
 main(void)
 {
@@ -212,6 +270,7 @@ main(void)
 	test_ids();
 	test_rows(spans);
 	test_trace(record, spans);
+	test_deliveries(record);
 	json_decref(record);
 	json_decref(spans);
 	return unit_done("trace");
