@@ -71,6 +71,9 @@ receiver_counts() {
 	[ "$(rows_of span "$out")" -ge 20 ]
 	[[ "$(receiver_counts)" == *" {} 0 set" ]]
 	assert_equal "$(awk -F '\t' '$1 == "receiver" { print $4 }' "$out")" "$(rows_of span "$out")"
+	# stopped at the end, the workers exit by themselves, their SDK's
+	# shutdown not held up by metrics sent nowhere
+	assert_equal "$(awk -F '\t' '$1 == "log" && $5 ~ /died of signal/' "$out")" ""
 }
 
 @test "the attempt killed after its commit: its INSERT span came, and span_lost names the parent it never sent" {
@@ -186,11 +189,12 @@ env_worker() {
 	endpoint=$(awk -F '\t' '$1 == "receiver" { print $2 }' "$out")
 	[[ "$endpoint" =~ ^http://127\.0\.0\.1:[0-9]+/v1/traces$ ]]
 	assert_equal "$(tr '\n' , <"$BATS_TEST_TMPDIR/env")" \
-		"OTEL_BSP_SCHEDULE_DELAY=50,OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=$endpoint,OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf,OTEL_TRACES_EXPORTER=otlp,"
-	# the worker's choice of protocol is left as it is
-	OTEL_EXPORTER_OTLP_PROTOCOL=http/json run_pipeline "$seed" 30s "${worker[@]}"
+		"OTEL_BSP_SCHEDULE_DELAY=50,OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=$endpoint,OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf,OTEL_LOGS_EXPORTER=none,OTEL_METRICS_EXPORTER=none,OTEL_TRACES_EXPORTER=otlp,"
+	# the worker's choice of protocol and exporters is left as it is
+	OTEL_EXPORTER_OTLP_PROTOCOL=http/json OTEL_METRICS_EXPORTER=console run_pipeline "$seed" 30s "${worker[@]}"
 	[ "$status" -eq 0 ]
 	assert_equal "$(grep PROTOCOL "$BATS_TEST_TMPDIR/env")" "OTEL_EXPORTER_OTLP_PROTOCOL=http/json"
+	assert_equal "$(grep METRICS "$BATS_TEST_TMPDIR/env")" "OTEL_METRICS_EXPORTER=console"
 }
 
 @test "the user's own OTEL_EXPORTER_OTLP_ENDPOINT is left alone, and said so" {

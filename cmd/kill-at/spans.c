@@ -84,6 +84,11 @@ spans_setenv(void)
 	snprintf(value, sizeof(value), "%lld", batch_delay_ms);
 	setenv("OTEL_BSP_SCHEDULE_DELAY", value, 1);
 	setenv("OTEL_TRACES_EXPORTER", "otlp", 0);
+	/* the receiver takes traces only: an SDK's metrics and logs would go
+	 * to its default endpoint, whatever listens there, and its shutdown
+	 * wait on their retries */
+	setenv("OTEL_METRICS_EXPORTER", "none", 0);
+	setenv("OTEL_LOGS_EXPORTER", "none", 0);
 }
 
 void
