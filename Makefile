@@ -48,7 +48,7 @@ EMBEDDED_cmd/seed-gen = templates/seed.yaml templates/ticket.md
 EMBEDDED_cmd/mkrecord/mkrecord = templates/handoff.md
 EMBEDDED_cmd/kill-at/failpoint = cmd/kill-at/failpoint.sql
 UNIT = tsv text file seed template sig yamljson pg map record queue timeline handoff step plan dsse statement trace
-FUZZ = tsv seed record sshsig signers key template vendor sanitize step sql otlp
+FUZZ = tsv seed record sshsig signers key template vendor sanitize step sql otlp adapter
 FUZZ_SECONDS = 60
 FUZZ_CC = clang
 FUZZ_FLAGS = -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
@@ -138,8 +138,9 @@ build/fuzz/%.o: %.c $(HEADERS) $$(wildcard $$(EMBEDDED_$$*))
 		$(shell pkg-config --cflags $(PKGS)) -c -o $@ $<
 
 build/fuzz/%: tests/fuzz/%.c tests/fuzz/scratch.c tests/fuzz/fuzz.h $(HEADERS) $(FUZZLIB)
-	$(FUZZ_CC) -Icmd $(CPPFLAGS) -Itests/fuzz $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ \
-		tests/fuzz/$*.c tests/fuzz/scratch.c $(FUZZLIB) $(LDLIBS)
+	$(FUZZ_CC) -Icmd $(CPPFLAGS) -Itests/fuzz $(FUZZ_FLAGS) -fsanitize=fuzzer \
+		$(shell pkg-config --cflags $(PKGS)) -o $@ tests/fuzz/$*.c tests/fuzz/scratch.c \
+		$(FUZZLIB) $(LDLIBS)
 
 # Runs every harness for FUZZ_SECONDS on its corpus; new inputs go to
 # build/fuzz/corpus, findings to build/fuzz/findings, and any finding fails.

@@ -3,9 +3,11 @@
 #include <string.h>
 
 #include "embed.h"
+#include "file.h"
 #include "pg.h"
 #include "queue.h"
 #include "sql.h"
+#include "text.h"
 
 EMBED(idem_sql_queue_idem, "lib/queues/idem.sql");
 EMBED(idem_sql_queue_pgboss, "lib/queues/pg-boss.sql");
@@ -22,6 +24,15 @@ static const struct {
 };
 
 static const char PLACEHOLDER[] = ":'queue'";
+
+const char *const idem_queue_required[] = {
+	"installed", "version", "publish", "observe", "expire", "deliveries", "deliveries-of-key",
+	"unacked", "unacked-list", "hold-back", "let-go", "account", "denied", NULL
+};
+const char *const idem_queue_optional[] = {
+	"prepare", "copy", "published-after", "published-span", "hold-lease", "rescue",
+	"setup-schemas", "consume", "complete", NULL
+};
 
 /* A header line "-- key: value" before the first section. */
 static char *
@@ -53,6 +64,7 @@ split(struct idem_queue *q, const char *text)
 		q->sections = idem_ereallocarray(q->sections, q->nsections + 1, sizeof(*q->sections));
 		qs = &q->sections[q->nsections++];
 		qs->name = idem_estrndup(s.head, s.head_len);
+		qs->name_at = s.head;
 		qs->sql = s.text;
 		qs->len = s.len;
 		prev = &s;
@@ -83,6 +95,129 @@ idem_queue_open(struct idem_queue *q, const char *kind, const char *name, struct
 	return 0;
 }
 
+static int
+listed(const char *const *names, const char *name)
+{
+	for (; *names; names++)
+		if (strcmp(*names, name) == 0)
+			return 1;
+	return 0;
+}
+
+/* The line of text at p, from 1. */
+static size_t
+line_of(const char *text, const char *p)
+{
+	size_t n = 1;
+
+	for (; text < p; text++)
+		n += *text == '\n';
+	return n;
+}
+
+/* The last line of text. */
+static size_t
+last_line(const char *text)
+{
+	size_t len = strlen(text);
+
+	return line_of(text, text + len) - (len > 0 && text[len - 1] == '\n');
+}
+
+/* What is wrong with a kind's name, or NULL. */
+static const char *
+bad_kind(const char *kind)
+{
+	const char *p;
+
+	if (*kind == '\0' || strlen(kind) > 64)
+		return "1 to 64 characters";
+	for (p = kind; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || (*p == '-' && p > kind)))
+			return "lowercase letters, digits and -, not first";
+	return NULL;
+}
+
+/* Checks the sections of q, read from text: each of a known name, once,
+ * with SQL in it; the required ones there. */
+static int
+check_sections(const struct idem_queue *q, const char *path, const char *text,
+	       struct idem_error *err)
+{
+	const char *const *r;
+	size_t i, j;
+
+	for (i = 0; i < q->nsections; i++) {
+		const struct idem_queue_section *s = &q->sections[i];
+		size_t line = line_of(text, s->name_at);
+
+		if (!listed(idem_queue_required, s->name) && !listed(idem_queue_optional, s->name))
+			return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%zu: section @%s: not a section "
+			    "of an adapter (idem-sandbox(1), QUEUE ADAPTERS)", path, line, s->name);
+		for (j = 0; j < i; j++)
+			if (strcmp(q->sections[j].name, s->name) == 0)
+				return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%zu: section @%s: a second "
+				    "one (the first at line %zu)", path, line, s->name,
+				    line_of(text, q->sections[j].name_at));
+		if (s->len == 0)
+			return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%zu: section @%s: no SQL in it",
+			    path, line, s->name);
+	}
+	for (r = idem_queue_required; *r; r++)
+		if (!idem_queue_has(q, *r))
+			return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%zu: section @%s: missing; every "
+			    "adapter has %s", path, last_line(text), *r,
+			    "installed, version, publish, observe, expire, deliveries, deliveries-of-key, "
+			    "unacked, unacked-list, hold-back, let-go, account and denied");
+	return 0;
+}
+
+int
+idem_queue_parse(struct idem_queue *q, const char *path, char *text, size_t len,
+		 const char *kind, const char *name, struct idem_error *err)
+{
+	const char *problem;
+
+	memset(q, 0, sizeof(*q));
+	q->text = text;
+	q->path = idem_estrdup(path);
+	q->name = idem_estrdup(name);
+	idem_sha256_hex(text, len, q->sha256);
+	if (memchr(text, '\0', len) != NULL)
+		return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%zu: a NUL byte: not a text file", path,
+		    line_of(text, text + strlen(text)));	/* the line it is on */
+	if ((q->own_kind = header(text, "kind")) == NULL)
+		return idem_error_set(err, IDEM_EXIT_USAGE, "%s:1: no \"-- kind: KIND\" line before "
+		    "the first section", path);
+	q->kind = q->own_kind;
+	if ((problem = bad_kind(q->kind)) != NULL)
+		return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%zu: kind %s: %s", path,
+		    line_of(text, strstr(text, "-- kind: ")), q->kind, problem);
+	if (kind != NULL && strcmp(kind, q->kind) != 0)
+		return idem_error_set(err, IDEM_EXIT_USAGE, "%s:%zu: kind %s: the seed's queue is of "
+		    "kind %s", path, line_of(text, strstr(text, "-- kind: ")), q->kind, kind);
+	q->library = header(text, "library");
+	q->install = header(text, "install");
+	if (q->library == NULL)
+		q->library = idem_estrdup(q->kind);
+	split(q, text);
+	return check_sections(q, path, text, err);
+}
+
+int
+idem_queue_open_file(struct idem_queue *q, const char *path, const char *kind, const char *name,
+		     struct idem_error *err)
+{
+	size_t len;
+	char *text = idem_read_file_max(path, IDEM_QUEUE_ADAPTER_MAX, &len, err);
+
+	if (text == NULL) {
+		memset(q, 0, sizeof(*q));
+		return -1;
+	}
+	return idem_queue_parse(q, path, text, len, kind, name, err);
+}
+
 void
 idem_queue_close(struct idem_queue *q)
 {
@@ -94,6 +229,9 @@ idem_queue_close(struct idem_queue *q)
 	free(q->name);
 	free(q->library);
 	free(q->install);
+	free(q->path);
+	free(q->text);
+	free(q->own_kind);
 	memset(q, 0, sizeof(*q));
 }
 

@@ -17,23 +17,51 @@
 
 struct idem_queue_section {
 	const char *name, *sql;
+	const char *name_at;	/* where its head is in the adapter's text */
 	size_t len;
 };
 
 /* A queue of one kind, by name. */
 struct idem_queue {
-	const char *kind;		/* idem, pg-boss, graphile-worker */
+	const char *kind;		/* idem, pg-boss, graphile-worker, or a file's */
 	char *name;
 	char *library, *install;	/* from the adapter's header */
 	struct idem_queue_section *sections;
 	size_t nsections;
+	/* an adapter of the team's own, read from a file: its path, the
+	 * SHA-256 of its bytes, and the bytes the sections point into */
+	char *path;
+	char sha256[65];
+	char *text, *own_kind;
 };
+
+/* The largest adapter file read. */
+#define IDEM_QUEUE_ADAPTER_MAX (1024 * 1024)
 
 /* The adapter of kind (NULL: idem) for the queue name; -1 with err set for
  * a kind that has none. Free with idem_queue_close either way. */
 int idem_queue_open(struct idem_queue *q, const char *kind, const char *name,
 		    struct idem_error *err);
+/* The adapter in the file at path for the queue name, its kind kind (NULL:
+ * whatever its header says); -1 with err set (IDEM_EXIT_USAGE) for a file
+ * that cannot be read, is over IDEM_QUEUE_ADAPTER_MAX bytes, or is not an
+ * adapter (naming the file, the line and the section: see
+ * idem_queue_parse). Free with idem_queue_close either way. */
+int idem_queue_open_file(struct idem_queue *q, const char *path, const char *kind,
+			 const char *name, struct idem_error *err);
+/* The adapter in text, len bytes (the file at path, for messages), into
+ * q, as idem_queue_open_file takes it: a header line "-- kind: KIND"
+ * (lowercase letters, digits and -, and kind when that is not NULL), then
+ * sections each of a known name, once, and with SQL in it; the sections
+ * every queue needs all there. Takes text (malloc'd) whatever it returns. */
+int idem_queue_parse(struct idem_queue *q, const char *path, char *text, size_t len,
+		     const char *kind, const char *name, struct idem_error *err);
 void idem_queue_close(struct idem_queue *q);
+
+/* The sections every adapter has, and those it may have, in
+ * idem-sandbox(1)'s QUEUE ADAPTERS; NULL-terminated. */
+extern const char *const idem_queue_required[];
+extern const char *const idem_queue_optional[];
 
 /* Whether the adapter has a section. */
 int idem_queue_has(const struct idem_queue *q, const char *section);

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "file.h"
 #include "queue.h"
 #include "unit.h"
 
@@ -39,6 +40,66 @@ placeholders_outside_bodies(const struct idem_queue_section *s)
 		}
 	}
 	return !inside;
+}
+
+/* parse TEXT as the file a.sql of kind want (NULL: any): its status, and
+ * the error's text in err */
+static int
+parse(const char *text, const char *want, struct idem_error *err)
+{
+	struct idem_queue q;
+	int rc = idem_queue_parse(&q, "a.sql", idem_estrdup(text), strlen(text), want, "q", err);
+
+	idem_queue_close(&q);
+	return rc;
+}
+
+/* A team's adapter file: every built-in adapter read as a file is taken;
+ * a section missing, unknown, twice or empty, a kind that is not a name
+ * or not the seed's, are each refused naming the file, line and section. */
+static void
+test_files(void)
+{
+	struct idem_queue q;
+	struct idem_error err;
+	char *whole, *text;
+	size_t len;
+
+	CHECK(idem_queue_open_file(&q, "lib/queues/pg-boss.sql", "pg-boss", "q", &err) == 0,
+	    "a built-in adapter is an adapter file too");
+	CHECK_STR(q.kind, "pg-boss", "its kind from its header");
+	CHECK(strlen(q.sha256) == 64 && q.path != NULL && idem_queue_has(&q, "rescue"),
+	    "its SHA-256, path and sections");
+	idem_queue_close(&q);
+	CHECK(idem_queue_open_file(&q, "no/such.sql", NULL, "q", &err) < 0 &&
+	    err.status == IDEM_EXIT_USAGE && strstr(err.text, "no/such.sql: No such file") != NULL,
+	    "a file not there: bad input, naming it");
+	idem_queue_close(&q);
+	whole = idem_read_file("lib/queues/idem.sql", &len, &err);
+	CHECK(whole != NULL && parse(whole, "idem", &err) == 0, "idem.sql parses");
+	CHECK(parse(whole, "jobs", &err) < 0 && err.status == IDEM_EXIT_USAGE &&
+	    strstr(err.text, "a.sql:1: kind idem: the seed's queue is of kind jobs") != NULL,
+	    "another kind than the seed's");
+	text = idem_estrdup(whole);
+	memcpy(strstr(text, "-- @observe\n"), "-- @observd\n", 12);
+	CHECK(parse(text, NULL, &err) < 0 && strstr(err.text, ": section @observd: not a section") &&
+	    strncmp(err.text, "a.sql:", 6) == 0, "an unknown section, named with its line");
+	free(text);
+	text = idem_estrdup(whole);
+	memcpy(strstr(text, "-- @observe\n"), "-- @version\n", 12);
+	CHECK(parse(text, NULL, &err) < 0 && strstr(err.text, "section @version: a second one"),
+	    "a section twice");
+	free(text);
+	CHECK(parse("-- kind: jobs\n-- @installed\nSELECT true\n", NULL, &err) < 0 &&
+	    strstr(err.text, "a.sql:3: section @version: missing") != NULL, "a missing section");
+	CHECK(parse("-- kind: Jobs\n-- @installed\nSELECT true\n", NULL, &err) < 0 &&
+	    strstr(err.text, "a.sql:1: kind Jobs: lowercase") != NULL, "a kind that is not a name");
+	CHECK(parse("-- @installed\nSELECT true\n", NULL, &err) < 0 &&
+	    strstr(err.text, "a.sql:1: no \"-- kind: KIND\" line") != NULL, "no kind");
+	CHECK(parse("-- kind: jobs\n-- @installed\n-- nothing\n\n-- @version\nSELECT 1\n", NULL,
+	    &err) < 0 && strstr(err.text, "a.sql:2: section @installed: no SQL in it") != NULL,
+	    "a section of comments only");
+	free(whole);
 }
 
 int
@@ -126,5 +187,6 @@ main(void)
 		    "a thousand elements, as it grows");
 		free(idem_text_array_take(&grown));
 	}
+	test_files();
 	return unit_done("queue");
 }
