@@ -197,16 +197,20 @@ read_windows(FILE *out, long from, size_t *n, char **jobs)
 	return w;
 }
 
-/* The window of process pid holding time at, or SIZE_MAX. */
+/* The window of process pid holding time at, or SIZE_MAX. A time in
+ * whole milliseconds is from a clock no finer (OpenTelemetry JS writes
+ * its spans' times so) and stands for any instant of that millisecond: it
+ * is in the last window that millisecond meets. */
 static size_t
 window_of(const struct window *w, size_t n, pid_t pid, long long at)
 {
 	size_t lo = 0, hi = n, mid;
+	long long latest = at >= 0 && at % 1000 == 0 ? at + 999 : at;
 
 	/* the first window after (pid, at) */
 	while (lo < hi) {
 		mid = lo + (hi - lo) / 2;
-		if (w[mid].pid < pid || (w[mid].pid == pid && w[mid].from_us <= at))
+		if (w[mid].pid < pid || (w[mid].pid == pid && w[mid].from_us <= latest))
 			lo = mid + 1;
 		else
 			hi = mid;

@@ -223,6 +223,15 @@ idem_trace_read_row(json_t *spans, const char *line, int (*listed)(const char *j
 	return rc;
 }
 
+/* The latest instant a time of a span may stand for: one in whole
+ * milliseconds is from a clock no finer (OpenTelemetry JS writes its
+ * spans' times so), and stands for any instant of that millisecond. */
+static long long
+latest_of(long long t)
+{
+	return t >= 0 && t % 1000 == 0 ? t + 999 : t;
+}
+
 /* The delivery a span or a lost entry (item, of the attempt under key)
  * is of, among the run's attempts by job, number and process (by_process):
  * of those of its process, the last consumed at or before at, else the
@@ -231,19 +240,25 @@ static const json_t *
 delivery_of(const json_t *by_process, const char *key, const json_t *item, const char *at)
 {
 	const json_t *list, *row, *found = NULL;
-	long long t = idem_timeline_parse_time(at);
+	long long t = latest_of(idem_timeline_parse_time(at)), best_t = -1;
 	char *k;
 	size_t i;
 
-	if (str(item, "pid") == NULL || asprintf(&k, "%s\t%s", key, str(item, "pid")) < 0)
+	if (str(item, "pid") == NULL)
 		return NULL;
+	if (asprintf(&k, "%s\t%s", key, str(item, "pid")) < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
 	list = json_object_get(by_process, k);
 	free(k);
 	json_array_foreach(list, i, row) {
 		long long c = idem_timeline_parse_time(str(row, "consumed_at"));
 
-		if (found == NULL || (c >= 0 && c <= t))
+		if (found == NULL && best_t < 0)
+			found = row;	/* the first, until one consumed before at */
+		if (c >= 0 && c <= t && c >= best_t) {
 			found = row;
+			best_t = c;
+		}
 	}
 	return found;
 }
@@ -314,7 +329,7 @@ owns(const json_t *rows, size_t i, const json_t *item, const char *at)
 {
 	const json_t *attempt = json_object_get(json_array_get(rows, i), "attempt"), *row;
 	const json_t *msg = json_object_get(item, "msg_id");
-	long long t = idem_timeline_parse_time(at), best_t = -1;
+	long long t = latest_of(idem_timeline_parse_time(at)), best_t = -1;
 	size_t j, best = (size_t)-1, first = (size_t)-1;
 
 	if (msg != NULL)

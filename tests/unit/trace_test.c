@@ -203,6 +203,18 @@ test_trace(json_t *record, json_t *spans)
 	json_decref(trace);
 }
 
+static int
+has_event(const json_t *span, const char *name)
+{
+	const json_t *e;
+	size_t i;
+
+	json_array_foreach(json_object_get(span, "events"), i, e)
+		if (strcmp(get(e, "name"), name) == 0)
+			return 1;
+	return 0;
+}
+
 /* Two copies of job-2 worked at once by two processes, as in a race: a
  * span of process 300 that starts after process 400 consumed the second
  * copy is still the first copy's; by time alone it would be the second's. */
@@ -226,6 +238,9 @@ test_deliveries(const json_t *record)
 	    "1111111111111111" T "\\N" T "early" T "1" T "2026-12-01T10:00:00.115000Z" T
 	    "2026-12-01T10:00:00.118000Z" T "ok" T "\\N" T "1" T "job-2" T "1" T "\\N" T "{}" T
 	    "[]" T "json", NULL, &err) == 1, "a span of no known process is read");
+	CHECK(idem_trace_read_row(spans, "span_lost" T "job-2" T "1" T "300" T
+	    "[\"abababababababab\"]" T "2026-12-01T10:00:00.130000Z", NULL, &err) == 1,
+	    "the first process's lost spans are read");
 	idem_trace_deliveries(spans, attempts);
 	trace = idem_trace_build(copy, spans);
 	late = span_named(trace, "", "late");
@@ -254,6 +269,8 @@ test_deliveries(const json_t *record)
 		    "the late span of process 300 is under the copy process 300 worked on");
 		CHECK_STR(get(early, "parentSpanId"), get(copy_a, "spanId"),
 		    "a span of no process goes by time: the copy consumed last before it");
+		CHECK(has_event(copy_a, "spans lost") && !has_event(copy_b, "spans lost"),
+		    "the spans lost by the kill of process 300 are the copy it worked on");
 	}
 	json_decref(trace);
 	json_decref(copy);
