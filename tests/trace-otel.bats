@@ -85,11 +85,11 @@ attempt_of() {
 	assert_equal "$status_|$events" "error|commit,external call,kill,spans lost"
 	grep -q '^job-0002 1 [^:]*: pg.query:INSERT idem$' <<<"$(paths)"
 	grep -q '^job-0002 1 [^:]*: pg.query:COMMIT idem$' <<<"$(paths)"
-	! grep -q '^job-0002 1 [^:]*: invoice line' <<<"$(paths)"
+	run ! grep -q '^job-0002 1 [^:]*: invoice line' <<<"$(paths)"
 	[ "$lost" != - ]
 	for id in ${lost//,/ }; do
 		[[ "$id" =~ ^[0-9a-f]{16}$ ]]
-		! grep -q "^span	.*	$id	" <<<"$view"
+		run ! grep -q "^span	.*	$id	" <<<"$view"
 	done
 	# killed in the vendor's call: its INSERT came, its POST, unfinished,
 	# never did, nor their parent; the retry's message span holds its own
@@ -97,7 +97,7 @@ attempt_of() {
 	IFS='|' read -r status_ events lost < <(attempt_of job-0004 1)
 	assert_equal "$status_|$events" "error|external call,kill,spans lost"
 	grep -q '^job-0004 1 [^:]*: pg.query:INSERT idem$' <<<"$(paths)"
-	! grep -q '^job-0004 1 [^:]*: .*POST$' <<<"$(paths)"
+	run ! grep -q '^job-0004 1 [^:]*: .*POST$' <<<"$(paths)"
 	grep -q '^job-0004 2 [^:]*: invoice line > POST$' <<<"$(paths)"
 	# the record and the trace verify
 	run verify-record -f "$repo/records/allowed_signers" "$record"
@@ -108,7 +108,7 @@ attempt_of() {
 	bad=$BATS_TEST_TMPDIR/bad.json
 	while IFS='|' read -r change why; do
 		sed "$change" "$trace" >"$bad"
-		! cmp -s "$bad" "$trace"
+		run ! cmp -s "$bad" "$trace"
 		run node tests/node/otlp-read.js "$bad"
 		[ "$status" -eq 1 ]
 		[[ "$output" == "otlp-read: "*"$why"* ]]

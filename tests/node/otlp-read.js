@@ -10,8 +10,10 @@
 // lowerCamelCase), made the message, encoded to protobuf and decoded
 // again; what comes back must be the file, field for field, so that a
 // field the definitions do not know, or a value of the wrong type, fails.
-// The spans must then make trees: ids unique, each parent in its child's
-// trace, every root a job's span.
+// The spans must then make trees: ids unique and not all zero, each parent
+// in its child's trace, no cycle, every root a job's span of idem's scope,
+// each of idem's attempts (CONSUMER spans of its scope) under one, every
+// other span under an attempt.
 //
 // Prints the trace as the decoded message holds it, one line a span, its
 // fields separated by tabs:
@@ -42,10 +44,16 @@ function idBytes(hex, bytes, where, empty) {
     return Buffer.alloc(0);
   if (typeof hex !== 'string' || !new RegExp(`^[0-9a-f]{${2 * bytes}}$`).test(hex))
     fail(`${where}: ${JSON.stringify(hex)} is not ${bytes} bytes in lowercase hex`);
+  if (/^0+$/.test(hex))
+    fail(`${where}: all zero, which OTLP forbids`);
   return Buffer.from(hex, 'hex');
 }
 
 function withIds(s, where) {
+  if (s === null || typeof s !== 'object' || Array.isArray(s))
+    fail(`${where}: not an object`);
+  if ('links' in s && !Array.isArray(s.links))
+    fail(`${where}.links: not an array`);
   return {
     ...s,
     traceId: idBytes(s.traceId, 16, `${where}.traceId`),
@@ -53,6 +61,15 @@ function withIds(s, where) {
     ...('parentSpanId' in s ? { parentSpanId: idBytes(s.parentSpanId, 8, `${where}.parentSpanId`, true) } : {}),
     ...('links' in s ? { links: s.links.map((l, i) => withIds(l, `${where}.links[${i}]`)) } : {}),
   };
+}
+
+// o[key], an array or nothing, of an object o.
+function array(o, key, where) {
+  if (o === null || typeof o !== 'object' || Array.isArray(o))
+    fail(`${where}: not an object`);
+  if (o[key] !== undefined && !Array.isArray(o[key]))
+    fail(`${where}.${key}: not an array`);
+  return o[key] || [];
 }
 
 // The file with its ids as bytes, as protobufjs takes them.
@@ -64,22 +81,25 @@ function toMessage(json) {
     ...json,
     resourceSpans: rs.map((r, i) => ({
       ...r,
-      scopeSpans: (r.scopeSpans || []).map((ss, j) => ({
+      scopeSpans: array(r, 'scopeSpans', `resourceSpans[${i}]`).map((ss, j) => ({
         ...ss,
-        spans: (ss.spans || []).map((s, k) => withIds(s, `resourceSpans[${i}].scopeSpans[${j}].spans[${k}]`)),
+        spans: array(ss, 'spans', `resourceSpans[${i}].scopeSpans[${j}]`)
+          .map((s, k) => withIds(s, `resourceSpans[${i}].scopeSpans[${j}].spans[${k}]`)),
       })),
     })),
   };
 }
 
-// Bytes back to hex, as OTLP/JSON writes them.
-function hexed(v) {
+// The ids back to hex, as OTLP/JSON writes them; other bytes (an
+// AnyValue's bytesValue) in base64, as OTLP/JSON writes those.
+const ID_FIELDS = new Set(['traceId', 'spanId', 'parentSpanId']);
+function hexed(v, key) {
   if (v instanceof Uint8Array)
-    return Buffer.from(v).toString('hex');
+    return Buffer.from(v).toString(ID_FIELDS.has(key) ? 'hex' : 'base64');
   if (Array.isArray(v))
-    return v.map(hexed);
+    return v.map((x) => hexed(x, key));
   if (v !== null && typeof v === 'object')
-    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, hexed(x)]));
+    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, hexed(x, k)]));
   return v;
 }
 
@@ -106,7 +126,7 @@ function differs(file, back, path) {
     if (back === null || typeof back !== 'object')
       return `${path}: an object, decoded as ${JSON.stringify(back)}`;
     for (const k of Object.keys(file)) {
-      if (!(k in back))
+      if (!Object.prototype.hasOwnProperty.call(back, k))
         return `${path}.${k}: not a field of the definitions`;
       const d = differs(file[k], back[k], `${path}.${k}`);
       if (d)
@@ -150,38 +170,48 @@ function main() {
   if (d)
     fail(`${file}: ${d.slice(1)}`);
 
-  // the trees, from the decoded message
-  const spans = new Map();
+  // the trees, from the decoded message: idem's own spans are those of
+  // its scope, a job's at each root and an attempt's (CONSUMER) under it
+  const spans = new Map(), own = new Set();
   for (const r of back.resourceSpans)
     for (const ss of r.scopeSpans)
       for (const s of ss.spans) {
         if (spans.has(s.spanId))
           fail(`span ${s.spanId}: twice`);
         spans.set(s.spanId, s);
+        if (ss.scope && ss.scope.name === 'idem')
+          own.add(s);
       }
+  const isAttempt = (s) => own.has(s) && s.kind === KIND_CONSUMER;
   const lines = [];
   for (const s of spans.values()) {
     if (!s.parentSpanId) {
-      if (s.kind !== KIND_INTERNAL || !s.name.startsWith('job '))
+      if (!own.has(s) || s.kind !== KIND_INTERNAL || !s.name.startsWith('job '))
         fail(`span ${s.spanId} (${s.name}): a root that is not a job's span`);
       lines.push(['job', s.name.slice(4), s.traceId]);
       continue;
     }
-    const parent = spans.get(s.parentSpanId);
-    if (!parent || parent.traceId !== s.traceId)
-      fail(`span ${s.spanId} (${s.name}): its parent ${s.parentSpanId} is not in its trace`);
     // the attempt above it, and the path from there
     let a = s;
-    const path = [];
-    while (a.kind !== KIND_CONSUMER && a.parentSpanId) {
+    const path = [], seen = new Set();
+    while (!isAttempt(a)) {
+      const parent = spans.get(a.parentSpanId);
+      if (!parent || parent.traceId !== a.traceId)
+        fail(`span ${a.spanId} (${a.name}): its parent ${a.parentSpanId} is not in its trace`);
+      if (seen.has(a) || !parent.parentSpanId)
+        fail(`span ${s.spanId} (${s.name}): under no attempt`);
+      seen.add(a);
       path.unshift(a.name);
-      a = spans.get(a.parentSpanId);
+      a = parent;
     }
-    if (a.kind !== KIND_CONSUMER)
-      fail(`span ${s.spanId} (${s.name}): under no attempt`);
     const job = attribute(a, 'idem.job.id'), count = attribute(a, 'idem.message.delivery_count');
     const msg = attribute(a, 'messaging.message.id');
     if (a === s) {
+      const parent = spans.get(s.parentSpanId);
+      if (!parent || parent.traceId !== s.traceId)
+        fail(`span ${s.spanId} (${s.name}): its parent ${s.parentSpanId} is not in its trace`);
+      if (!own.has(parent) || parent.parentSpanId)
+        fail(`span ${s.spanId} (${s.name}): an attempt not under its job's span`);
       const events = (s.events || []).map((e) => e.name);
       const lost = (s.events || []).filter((e) => e.name === 'spans lost')
         .flatMap((e) => (attribute(e, 'idem.span_ids') === undefined ?
