@@ -168,6 +168,72 @@ check_every_scenario() {
 		'["inv-5005",1]:2'
 }
 
+@test "pg-boss 12: a worker as its documentation shows lives through every scenario, seen in pg-boss 12's own table" {
+	pipeline pgboss12 unique
+	check_every_scenario
+	# the schema version the adapter tells pg-boss 12 by, in the stream
+	assert_equal "$(awk -F '\t' '$1 == "queue" { print $2 " " $3 " " $4 }' "$out")" "pg-boss invoice-line 46"
+	# pg-boss 12's layout: the queue's jobs in job_common, the default
+	# partition, all 8 completed; the retried jobs fetched again by pg-boss
+	# (its retry_count); the baseline's job with the seed's lease, in seconds
+	assert_equal "$(sql "SELECT table_name FROM pgboss.queue WHERE name = 'invoice-line'")" job_common
+	assert_equal "$(sql "SELECT count(*) FILTER (WHERE state = 'completed'), count(*) FROM pgboss.job_common WHERE name = 'invoice-line'")" "8|8"
+	assert_equal "$(sql "SELECT string_agg(data->>'invoice_id' || ':' || retry_count, ',' ORDER BY data->>'invoice_id') FROM pgboss.job WHERE name = 'invoice-line' AND retry_count > 0")" \
+		"inv-5002:1,inv-5003:1,inv-5004:1"
+	assert_equal "$(sql "SELECT expire_seconds FROM pgboss.job WHERE data->>'invoice_id' = 'inv-5006'")" 4
+	assert_equal "$(awk -F '\t' '$1 == "publish" { print $4 }' "$out" | sort | md5sum)" \
+		"$(sql "SELECT id FROM pgboss.job WHERE name = 'invoice-line' ORDER BY id::text" | md5sum)"
+}
+
+@test "pg-boss 12: a check-then-insert worker is caught by the race, the key named" {
+	pipeline pgboss12 check-then-insert
+	[ "$status" -eq 1 ]
+	assert_equal "$(total duplicates)" 1
+	assert_equal "$(awk -F '\t' '$1 == "count" && $2 == "after" && $3 == "key" && $6 > 1 { print $4 ":" $6 }' "$out")" \
+		'["inv-5005",1]:2'
+}
+
+@test "graphile-worker 0.18: a worker as its documentation shows lives through every scenario but the kill after commit, on the adapter of 0.16" {
+	pipeline graphile018 unique
+	cat "$err" >&2
+	[ "$status" -eq 0 ]
+	assert_equal "$(awk -F '\t' '$1 == "queue" { print $2 " " $3 " " $4 }' "$out")" \
+		"graphile-worker invoice_line 20"
+	assert_equal "$(total effects)" 6
+	assert_equal "$(total duplicates)" 0
+	assert_equal "$(total pending)" 0
+	assert_equal "$(kills)" "before-commit:job-0003:database,before-write:job-0004:database,"
+	assert_equal "$(attempts)" \
+		"job-0001:1:0:conflict-noop,job-0001:1:1:inserted,job-0002:1:1:inserted,job-0003:1:0:inserted,job-0003:2:1:inserted,job-0004:1:0:\\N,job-0004:2:1:inserted,job-0005:1:0:conflict-noop,job-0005:1:1:inserted,job-0006:1:1:inserted,"
+	assert_equal "$(race_writer)" "$(race_first)"
+	assert_equal "$(sql 'SELECT count(*) FROM graphile_worker._private_jobs')" 0
+}
+
+@test "graphile-worker 0.18: killed after its commit in a seed of its own, the kill lands on that attempt alone and its retry finds the line" {
+	node tests/fixtures/workers/graphile018-worker.js --setup unique
+	run_pipeline tests/fixtures/seeds/graphile018-after-commit.yaml 120s \
+		node tests/fixtures/workers/graphile018-worker.js unique
+	cat "$err" >&2
+	[ "$status" -eq 0 ]
+	assert_equal "$(total effects)" 6
+	assert_equal "$(total duplicates)" 0
+	assert_equal "$(kills)" "after-commit:job-0002:database,"
+	assert_equal "$(attempts)" \
+		"job-0001:1:1:inserted,job-0002:1:1:inserted,job-0002:2:0:conflict-noop,job-0003:1:1:inserted,job-0004:1:1:inserted,job-0005:1:1:inserted,job-0006:1:1:inserted,"
+	# the killed process had no other attempt: its next fetch, made
+	# before its ack was done, found no job to take
+	pid=$(awk -F '\t' '$1 == "kill" { print $6 }' "$out")
+	assert_equal "$(awk -F '\t' -v pid="$pid" '$1 == "attempt" && $5 == pid { print $2 ":" $4 }' "$out")" "job-0002:1"
+}
+
+@test "graphile-worker 0.18: a check-then-insert worker is caught by the race, the key named" {
+	pipeline graphile018 check-then-insert
+	[ "$status" -eq 1 ]
+	assert_equal "$(total duplicates)" 1
+	assert_equal "$(awk -F '\t' '$1 == "count" && $2 == "after" && $3 == "key" && $6 > 1 { print $4 ":" $6 }' "$out")" \
+		'["inv-5005",1]:2'
+}
+
 # stall_pipeline LIBRARY GUARD: the library's seed with its scenarios
 # replaced by two stalls, one before the commit and one after the check
 # (before the write), through the pipeline.
@@ -190,8 +256,8 @@ stalls_and_leases() {
 	awk -F '\t' '$1 == "stall" { printf "%s:%s,", $3, $9 } $1 == "lease" { printf "%s:%s:%s,", $4, $5, $6 }' "$out"
 }
 
-@test "pg-boss and graphile-worker: a slow attempt outlives its lease; a unique guard holds, the late write rejected" {
-	for library in pgboss graphile; do
+@test "pg-boss 10 and 12, graphile-worker 0.16 and 0.18: a slow attempt outlives its lease; a unique guard holds, the late write rejected" {
+	for library in pgboss graphile pgboss12 graphile018; do
 		queue_reset
 		stall_pipeline $library unique
 		cat "$err" >&2
@@ -207,7 +273,7 @@ stalls_and_leases() {
 		assert_equal "$(sql 'SELECT count(*) FROM demo.invoice_lines')" 6
 		# the library's own tables: each stalled job completed, pg-boss's
 		# counting one retry (the expired lease) before it
-		if [ $library = pgboss ]; then
+		if [ $library = pgboss ] || [ $library = pgboss12 ]; then
 			assert_equal "$(sql "SELECT string_agg(p.job_id || ':' || j.state || ':' || j.retry_count, ',' ORDER BY p.job_id) FROM pgboss.job j JOIN idem.published p ON p.kind = 'pg-boss' AND p.msg_id = j.id::text WHERE p.job_id IN ('job-0001', 'job-0002')")" \
 				"job-0001:completed:1,job-0002:completed:1"
 		else
@@ -216,8 +282,8 @@ stalls_and_leases() {
 	done
 }
 
-@test "pg-boss and graphile-worker: a slow attempt against check-then-insert is caught, the keys named" {
-	for library in pgboss graphile; do
+@test "pg-boss 10 and 12, graphile-worker 0.16 and 0.18: a slow attempt against check-then-insert is caught, the keys named" {
+	for library in pgboss graphile pgboss12 graphile018; do
 		queue_reset
 		stall_pipeline $library check-then-insert
 		[ "$status" -eq 1 ]

@@ -102,6 +102,37 @@ rh() {
 	assert_equal "$(ours)" ""
 }
 
+# rehearse_library LIBRARY SETUP KIND VERSION: the library's fixture
+# worker and seed, unmodified, with its own setup, end in a verified
+# record naming the library and the schema version the database showed,
+# which a rerun reproduces.
+rehearse_library() {
+	local worker="node tests/fixtures/workers/$1-worker.js unique" setup="node tests/fixtures/workers/$1-worker.js --setup $2"
+	cp "$root/tests/fixtures/workers/$1-worker.js" tests/fixtures/workers/
+	cp "$root/tests/fixtures/seeds/$1-invoice-line.yaml" seeds/
+	commit_signed "a $3 worker and its seed"
+	run --separate-stderr rh -k "$key" -f records/allowed_signers -c -w "$worker" -s "$setup" \
+		"seeds/$1-invoice-line.yaml"
+	echo "$stderr" >&2
+	[ "$status" -eq 0 ]
+	r=$output
+	[[ "$stderr" == *"$r: verified, signed by eng@example.org"* ]]
+	grep -q '^verdict: "pass"$' "$r"
+	grep -A 3 '^queue:$' "$r" | tr -d '\n ' | grep -q "^queue:kind:\"$3\"name:\"[a-z_-]*\"version:\"$4\"$"
+	grep -q "^| queue library | $3, schema version $4 |\$" "${r%.yaml}.md"
+	run -0 verify-record --rerun "$r"
+	[[ "$output" == *"$r: rerun reproduces the counts"* ]]
+	assert_equal "$(ours)" ""
+}
+
+@test "a pg-boss 12 worker, unmodified, ends in a verified record naming schema version 46, which a rerun reproduces" {
+	rehearse_library pgboss12 'unique invoice-line' pg-boss 46
+}
+
+@test "a graphile-worker 0.18 worker, unmodified, ends in a verified record naming migration 20, which a rerun reproduces" {
+	rehearse_library graphile018 unique graphile-worker 20
+}
+
 # The block of idem(7) that follows the line $1 in its section A TEAM ON
 # PG-BOSS, as it is printed.
 man_block() {

@@ -2,11 +2,14 @@
 -- library: graphile-worker
 -- install: its own migration, which runMigrations() or the first run() of a worker runs; make it part of the worker's setup command (rehearse -s)
 --
--- The adapter of graphile-worker 0.16 (schema graphile_worker; idem-sandbox(1),
--- QUEUE ADAPTERS). The queue's name is the task identifier; a message is a
--- job added with add_job() and no job_key (a key would replace the job
--- instead of adding a copy). graphile-worker deletes a job once done, so
--- idem.published and the run's ledger keep what its tables do not.
+-- The adapter of graphile-worker 0.16 and 0.18 (schema graphile_worker;
+-- idem-sandbox(1), QUEUE ADAPTERS, LIBRARY VERSIONS), whose last migrations
+-- are 18 and 20: 19 and 20 change no table (20 makes add_job anew, with the
+-- same arguments), so no section branches on the version. The queue's
+-- name is the task identifier; a message is a job added with add_job()
+-- and no job_key (a key would replace the job instead of adding a copy).
+-- graphile-worker deletes a job once done, so idem.published and the
+-- run's ledger keep what its tables do not.
 
 -- @installed
 SELECT to_regclass('graphile_worker._private_jobs') IS NOT NULL
