@@ -212,6 +212,33 @@ open_adapter(struct idem_queue *q, const char *arg, const char *queue)
 	}
 }
 
+/* The adapter for the queue, and the same for another queue. */
+static void
+open_adapters(struct idem_queue *q, struct idem_queue *other, const char *arg, const char *queue)
+{
+	char *other_name;
+
+	open_adapter(q, arg, queue);
+	if (asprintf(&other_name, "%s-other", queue) < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	open_adapter(other, arg, other_name);
+	free(other_name);
+}
+
+/* An interrupt stops the checks at the next step, the sandbox removed. */
+static void
+catch_signals(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -224,9 +251,7 @@ main(int argc, char **argv)
 	};
 	const char *setup = NULL, *queue = "queue-check";
 	struct idem_queue q, other;
-	struct sigaction sa;
 	struct idem_error err;
-	char *other_name;
 	PGconn *conn;
 	int c, failures;
 
@@ -245,18 +270,9 @@ main(int argc, char **argv)
 	if (*queue == '\0')
 		idem_die(IDEM_EXIT_USAGE, "-q: an empty queue name");
 	/* the adapter first: a bad one is refused before anything starts */
-	open_adapter(&q, argv[optind], queue);
-	if (asprintf(&other_name, "%s-other", queue) < 0)
-		idem_die(IDEM_EXIT_ENV, "asprintf:");
-	open_adapter(&other, argv[optind], other_name);
-	free(other_name);
+	open_adapters(&q, &other, argv[optind], queue);
 
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
+	catch_signals();
 	prefer_programs_beside();
 	start_sandbox();
 	if (idem_pg_setenv_url(NULL, &err) < 0)
