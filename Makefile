@@ -24,12 +24,12 @@ CFLAGS = -std=c11 -O2 -g -Wall -Wextra -Werror $(SANFLAGS) $(shell pkg-config --
 LDFLAGS = $(SANFLAGS) -Wl,--as-needed
 LDLIBS = $(shell pkg-config --libs $(PKGS)) -lm -pthread
 
-PROGS = idem-sandbox seed-gen seed-sanitize dup-publish idem-worker kill-at count-effects mkrecord verify-record rehearse
+PROGS = idem-sandbox seed-gen seed-sanitize dup-publish idem-worker kill-at count-effects mkrecord verify-record rehearse queue-check
 # A program with private modules has a room of its own, cmd/PROG/, whose
 # main file is cmd/PROG/PROG.c; its other modules make an archive that the
 # tests link too. The others are one file, cmd/PROG.c. lib/ is what two or
 # more programs share.
-ROOMS = kill-at mkrecord verify-record seed-sanitize count-effects rehearse
+ROOMS = kill-at mkrecord verify-record seed-sanitize count-effects rehearse queue-check
 LIBOBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard lib/*.c))
 room_src = $(filter-out cmd/$(1)/$(1).c,$(wildcard cmd/$(1)/*.c))
 ROOMLIB = $(foreach r,$(ROOMS),$(BUILD)/cmd/$(r)/$(r).a)
@@ -47,6 +47,7 @@ EMBEDDED_cmd/idem-sandbox = lib/queue.sql
 EMBEDDED_cmd/seed-gen = templates/seed.yaml templates/ticket.md
 EMBEDDED_cmd/mkrecord/mkrecord = templates/handoff.md
 EMBEDDED_cmd/kill-at/failpoint = cmd/kill-at/failpoint.sql
+EMBEDDED_cmd/queue-check/check = cmd/queue-check/ledger.sql
 UNIT = tsv text file seed template sig yamljson pg map record queue timeline handoff step plan dsse statement trace
 FUZZ = tsv seed record sshsig signers key template vendor sanitize step sql otlp adapter
 FUZZ_SECONDS = 60

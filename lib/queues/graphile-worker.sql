@@ -49,6 +49,48 @@ FROM fresh f JOIN added a USING (job_id, copy)
 UNION ALL
 SELECT k.ord, k.msg_id, (extract(epoch FROM k.enqueued_at) * 1000000)::bigint, false FROM known k
 
+-- @consume
+-- what graphile-worker 0.16's getJob does, for the queue's task: the
+-- next available job that is due, locked (and its named queue, if any)
+-- by a worker of idem's, its attempts counted. Its lease is the lock,
+-- which only the rescue or expire ends: $1 is not used.
+WITH j AS (
+	SELECT jobs.job_queue_id, jobs.priority, jobs.run_at, jobs.id
+	FROM graphile_worker._private_jobs AS jobs
+	WHERE jobs.is_available = true AND jobs.run_at <= now()
+	  AND jobs.task_id IN (SELECT id FROM graphile_worker._private_tasks WHERE identifier = :'queue')
+	  AND (jobs.job_queue_id IS NULL OR jobs.job_queue_id IN (
+		SELECT id FROM graphile_worker._private_job_queues AS job_queues
+		WHERE job_queues.is_available = true
+		FOR UPDATE SKIP LOCKED))
+	ORDER BY jobs.priority ASC, jobs.run_at ASC
+	LIMIT 1
+	FOR UPDATE SKIP LOCKED
+), q AS (
+	UPDATE graphile_worker._private_job_queues AS job_queues
+	SET locked_by = 'idem', locked_at = now()
+	FROM j WHERE job_queues.id = j.job_queue_id
+)
+UPDATE graphile_worker._private_jobs AS jobs
+SET attempts = jobs.attempts + 1, locked_by = 'idem', locked_at = now()
+FROM j WHERE jobs.id = j.id AND $1::bigint IS NOT NULL
+RETURNING jobs.id::text, jobs.attempts
+
+-- @complete
+-- what graphile-worker 0.16's completeJob does to job $1: deletes it,
+-- and unlocks its named queue; a row when it deleted it
+WITH j AS (
+	DELETE FROM graphile_worker._private_jobs AS jobs
+	WHERE jobs.id = $1::text::bigint AND jobs.task_id IN
+		(SELECT id FROM graphile_worker._private_tasks WHERE identifier = :'queue')
+	RETURNING *
+), q AS (
+	UPDATE graphile_worker._private_job_queues AS job_queues
+	SET locked_by = NULL, locked_at = NULL
+	FROM j WHERE job_queues.id = j.job_queue_id AND job_queues.locked_by = j.locked_by
+)
+SELECT id::text FROM j
+
 -- @observe
 -- a delivery: a worker locks the job and counts the attempt; the ack: it
 -- deletes the job it holds locked (removing a job that is not locked is

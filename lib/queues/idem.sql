@@ -34,6 +34,15 @@ LEFT JOIN LATERAL (SELECT msg_id, enqueued_at FROM idem.publication
 LEFT JOIN LATERAL (SELECT msg_id, enqueued_at FROM idem.publication
                    WHERE queue = :'queue' AND msg_id > $1 ORDER BY msg_id DESC LIMIT 1) hi ON true
 
+-- @consume
+-- what a worker's fetch does: the next visible message, hidden for the
+-- lease ($1, milliseconds); its attempt
+SELECT msg_id::text, read_ct FROM idem.read(:'queue', $1::bigint * interval '1 millisecond', 1)
+
+-- @complete
+-- the ack of message $1: a row when this call acked it
+SELECT $1::text WHERE idem.ack($1::text::bigint)
+
 -- @observe
 CREATE FUNCTION idem_run.idem_ack() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp AS $$

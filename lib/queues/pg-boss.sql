@@ -88,6 +88,31 @@ FROM fresh f JOIN input i USING (job_id, copy)
 UNION ALL
 SELECT k.ord, k.msg_id, (extract(epoch FROM k.enqueued_at) * 1000000)::bigint, false FROM known k
 
+-- @consume
+-- what pg-boss 10's fetch (fetchNextJob, a batch of one) does: the next
+-- job created or to retry and due, made active; a job started before
+-- counts a retry. Its lease is the job's own expire_in, which publish
+-- set: $1 is not used. Its attempt, as observe counts it.
+WITH next AS (
+	SELECT id FROM pgboss.job
+	WHERE name = :'queue' AND state < 'active' AND start_after < now()
+	ORDER BY priority DESC, created_on, id
+	LIMIT 1
+	FOR UPDATE SKIP LOCKED
+)
+UPDATE pgboss.job j SET state = 'active', started_on = now(),
+	retry_count = CASE WHEN j.started_on IS NOT NULL THEN j.retry_count + 1 ELSE j.retry_count END
+FROM next
+WHERE j.name = :'queue' AND j.id = next.id AND $1::bigint IS NOT NULL
+RETURNING j.id::text, j.retry_count + 1
+
+-- @complete
+-- what pg-boss 10's complete (completeJobs) does to the active job $1:
+-- a row when it completed it
+UPDATE pgboss.job SET completed_on = now(), state = 'completed', output = NULL
+WHERE name = :'queue' AND id = $1::text::uuid AND state = 'active'
+RETURNING id::text
+
 -- @observe
 -- a delivery: fetch sets the job active (retry_count counts the attempts
 -- before); the ack: complete sets it completed, in pg-boss's own statement

@@ -120,6 +120,10 @@ main(void)
 			snprintf(name, sizeof(name), "%s has a %s section", kinds[i], required[j]);
 			CHECK(idem_queue_has(&q, required[j]), name);
 		}
+		/* queue-check(1) takes and acks through them */
+		snprintf(name, sizeof(name), "%s has consume and complete", kinds[i]);
+		CHECK(idem_queue_has(&q, "consume") && idem_queue_has(&q, "complete") &&
+		    section_holds(&q, "consume", "$1") && section_holds(&q, "complete", "$1"), name);
 		for (j = 0; j < q.nsections; j++) {
 			snprintf(name, sizeof(name), "%s %s: :'queue' outside function bodies", kinds[i],
 			    q.sections[j].name);
