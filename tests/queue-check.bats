@@ -65,6 +65,20 @@ broken() {
 	grep -qx 'rescue ok' "$out"
 }
 
+@test "pg-boss 12 and graphile-worker 0.18, today's majors, pass every section through the same adapters" {
+	leftover=$(ls -d /tmp/queue-check.* 2>/dev/null | wc -l)
+	qc -s 'node tests/fixtures/workers/pgboss12-worker.js --setup unique' -q invoice-line pg-boss
+	assert_all_ok
+	for s in prepare hold-lease rescue consume complete deliveries account denied; do
+		grep -qx "$s ok" "$out"
+	done
+	qc -s 'node tests/fixtures/workers/graphile018-worker.js --setup unique' graphile-worker
+	assert_all_ok
+	for s in consume complete expire deliveries account denied; do
+		grep -qx "$s ok" "$out"
+	done
+}
+
 @test "an adapter file without a required section is refused with status 2, naming it and the line" {
 	broken idem '/^-- @deliveries-of-key$/,/^$/d'
 	qc "$BATS_TEST_TMPDIR/idem.sql"

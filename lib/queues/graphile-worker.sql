@@ -50,7 +50,7 @@ UNION ALL
 SELECT k.ord, k.msg_id, (extract(epoch FROM k.enqueued_at) * 1000000)::bigint, false FROM known k
 
 -- @consume
--- what graphile-worker 0.16's getJob does, for the queue's task: the
+-- what graphile-worker's getJob does (0.16 as 0.18), for the queue's task: the
 -- next available job that is due, locked (and its named queue, if any)
 -- by a worker of idem's, its attempts counted. Its lease is the lock,
 -- which only the rescue or expire ends: $1 is not used.
@@ -77,7 +77,7 @@ FROM j WHERE jobs.id = j.id AND $1::bigint IS NOT NULL
 RETURNING jobs.id::text, jobs.attempts
 
 -- @complete
--- what graphile-worker 0.16's completeJob does to job $1: deletes it,
+-- what graphile-worker's completeJob does (0.16 as 0.18) to job $1: deletes it,
 -- and unlocks its named queue; a row when it deleted it
 WITH j AS (
 	DELETE FROM graphile_worker._private_jobs AS jobs

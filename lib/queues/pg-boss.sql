@@ -89,10 +89,11 @@ UNION ALL
 SELECT k.ord, k.msg_id, (extract(epoch FROM k.enqueued_at) * 1000000)::bigint, false FROM known k
 
 -- @consume
--- what pg-boss 10's fetch (fetchNextJob, a batch of one) does: the next
--- job created or to retry and due, made active; a job started before
--- counts a retry. Its lease is the job's own expire_in, which publish
--- set: $1 is not used. Its attempt, as observe counts it.
+-- what pg-boss's fetch (fetchNextJob, a batch of one) does, in 10 and,
+-- but for 12's heartbeat, in 11 and 12: the next job created or to retry
+-- and due, made active; a job started before counts a retry. Its lease
+-- is the job's own expire_in (12: expire_seconds), which publish set: $1
+-- is not used. Its attempt, as observe counts it.
 WITH next AS (
 	SELECT id FROM pgboss.job
 	WHERE name = :'queue' AND state < 'active' AND start_after < now()
@@ -107,7 +108,8 @@ WHERE j.name = :'queue' AND j.id = next.id AND $1::bigint IS NOT NULL
 RETURNING j.id::text, j.retry_count + 1
 
 -- @complete
--- what pg-boss 10's complete (completeJobs) does to the active job $1:
+-- what pg-boss's complete (completeJobs) does to the active job $1, in
+-- 10 as in 12:
 -- a row when it completed it
 UPDATE pgboss.job SET completed_on = now(), state = 'completed', output = NULL
 WHERE name = :'queue' AND id = $1::text::uuid AND state = 'active'
