@@ -93,12 +93,21 @@ seed_with_queue() {
 	[[ "$output" == *"stale: seeds/queues/team.sql changed in this pull request"* ]]
 }
 
-@test "an adapter not committed is refused by mkrecord, as the seed is" {
+@test "an adapter not committed is refused by mkrecord and, before anything runs, by rehearse, as the seed is" {
 	git add seeds/invoice-line.yaml records
 	signed_commit -m "seed and signers, not the adapter"
 	run --separate-stderr rh -k "$key" -f records/allowed_signers -c seeds/invoice-line.yaml
 	[ "$status" -eq 2 ]
-	[[ "$stderr" == *"mkrecord: seeds/queues/team.sql: not committed"* || "$stderr" == *"mkrecord: seeds/queues/team.sql has changes not committed"* ]]
+	assert_equal "$stderr" "rehearse: seeds/queues/team.sql has changes not committed at $(git rev-parse --short=12 HEAD); run: git add seeds/queues/team.sql && git commit -m seed, or give --allow-dirty and the record will say so"
+	assert_equal "$(ls records)" "allowed_signers"
+	# mkrecord, of a stream made without rehearse
+	sandbox_up
+	idem-worker --guard unique --setup
+	seed-gen seeds/invoice-line.yaml | count-effects --before | dup-publish |
+		kill-at -- idem-worker --guard unique | count-effects >"$BATS_TEST_TMPDIR/stream"
+	run --separate-stderr mkrecord -k "$key" <"$BATS_TEST_TMPDIR/stream"
+	[ "$status" -eq 2 ]
+	assert_equal "$stderr" "mkrecord: seeds/queues/team.sql has changes not committed at $(git rev-parse --short=12 HEAD); run: git add seeds/queues/team.sql && git commit -m seed, or give --allow-dirty and the record will say so"
 	assert_equal "$(ls records)" "allowed_signers"
 }
 

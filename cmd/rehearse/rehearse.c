@@ -497,6 +497,10 @@ load_inputs(struct options *opt, struct idem_seed *seed)
 	if ((stat(opt->seed_path, &st) < 0 || S_ISREG(st.st_mode)) &&
 	    idem_git_seed_ready(opt->seed_path, opt->allow_dirty, &rev, &err) < 0)
 		idem_die_error(&err);
+	/* and its adapter file, which the record keeps as it keeps the seed */
+	if (seed->queue_adapter_path != NULL &&
+	    idem_git_seed_ready(seed->queue_adapter_path, opt->allow_dirty, &rev, &err) < 0)
+		idem_die_error(&err);
 	check_output_dir(opt->dir);
 	if (opt->key != NULL) {
 		if (idem_key_load(&probe, opt->key, &err) < 0)
