@@ -4,6 +4,8 @@ VERSION = 0.1.0
 PREFIX = /usr/local
 MANPREFIX = $(PREFIX)/share/man
 BINDIR = $(PREFIX)/bin
+# the built-in queue adapters, examples for a team's own (idem-sandbox(1))
+QUEUEDIR = $(PREFIX)/share/idem/queues
 DESTDIR =
 
 CC = cc
@@ -208,12 +210,16 @@ install: all
 	for m in $(MAN1); do cp -f man/$$m $(DESTDIR)$(MANPREFIX)/man1/$$m; chmod 644 $(DESTDIR)$(MANPREFIX)/man1/$$m; done
 	for m in $(MAN5); do cp -f man/$$m $(DESTDIR)$(MANPREFIX)/man5/$$m; chmod 644 $(DESTDIR)$(MANPREFIX)/man5/$$m; done
 	for m in $(MAN7); do cp -f man/$$m $(DESTDIR)$(MANPREFIX)/man7/$$m; chmod 644 $(DESTDIR)$(MANPREFIX)/man7/$$m; done
+	mkdir -p $(DESTDIR)$(QUEUEDIR)
+	for q in lib/queues/*.sql; do cp -f $$q $(DESTDIR)$(QUEUEDIR)/; chmod 644 $(DESTDIR)$(QUEUEDIR)/$${q##*/}; done
 
 uninstall:
 	for p in $(PROGS); do rm -f $(DESTDIR)$(BINDIR)/$$p; done
 	for m in $(MAN1); do rm -f $(DESTDIR)$(MANPREFIX)/man1/$$m; done
 	for m in $(MAN5); do rm -f $(DESTDIR)$(MANPREFIX)/man5/$$m; done
 	for m in $(MAN7); do rm -f $(DESTDIR)$(MANPREFIX)/man7/$$m; done
+	for q in lib/queues/*.sql; do rm -f $(DESTDIR)$(QUEUEDIR)/$${q##*/}; done
+	-rmdir $(DESTDIR)$(QUEUEDIR) $(DESTDIR)$(PREFIX)/share/idem 2>/dev/null
 
 clean:
 	rm -rf build

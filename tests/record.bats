@@ -97,7 +97,7 @@ commit_charge_seed() {
 # the pending table's key and state, and the number and answer time of
 # each call; nor (format 8) the trace and the spans of each attempt.
 as_format_7() {
-	awk '/^record: 9$/ { print "record: 7"; next }
+	awk '/^record: 10$/ { print "record: 7"; next }
 		/^(forgotten_keys|rekeyed|pending_calls|trace):/ { list = 1; next }
 		/^  (worker_spans|spans_lost):/ { spans = 1; next }
 		spans && /^  - / { next }
@@ -570,7 +570,7 @@ $base-2000.yaml.sig"
 	version=$(idem_schema_version)
 	with_queue "$(printf 'queue\tidem\trehearsal_invoice_line\t%s' "$version")" >"$BATS_TEST_TMPDIR/run.tsv"
 	r=$(mkrecord -k "$key" <"$BATS_TEST_TMPDIR/run.tsv")
-	grep -q '^record: 9$' "$r"
+	grep -q '^record: 10$' "$r"
 	assert_equal "$(sed -n '/^queue:$/,/^database:/p' "$r")" "queue:
   kind: \"idem\"
   name: \"rehearsal_invoice_line\"
@@ -594,12 +594,12 @@ database:'
 	grep -q '^| queue library | pg-boss, version not recorded |$' "${r%.yaml}.md"
 }
 
-@test "a record of a format other than 1 to 9 is refused" {
+@test "a record of a format other than 1 to 10 is refused" {
 	r=$(mkrecord -k "$key" <"$RUN")
-	sed -i 's/^record: 9$/record: 10/' "$r"
+	sed -i 's/^record: 10$/record: 11/' "$r"
 	resign "$r"
 	run -1 verify-record "$r"
-	[[ "$output" == *"$r: not an idem record of format 1 to 9"* ]]
+	[[ "$output" == *"$r: not an idem record of format 1 to 10"* ]]
 }
 
 @test "a record of format 7, made before idem-tsv 1.8, still verifies" {
@@ -614,7 +614,7 @@ database:'
 
 @test "the record names the database it ran on, as the server says, beside the one the seed declares" {
 	r=$(record)
-	grep -q '^record: 9$' "$r"
+	grep -q '^record: 10$' "$r"
 	# psql, the outside referee
 	assert_equal "$(sed -n '/^database:$/,/^worker:$/p' "$r")" "database:
   declared: null
@@ -848,7 +848,7 @@ worker:'
 	charge_run >"$BATS_TEST_TMPDIR/charge.tsv"
 	r=$(mkrecord -k "$key" -c <"$BATS_TEST_TMPDIR/charge.tsv")
 	run -0 verify-record "$r"
-	grep -q '^record: 9$' "$r"
+	grep -q '^record: 10$' "$r"
 	grep -q '^verdict: "pass"$' "$r"
 	assert_equal "$(sed -n '/^external:$/,/^jobs:/p' "$r")" 'external:
   name: "payment charge"
@@ -959,7 +959,7 @@ answers_fixture() {
 @test "a business key whose calls changed their key fails the record against a vendor that honours keys, charged once" {
 	answers_fixture true
 	r=$(mkrecord -k "$key" -c <"$answers")
-	grep -q '^record: 9$' "$r"
+	grep -q '^record: 10$' "$r"
 	grep -q '^verdict: "fail"$' "$r"
 	# the counts pass: one charge each
 	grep -q '^    external_duplicates:$' "$r"
@@ -1191,7 +1191,7 @@ stall_fixture() {
 	stall_fixture
 	r=$(mkrecord -k "$key" -c <"$stall")
 	run -0 verify-record "$r"
-	grep -q '^record: 9$' "$r"
+	grep -q '^record: 10$' "$r"
 	assert_equal "$(sed -n '/^stalls:$/,/^missed:/p' "$r" | head -n 11)" 'stalls:
 - scenario: "stall-until-commit"
   job: "job-0002"

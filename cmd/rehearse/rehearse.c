@@ -349,7 +349,8 @@ account_for_setup(const struct idem_seed *seed, struct setup_env *saved)
 
 	for (i = 0; i < 4; i++)
 		saved->values[i] = getenv(setup_vars[i]) ? idem_estrdup(getenv(setup_vars[i])) : NULL;
-	if (idem_queue_open(&q, seed->queue_kind, seed->queue, &err) < 0 ||
+	if (idem_queue_open_seed(&q, seed->queue_kind, seed->queue, seed->queue_adapter_path,
+	    seed->queue_adapter_sha256, &err) < 0 ||
 	    (conn = idem_pg_connect(NULL, &err)) == NULL)
 		idem_die_error(&err);
 	if (idem_role_open(&role, conn, seed->sandbox_account, &q, seed->effect_table, &err) < 0 ||
@@ -495,6 +496,10 @@ load_inputs(struct options *opt, struct idem_seed *seed)
 	 * read once, by seed-gen, and left to mkrecord */
 	if ((stat(opt->seed_path, &st) < 0 || S_ISREG(st.st_mode)) &&
 	    idem_git_seed_ready(opt->seed_path, opt->allow_dirty, &rev, &err) < 0)
+		idem_die_error(&err);
+	/* and its adapter file, which the record keeps as it keeps the seed */
+	if (seed->queue_adapter_path != NULL &&
+	    idem_git_seed_ready(seed->queue_adapter_path, opt->allow_dirty, &rev, &err) < 0)
 		idem_die_error(&err);
 	check_output_dir(opt->dir);
 	if (opt->key != NULL) {

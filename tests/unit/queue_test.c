@@ -102,6 +102,37 @@ test_files(void)
 	free(whole);
 }
 
+/* The adapter a stream's seed row names: its file when it has one, whose
+ * SHA-256 must still be the row's; the built-in adapter of its kind else. */
+static void
+test_seed_row(void)
+{
+	struct idem_queue q;
+	struct idem_error err;
+	char sha[65];
+
+	CHECK(idem_queue_open_file(&q, "lib/queues/idem.sql", NULL, "q", &err) == 0,
+	    "idem.sql read for its SHA-256");
+	memcpy(sha, q.sha256, sizeof(sha));
+	idem_queue_close(&q);
+	CHECK(idem_queue_open_seed(&q, "idem", "q", "lib/queues/idem.sql", sha, &err) == 0 &&
+	    strcmp(q.sha256, sha) == 0 && q.path != NULL, "an adapter file whose bytes are the row's");
+	idem_queue_close(&q);
+	sha[0] = sha[0] == '0' ? '1' : '0';
+	CHECK(idem_queue_open_seed(&q, "idem", "q", "lib/queues/idem.sql", sha, &err) < 0 &&
+	    err.status == IDEM_EXIT_USAGE && strncmp(err.text, "lib/queues/idem.sql: the adapter "
+	    "changed since seed-gen read it (SHA-256 ", 60) == 0 &&
+	    strstr(err.text, "): run the pipeline again from seed-gen") != NULL,
+	    "an adapter file whose bytes changed since seed-gen: refused");
+	idem_queue_close(&q);
+	CHECK(idem_queue_open_seed(&q, "pg-boss", "q", NULL, NULL, &err) == 0 && q.path == NULL &&
+	    strcmp(q.kind, "pg-boss") == 0, "no file: the built-in adapter of the kind");
+	idem_queue_close(&q);
+	CHECK(idem_queue_open_seed(&q, "team-jobs", "q", NULL, NULL, &err) < 0 &&
+	    err.status == IDEM_EXIT_USAGE, "no file, and a kind with none built in: refused");
+	idem_queue_close(&q);
+}
+
 int
 main(void)
 {
@@ -192,5 +223,6 @@ main(void)
 		free(idem_text_array_take(&grown));
 	}
 	test_files();
+	test_seed_row();
 	return unit_done("queue");
 }
