@@ -68,8 +68,8 @@ schema_json(const struct idem_seed *s)
 }
 
 /* The seed row: the seed's settings, in the columns of idem-tsv(5); draft
- * and best_effort only when one of them is said, so a row is as it was
- * without them. */
+ * and best_effort only when one of them is said, adapter and its SHA-256
+ * only for an adapter file, so a row is as it was without them. */
 static void
 write_seed_row(const struct idem_seed *s, int draft)
 {
@@ -78,17 +78,19 @@ write_seed_row(const struct idem_seed *s, int draft)
 	char *key = json_text_list(s->key, s->nkey);
 	char *schema = schema_json(s);
 	char *cannot_reproduce = json_text_list(s->cannot_reproduce, s->ncannot_reproduce);
-	const char *row[23] = {
+	const char *row[25] = {
 		s->path, s->sha256, s->rehearsal, s->job_type, s->queue, s->database,
 		visibility_timeout_ms, max_attempts, s->sandbox_account,
 		s->effect_name, s->effect_table, key, s->key_scope,
 		s->duplicate_acceptor, s->reconciliation_owner,
 		s->worker_image, s->worker_version, s->worker_command,
 		schema, cannot_reproduce, s->queue_kind, draft ? "true" : "false",
-		s->guard_best_effort,
+		s->guard_best_effort, s->queue_adapter_path,
+		s->queue_adapter ? s->queue_adapter_sha256 : NULL,
 	};
 
-	idem_tsv_write_row(stdout, "seed", row, draft || s->guard_best_effort ? 23 : 21);
+	idem_tsv_write_row(stdout, "seed", row, s->queue_adapter ? 25 :
+	    draft || s->guard_best_effort ? 23 : 21);
 	free(visibility_timeout_ms);
 	free(max_attempts);
 	free(key);

@@ -13,6 +13,7 @@
 #include "tsv.h"
 #include "seed_impl.h"
 #include "file.h"
+#include "queue.h"
 #include "text.h"
 
 /* Aliases are allowed, for a payload shared by jobs, as long as the nodes
@@ -1210,11 +1211,63 @@ load_guard(struct loader *l, const yaml_node_t *root)
 	return 0;
 }
 
-/* queue: a name, idem's own queue, or { kind: KIND, name: NAME }. */
+/* Whether a path climbs out of where it starts: absolute, or with a ..
+ * component. */
+static int
+leaves(const char *p)
+{
+	const char *c;
+	size_t len;
+
+	if (*p == '/')
+		return 1;
+	for (c = p; *c; c += len + (c[len] == '/')) {
+		len = strcspn(c, "/");
+		if (len == 2 && c[0] == '.' && c[1] == '.')
+			return 1;
+	}
+	return 0;
+}
+
+/* queue.adapter: the adapter file, from the seed's directory, read and
+ * checked as every program that opens it will (idem-sandbox(1), QUEUE
+ * ADAPTERS), its kind the seed's. */
+static int
+load_adapter(struct loader *l, const yaml_node_t *n, const char *kind)
+{
+	struct idem_seed *s = l->seed;
+	const char *slash = strrchr(l->path, '/');
+	struct idem_queue q;
+	struct idem_error adapter_err;
+	size_t dir = slash && strcmp(l->path, "-") != 0 ? (size_t)(slash - l->path) + 1 : 0;
+	int rc;
+
+	if (get_text(l, n, "queue", "adapter", 0, &s->queue_adapter) < 0)
+		return -1;
+	if (s->queue_adapter == NULL)
+		return 0;
+	if (leaves(s->queue_adapter))
+		return fail_at(l, lookup(l, n, "adapter"), "queue.adapter", "%s: a path from the "
+		    "seed's directory, not absolute and without ..", s->queue_adapter);
+	s->queue_adapter_path = idem_emalloc(dir + strlen(s->queue_adapter) + 1);
+	memcpy(s->queue_adapter_path, l->path, dir);
+	strcpy(s->queue_adapter_path + dir, s->queue_adapter);
+	if ((rc = idem_queue_open_file(&q, s->queue_adapter_path, kind, s->queue, &adapter_err)) == 0) {
+		memcpy(s->queue_adapter_sha256, q.sha256, sizeof(s->queue_adapter_sha256));
+		s->own_queue_kind = idem_estrdup(q.kind);
+		s->queue_kind = s->own_queue_kind;
+	} else
+		fail_at(l, lookup(l, n, "adapter"), "queue.adapter", "%s", adapter_err.text);
+	idem_queue_close(&q);
+	return rc;
+}
+
+/* queue: a name, idem's own queue, or { kind: KIND, name: NAME }, with
+ * adapter: PATH for a kind of the team's own. */
 static int
 load_queue(struct loader *l, const yaml_node_t *root)
 {
-	static const char *const queue_keys[] = { "kind", "name", NULL };
+	static const char *const queue_keys[] = { "kind", "name", "adapter", NULL };
 	struct idem_seed *s = l->seed;
 	yaml_node_t *n = lookup(l, root, "queue");
 	char *kind = NULL;
@@ -1230,17 +1283,23 @@ load_queue(struct loader *l, const yaml_node_t *root)
 		return fail_at(l, n, "queue", "expected a queue name or a mapping "
 		    "{ kind: KIND, name: NAME }, got a %s", node_kind_name(n));
 	if (check_mapping(l, n, "queue", queue_keys) < 0 ||
-	    get_text(l, n, "queue", "kind", 1, &kind) < 0)
+	    get_text(l, n, "queue", "kind", 1, &kind) < 0 ||
+	    get_text(l, n, "queue", "name", 1, &s->queue) < 0)
 		goto out;
+	if (lookup(l, n, "adapter") != NULL) {
+		rc = load_adapter(l, n, kind);
+		goto out;
+	}
 	for (i = 0; queue_kinds[i] && strcmp(queue_kinds[i], kind) != 0; i++)
 		;
 	if (queue_kinds[i] == NULL) {
 		fail_at(l, lookup(l, n, "kind"), "queue.kind",
-		    "expected idem, pg-boss or graphile-worker, got \"%s\"", kind);
+		    "expected idem, pg-boss or graphile-worker, got \"%s\"; a kind of your own "
+		    "names its adapter: PATH", kind);
 		goto out;
 	}
 	s->queue_kind = queue_kinds[i];
-	rc = get_text(l, n, "queue", "name", 1, &s->queue);
+	rc = 0;
 out:
 	free(kind);
 	return rc;
@@ -1504,7 +1563,8 @@ idem_seed_free(struct idem_seed *s)
 		s->effect_name, s->effect_table, s->key_scope, s->expect_verdict,
 		s->duplicate_acceptor, s->reconciliation_owner, s->external.name,
 		s->external.pending_table, s->external.pending_owner, s->external.pending_state,
-		s->guard_table, s->guard_best_effort };
+		s->guard_table, s->guard_best_effort, s->queue_adapter, s->queue_adapter_path,
+		s->own_queue_kind };
 	size_t i;
 
 	for (i = 0; i < sizeof(texts) / sizeof(texts[0]); i++)

@@ -66,7 +66,13 @@ struct idem_seed {
 	char *path;
 	char sha256[65];
 	char *rehearsal, *job_type, *queue, *database, *sandbox_account;
-	const char *queue_kind;	/* idem, pg-boss or graphile-worker (static) */
+	const char *queue_kind;	/* idem, pg-boss, graphile-worker, or an adapter file's */
+	/* queue.adapter: the adapter file as the seed names it (from the
+	 * seed's directory), the same from the current directory, and the
+	 * SHA-256 of its bytes as read; NULL when the kind is built in */
+	char *queue_adapter, *queue_adapter_path;
+	char queue_adapter_sha256[65];
+	char *own_queue_kind;	/* what queue_kind points to when it is not built in */
 	char *worker_image, *worker_version, *worker_command;
 	char **worker_sources;	/* paths from the top of the repository */
 	size_t nworker_sources;

@@ -178,6 +178,7 @@ idem_seed_to_json(const struct idem_seed *s)
 	json_object_set_new(o, "job_type", json_string(s->job_type));
 	json_object_set_new(o, "queue", json_string(s->queue));
 	json_object_set_new(o, "queue_kind", json_string(s->queue_kind));
+	json_object_set_new(o, "queue_adapter", text_or_null(s->queue_adapter_path));
 	json_object_set_new(o, "database", text_or_null(s->database));
 	json_object_set_new(o, "sandbox_account", text_or_null(s->sandbox_account));
 	json_object_set_new(o, "worker_image", text_or_null(s->worker_image));

@@ -12,7 +12,7 @@
 #include "tsv.h"
 #include "text.h"
 
-#define MAX_FIELDS 24
+#define MAX_FIELDS 26
 /* bytes of a value quoted in a message */
 #define QUOTE_MAX 40
 
@@ -33,7 +33,8 @@ enum type {
 	JSON_STRINGS,	/* a JSON array of strings */
 	JSON_NAMES,	/* a JSON array of one or more strings */
 	JSON_ARRAY,	/* any JSON array */
-	ENUM		/* one of the words in values */
+	ENUM,		/* one of the words in values */
+	KIND_NAME	/* a queue's kind: lowercase letters, digits and -, not first */
 };
 
 struct field {
@@ -51,7 +52,7 @@ struct field {
  * of their kind: a row written before lacks them */
 #define N11(name, type) { name, type, 1, NULL, 1 }
 #define E11(name, values) { name, ENUM, 1, values, 1 }
-#define E12(name, values) { name, ENUM, 1, values, 1 }
+#define N12(name, type) { name, type, 1, NULL, 1 }
 #define N13(name, type) { name, type, 1, NULL, 1 }
 #define N14(name, type) { name, type, 1, NULL, 1 }
 #define E14(name, values) { name, ENUM, 1, values, 1 }
@@ -59,6 +60,7 @@ struct field {
 #define N16(name, type) { name, type, 1, NULL, 1 }
 #define N17(name, type) { name, type, 1, NULL, 1 }
 #define N18(name, type) { name, type, 1, NULL, 1 }
+#define N110(name, type) { name, type, 1, NULL, 1 }
 
 static const struct {
 	const char *name;
@@ -73,8 +75,8 @@ static const struct {
 		N("reconciliation_owner", TEXT), N("worker_image", TEXT),
 		N("worker_version", TEXT), N("worker_command", TEXT),
 		F("payload_schema", JSON_OBJECT), F("cannot_reproduce", JSON_STRINGS),
-		E12("queue_kind", IDEM_QUEUE_KINDS), E16("draft", "true false"),
-		N16("best_effort", TEXT) } },
+		N12("queue_kind", KIND_NAME), E16("draft", "true false"),
+		N16("best_effort", TEXT), N110("adapter", NAME), N110("adapter_sha256", SHA256) } },
 	[IDEM_KIND_EXPECT] = { "expect", { F("effects", COUNT), F("duplicates", COUNT),
 		F("missing", COUNT), F("pending", COUNT), N13("external", COUNT),
 		E14("verdict", "pass fail") } },
@@ -118,7 +120,7 @@ static const struct {
 		N("window_start", TIME), N("window_end", TIME) } },
 	[IDEM_KIND_DIGEST] = { "digest", { E("phase", "before after"), F("sha256", SHA256),
 		F("rows", COUNT) } },
-	[IDEM_KIND_QUEUE] = { "queue", { E("kind", IDEM_QUEUE_KINDS), F("name", NAME),
+	[IDEM_KIND_QUEUE] = { "queue", { F("kind", KIND_NAME), F("name", NAME),
 		N("version", TEXT) } },
 	[IDEM_KIND_EXTERNAL] = { "external", { F("name", NAME), F("key_fields", JSON_NAMES),
 		E("honours_idempotency_key", "true false"), N("pending_table", NAME),
@@ -176,7 +178,7 @@ static const struct {
 #undef E
 #undef N11
 #undef E11
-#undef E12
+#undef N12
 #undef N13
 #undef N14
 #undef E14
@@ -184,6 +186,7 @@ static const struct {
 #undef N16
 #undef N17
 #undef N18
+#undef N110
 
 const char *
 idem_kind_name(enum idem_kind kind)
@@ -376,6 +379,20 @@ one_of(const char *words, const char *word, size_t len)
 }
 
 /* NULL when the value fits the field's type, else what is wrong, in buf. */
+static int
+valid_queue_kind(const char *value, size_t len)
+{
+	size_t i;
+
+	if (len == 0 || len > 64)
+		return 0;
+	for (i = 0; i < len; i++)
+		if (!((value[i] >= 'a' && value[i] <= 'z') || (value[i] >= '0' && value[i] <= '9') ||
+		    (value[i] == '-' && i > 0)))
+			return 0;
+	return 1;
+}
+
 static const char *
 check_value(const struct field *f, const char *value, size_t len, char *buf, size_t size)
 {
@@ -408,6 +425,11 @@ check_value(const struct field *f, const char *value, size_t len, char *buf, siz
 		what = f->type == COUNT ? "a whole number from 0 (digits, no sign, no leading zeros)" :
 		    f->type == POSITIVE ? "a whole number from 1 (digits, no sign, no leading zeros)" :
 		    "a whole number (digits after an optional -, no leading zeros)";
+		break;
+	case KIND_NAME:
+		if (valid_queue_kind(value, len))
+			return NULL;
+		what = "a queue's kind: 1 to 64 lowercase letters, digits and -, not first";
 		break;
 	case FILE_NAME:
 		if (idem_file_name_valid(value, len))
@@ -778,6 +800,22 @@ baseline_problem(const struct idem_tsv_reader *r)
 	return NULL;
 }
 
+/* Whether a queue's kind has its adapter built in (IDEM_QUEUE_KINDS). */
+static int
+built_in_kind(const char *kind)
+{
+	static const char built_in[] = IDEM_QUEUE_KINDS;
+	const char *p = built_in;
+	size_t len = strlen(kind);
+
+	while ((p = strstr(p, kind)) != NULL) {
+		if ((p == built_in || p[-1] == ' ') && (p[len] == ' ' || p[len] == '\0'))
+			return 1;
+		p += len;
+	}
+	return 0;
+}
+
 /* The kinds of which a stream has one row at most. */
 static const unsigned char once[IDEM_KIND_COUNT] = {
 	[IDEM_KIND_SEED] = 1, [IDEM_KIND_EXPECT] = 1, [IDEM_KIND_QUEUE] = 1,
@@ -805,6 +843,16 @@ check_row(struct idem_tsv_reader *r, struct idem_error *err)
 	case IDEM_KIND_SEED:
 		v = r->fields[SEED_QUEUE_KIND] ? r->fields[SEED_QUEUE_KIND] : "idem";
 		snprintf(r->queue_kind, sizeof(r->queue_kind), "%s", v);
+		if ((r->fields[SEED_ADAPTER] == NULL) != (r->fields[SEED_ADAPTER_SHA256] == NULL))
+			return idem_error_set(err, IDEM_EXIT_USAGE,
+			    "%s:%ld: seed row, field %s: missing (\\N), but %s is there", r->name,
+			    r->line_no, r->fields[SEED_ADAPTER] ? "adapter_sha256" : "adapter",
+			    r->fields[SEED_ADAPTER] ? "adapter" : "adapter_sha256");
+		if (r->fields[SEED_ADAPTER] == NULL && !built_in_kind(v))
+			return idem_error_set(err, IDEM_EXIT_USAGE,
+			    "%s:%ld: seed row, field queue_kind: %s has no adapter built in (%s have), "
+			    "and the row names no adapter file", r->name, r->line_no, v,
+			    IDEM_QUEUE_KINDS);
 		break;
 	case IDEM_KIND_QUEUE:
 		if (strcmp(r->fields[QUEUE_KIND], r->queue_kind) != 0)

@@ -8,10 +8,11 @@
 #include "error.h"
 #include "map.h"
 
-#define IDEM_TSV_MAGIC "#idem-tsv\t1.9"
+#define IDEM_TSV_MAGIC "#idem-tsv\t1.10"
 /* the longest delay of a late answer, vendor_ms of vendor-late-reply */
 #define IDEM_TSV_MAX_LATE_MS 60000LL
-/* the kinds of queue a seed may name (idem-seed(5)); \\N in a stream is idem */
+/* the kinds of queue whose adapters are built in (idem-seed(5)); \\N in a
+ * stream is idem; any other kind comes with its adapter file */
 #define IDEM_QUEUE_KINDS "idem pg-boss graphile-worker"
 
 enum idem_kind {
@@ -60,7 +61,8 @@ enum {
 	SEED_SANDBOX_ACCOUNT, SEED_EFFECT_NAME, SEED_EFFECT_TABLE, SEED_KEY_COLUMNS,
 	SEED_KEY_SCOPE, SEED_DUPLICATE_ACCEPTOR, SEED_RECONCILIATION_OWNER,
 	SEED_WORKER_IMAGE, SEED_WORKER_VERSION, SEED_WORKER_COMMAND,
-	SEED_PAYLOAD_SCHEMA, SEED_CANNOT_REPRODUCE, SEED_QUEUE_KIND, SEED_DRAFT, SEED_BEST_EFFORT
+	SEED_PAYLOAD_SCHEMA, SEED_CANNOT_REPRODUCE, SEED_QUEUE_KIND, SEED_DRAFT, SEED_BEST_EFFORT,
+	SEED_ADAPTER, SEED_ADAPTER_SHA256
 };
 enum {
 	EXPECT_EFFECTS = 1, EXPECT_DUPLICATES, EXPECT_MISSING, EXPECT_PENDING, EXPECT_EXTERNAL,
@@ -181,7 +183,7 @@ struct idem_tsv_reader {
 	size_t decoded_cap;
 	size_t fields_cap;
 	unsigned char seen[IDEM_KIND_COUNT];	/* rows of each kind read, up to 1 */
-	char queue_kind[24];		/* the seed row's */
+	char queue_kind[72];		/* the seed row's */
 	struct idem_tsv_names job_ids, scenario_names;
 	unsigned long long job_id_hash;	/* the job row's, hashed as its fields are read */
 	/* while job ids come in byte order, each is new: their hashes are

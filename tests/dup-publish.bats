@@ -182,7 +182,7 @@ refuses() {
 }
 
 @test "bad streams are refused with the line, before touching the database, writing nothing" {
-	refuses 'stdin:1: not an idem-tsv stream: expected the header line "#idem-tsv<TAB>1.9"' <<<"not a stream"
+	refuses 'stdin:1: not an idem-tsv stream: expected the header line "#idem-tsv<TAB>1.10"' <<<"not a stream"
 	refuses "stdin:2: job row has 2 fields, expected 5" <<<"$(printf '#idem-tsv\t1\njob\ta\tb\n')"
 	assert_equal "$output" ""
 	refuses "stdin:2: a job row before the seed row; start the stream with seed-gen" \

@@ -61,7 +61,7 @@ boom='python3 -c '\''raise RuntimeError("boom")'\'
 		[ "$status" -eq 2 ] && [ -z "$stderr" ] && [ -z "$output" ]
 		run --separate-stderr $p </dev/null
 		[ "$status" -eq 2 ]
-		assert_equal "$stderr" "${p%% *}: stdin: empty stream: expected the header line \"#idem-tsv<TAB>1.9\""
+		assert_equal "$stderr" "${p%% *}: stdin: empty stream: expected the header line \"#idem-tsv<TAB>1.10\""
 	done
 }
 

@@ -10,7 +10,7 @@ setup() {
 
 @test "seed-gen writes the header, one seed and expect row, the scenarios and every job" {
 	seed-gen seeds/invoice-line.yaml >"$out"
-	assert_equal "$(head -n 1 "$out")" "$(printf '#idem-tsv\t1.9')"
+	assert_equal "$(head -n 1 "$out")" "$(printf '#idem-tsv\t1.10')"
 	assert_equal "$(rows_of seed "$out")" 1
 	assert_equal "$(rows_of expect "$out")" 1
 	assert_equal "$(rows_of scenario "$out")" 5

@@ -1,6 +1,8 @@
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "file.h"
 #include "seed.h"
 #include "tsv.h"
 #include "unit.h"
@@ -206,6 +208,100 @@ job(const struct idem_seed *s, const char *id)
 	return NULL;
 }
 
+/* Writes text to dir/name. */
+static void
+put(const char *dir, const char *name, const char *text, size_t len)
+{
+	char path[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "w");
+	CHECK(f != NULL && fwrite(text, 1, len, f) == len && fclose(f) == 0, path);
+}
+
+/* A seed of dir/s.yaml whose queue is the mapping queue_map. */
+static int
+load_with_queue(struct idem_seed *s, const char *dir, const char *queue_map,
+		struct idem_error *err)
+{
+	char text[512], path[256];
+
+	snprintf(text, sizeof(text), "rehearsal: r\njob_type: t\nqueue: %s\n"
+	    "effect: { table: t.t, key: [k] }\npayload_schema: { k: string }\n"
+	    "jobs: [ { id: a, payload: { k: x } } ]\nexpect: { effects: 1 }\n", queue_map);
+	put(dir, "s.yaml", text, strlen(text));
+	snprintf(path, sizeof(path), "%s/s.yaml", dir);
+	return idem_seed_load(s, path, err);
+}
+
+/* queue.adapter: a file of the team's own, from the seed's directory, of
+ * the seed's kind, read and checked as the programs will open it. */
+static void
+adapter(void)
+{
+	char dir[] = "/tmp/seed_adapter.XXXXXX", sub[64], path[128], *idem, *own, *p;
+	struct idem_seed s;
+	struct idem_error err;
+	size_t len;
+
+	CHECK(mkdtemp(dir) != NULL, "temp dir");
+	snprintf(sub, sizeof(sub), "%s/queues", dir);
+	CHECK(mkdir(sub, 0700) == 0, "queues dir");
+	idem = idem_read_file_max("lib/queues/idem.sql", 1 << 20, &len, &err);
+	CHECK(idem != NULL && strncmp(idem, "-- kind: idem\n", 14) == 0, "the idem adapter");
+	own = idem_emalloc(len + 16);
+	snprintf(own, len + 16, "-- kind: team-jobs%s", idem + 13);
+	put(dir, "queues/team.sql", own, strlen(own));
+	/* the same without its observe section */
+	p = strstr(own, "-- @observe\n");
+	CHECK(p != NULL, "the idem adapter has an observe section");
+	memcpy(p, "-- @observed\n", 13);
+	put(dir, "queues/bad.sql", own, strlen(own));
+
+	CHECK(load_with_queue(&s, dir, "{ kind: team-jobs, name: q, adapter: queues/team.sql }",
+	    &err) == 0, "a kind of the team's own with its adapter");
+	CHECK_STR(s.queue_kind, "team-jobs", "the adapter's kind");
+	CHECK_STR(s.queue_adapter, "queues/team.sql", "the adapter as the seed names it");
+	snprintf(path, sizeof(path), "%s/queues/team.sql", dir);
+	CHECK_STR(s.queue_adapter_path, path, "the adapter from the seed's directory");
+	CHECK(strlen(s.queue_adapter_sha256) == 64, "the adapter's SHA-256");
+	idem_seed_free(&s);
+
+	CHECK(load_with_queue(&s, dir, "{ kind: pg-boss, name: q, adapter: queues/team.sql }",
+	    &err) < 0 && err.status == IDEM_EXIT_USAGE &&
+	    strstr(err.text, ":3:43: queue.adapter: ") != NULL &&
+	    strstr(err.text, "queues/team.sql:1: kind team-jobs: the seed's queue is of kind pg-boss")
+	    != NULL, "a kind that is not the adapter's");
+	idem_seed_free(&s);
+	CHECK(load_with_queue(&s, dir, "{ kind: team-jobs, name: q, adapter: queues/bad.sql }",
+	    &err) < 0 && err.status == IDEM_EXIT_USAGE &&
+	    strstr(err.text, "queues/bad.sql:") != NULL &&
+	    strstr(err.text, "section @observed: not a section of an adapter") != NULL,
+	    "an adapter with a section of no known name");
+	idem_seed_free(&s);
+	CHECK(load_with_queue(&s, dir, "{ kind: team-jobs, name: q, adapter: /etc/team.sql }",
+	    &err) < 0 && strstr(err.text, "queue.adapter: /etc/team.sql: a path from the seed's "
+	    "directory, not absolute and without ..") != NULL, "an absolute adapter path");
+	idem_seed_free(&s);
+	CHECK(load_with_queue(&s, dir, "{ kind: team-jobs, name: q, adapter: queues/../queues/team.sql }",
+	    &err) < 0 && strstr(err.text, "queue.adapter: queues/../queues/team.sql: a path from")
+	    != NULL, "an adapter path with ..");
+	idem_seed_free(&s);
+	CHECK(load_with_queue(&s, dir, "{ kind: team-jobs, name: q, adapter: queues/x.sql/.. }",
+	    &err) < 0, "an adapter path that ends in ..");
+	idem_seed_free(&s);
+	CHECK(load_with_queue(&s, dir, "{ kind: team-jobs, name: q, adapter: queues/no.sql }",
+	    &err) < 0 && err.status == IDEM_EXIT_USAGE && strstr(err.text, "no.sql") != NULL,
+	    "an adapter file that is not there");
+	idem_seed_free(&s);
+
+	snprintf(path, sizeof(path), "rm -rf '%s'", dir);
+	CHECK(system(path) == 0, "temp dir removed");
+	free(idem);
+	free(own);
+}
+
 int
 main(void)
 {
@@ -281,6 +377,7 @@ main(void)
 	idem_seed_free(&s);
 
 	queue();
+	adapter();
 	external();
 	return unit_done("seed");
 }

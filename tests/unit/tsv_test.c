@@ -9,10 +9,11 @@
 
 /* A stream's first lines: the magic line and a good seed row. */
 #define HEAD "#idem-tsv\t1\n" SEED_ROW
-#define SEED_ROW "seed\ts.yaml\t" \
+#define SEED_ROW SEED_ROW_BASE "\n"
+#define SEED_ROW_BASE "seed\ts.yaml\t" \
 	"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\t" \
 	"r\tt.job\tq\t\\N\t1000\t5\t\\N\t\\N\td.t\t[\"k\"]\tbusiness\t\\N\t\\N\t" \
-	"\\N\t\\N\t\\N\t{\"k\":\"string\"}\t[]\n"
+	"\\N\t\\N\t\\N\t{\"k\":\"string\"}\t[]"
 #define HASH "fb1c733540d60fd992c1dfcef293a78deed74a67ecb22b51650e816c0a7ca107"
 
 /* Reads text as a stream; returns the status of the last call, the error in err. */
@@ -466,6 +467,19 @@ static const struct {
 	{ "#idem-tsv\t1\nfuture\tx\n# c\n" SEED_ROW, "",
 	    "comments and unknown kinds before the seed row" },
 	{ HEAD SEED_ROW, "t:3: a second seed row", "two seed rows" },
+	/* 1.10: an adapter file and its SHA-256 at the end of the seed row */
+	{ "#idem-tsv\t1.10\n" SEED_ROW_BASE "\tteam-jobs\tfalse\t\\N\tq/team.sql\t" HASH "\n"
+	    "queue\tteam-jobs\tq\t\\N\n", "", "a kind of the team's own with its adapter file" },
+	{ "#idem-tsv\t1.10\n" SEED_ROW_BASE "\tteam-jobs\tfalse\t\\N\n",
+	    "t:2: seed row, field queue_kind: team-jobs has no adapter built in (idem pg-boss "
+	    "graphile-worker have), and the row names no adapter file",
+	    "a kind of the team's own without its adapter file" },
+	{ "#idem-tsv\t1.10\n" SEED_ROW_BASE "\tidem\tfalse\t\\N\tq/team.sql\t\\N\n",
+	    "t:2: seed row, field adapter_sha256: missing (\\N), but adapter is there",
+	    "an adapter file without its SHA-256" },
+	{ "#idem-tsv\t1.10\n" SEED_ROW_BASE "\tTeam\tfalse\t\\N\tq/team.sql\t" HASH "\n",
+	    "t:2: seed row, field queue_kind: expected a queue's kind: 1 to 64 lowercase letters, "
+	    "digits and -, not first, got \"Team\"", "a kind that is no kind" },
 	{ HEAD "expect\t1\t0\t0\t0\nexpect\t1\t0\t0\t0\n", "t:4: a second expect row",
 	    "two expect rows" },
 	{ HEAD "database\tid-1\tidem\t15.18 (Debian)\t150018\tread committed\n", "",
@@ -729,7 +743,8 @@ main(void)
 
 	types();
 
-	CHECK(idem_kind_nfields(IDEM_KIND_SEED) == 23, "seed has 23 fields, draft and best_effort since 1.6");
+	CHECK(idem_kind_nfields(IDEM_KIND_SEED) == 25, "seed has 25 fields, draft and best_effort "
+	    "since 1.6, adapter and adapter_sha256 since 1.10");
 	CHECK(idem_kind_nfields(IDEM_KIND_QUEUE) == 3, "queue has 3 fields");
 	CHECK(idem_kind_nfields(IDEM_KIND_WORKER) == 5 && idem_kind_nfields(IDEM_KIND_MISSED) == 5 &&
 	    idem_kind_nfields(IDEM_KIND_DECLARED_GUARD) == 2, "the rows of 1.4");
