@@ -880,7 +880,8 @@ read_and_publish(FILE *in, const char *name, const char *conninfo)
 			snprintf(pub.vt_ms, sizeof(pub.vt_ms), "%s", r.fields[SEED_VISIBILITY_TIMEOUT_MS]);
 			snprintf(pub.max_attempts, sizeof(pub.max_attempts), "%s",
 			    r.fields[SEED_MAX_ATTEMPTS]);
-			if (idem_queue_open(&pub.q, r.fields[SEED_QUEUE_KIND], pub.queue, &err) < 0)
+			if (idem_queue_open_seed(&pub.q, r.fields[SEED_QUEUE_KIND], pub.queue,
+			    r.fields[SEED_ADAPTER], r.fields[SEED_ADAPTER_SHA256], &err) < 0)
 				idem_die_error(&err);
 			/* -d, then a controller's IDEM_DATABASE, then the seed's database */
 			connect_sandbox(idem_pg_choose(conninfo, r.fields[SEED_DATABASE], &pub.how));

@@ -218,6 +218,21 @@ idem_queue_open_file(struct idem_queue *q, const char *path, const char *kind, c
 	return idem_queue_parse(q, path, text, len, kind, name, err);
 }
 
+int
+idem_queue_open_seed(struct idem_queue *q, const char *kind, const char *name, const char *adapter,
+		     const char *adapter_sha256, struct idem_error *err)
+{
+	if (adapter == NULL)
+		return idem_queue_open(q, kind, name, err);
+	if (idem_queue_open_file(q, adapter, kind, name, err) < 0)
+		return -1;
+	if (adapter_sha256 == NULL || strcmp(q->sha256, adapter_sha256) != 0)
+		return idem_error_set(err, IDEM_EXIT_USAGE, "%s: the adapter changed since seed-gen "
+		    "read it (SHA-256 %.12s..., the seed row says %.12s...): run the pipeline again "
+		    "from seed-gen", adapter, q->sha256, adapter_sha256 ? adapter_sha256 : "nothing");
+	return 0;
+}
+
 void
 idem_queue_close(struct idem_queue *q)
 {

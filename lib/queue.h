@@ -49,6 +49,13 @@ int idem_queue_open(struct idem_queue *q, const char *kind, const char *name,
  * idem_queue_parse). Free with idem_queue_close either way. */
 int idem_queue_open_file(struct idem_queue *q, const char *path, const char *kind,
 			 const char *name, struct idem_error *err);
+/* The adapter a stream's seed row names: the file at adapter when there is
+ * one, refused (IDEM_EXIT_USAGE) when the SHA-256 of its bytes is no
+ * longer adapter_sha256, the one seed-gen read; else the built-in adapter
+ * of kind. Free with idem_queue_close either way. */
+int idem_queue_open_seed(struct idem_queue *q, const char *kind, const char *name,
+			 const char *adapter, const char *adapter_sha256,
+			 struct idem_error *err);
 /* The adapter in text, len bytes (the file at path, for messages), into
  * q, as idem_queue_open_file takes it: a header line "-- kind: KIND"
  * (lowercase letters, digits and -, and kind when that is not NULL), then

@@ -12,7 +12,7 @@
 
 /* The format of the records mkrecord(1) writes, and the newest that
  * verify-record(1) reads (idem-record(5)). */
-#define IDEM_RECORD_FORMAT 9
+#define IDEM_RECORD_FORMAT 10
 
 /* The 95% Wilson score interval of k events in n trials, as proportions
  * in [0, 1]; -1 when there is none (n < 1, k < 0 or k > n). */

@@ -207,7 +207,8 @@ read_row(const struct idem_tsv_reader *r)
 			c.best_effort = idem_estrdup(r->fields[SEED_BEST_EFFORT]);
 		if (r->fields[SEED_RECONCILIATION_OWNER] != NULL)
 			c.owner = idem_estrdup(r->fields[SEED_RECONCILIATION_OWNER]);
-		if (idem_queue_open(&c.q, r->fields[SEED_QUEUE_KIND], r->fields[SEED_QUEUE], &err) < 0)
+		if (idem_queue_open_seed(&c.q, r->fields[SEED_QUEUE_KIND], r->fields[SEED_QUEUE],
+		    r->fields[SEED_ADAPTER], r->fields[SEED_ADAPTER_SHA256], &err) < 0)
 			idem_die_error(&err);
 		c.conninfo = idem_pg_choose(c.option, r->fields[SEED_DATABASE], &c.how);
 		connect_and_count();

@@ -121,7 +121,8 @@ connect_sandbox(const char *option)
 	/* -d, IDEM_DATABASE, the seed's; the stream's database row, if any,
 	 * must name the database reached */
 	run.conninfo = idem_pg_choose(option, run.plan.database, &how);
-	if (idem_queue_open(&run.q, run.plan.queue_kind, run.plan.queue, &err) < 0 ||
+	if (idem_queue_open_seed(&run.q, run.plan.queue_kind, run.plan.queue, run.plan.adapter,
+	    run.plan.adapter_sha256, &err) < 0 ||
 	    (run.conn = idem_pg_connect(run.conninfo, &err)) == NULL ||
 	    idem_pg_require_sandbox(run.conn, &err) < 0 ||
 	    idem_pg_observe(run.conn, &run.here, &err) < 0 ||

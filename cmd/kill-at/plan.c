@@ -53,6 +53,10 @@ seed_row(struct idem_plan *p, struct idem_baseline *base, const struct idem_tsv_
 {
 	p->queue = idem_estrdup(r->fields[SEED_QUEUE]);
 	p->queue_kind = idem_estrdup(field_or(r->fields[SEED_QUEUE_KIND], "idem"));
+	if (r->fields[SEED_ADAPTER] != NULL) {
+		p->adapter = idem_estrdup(r->fields[SEED_ADAPTER]);
+		p->adapter_sha256 = idem_estrdup(r->fields[SEED_ADAPTER_SHA256]);
+	}
 	p->owner = idem_estrdup(field_or(r->fields[SEED_RECONCILIATION_OWNER], ""));
 	p->effect_table = idem_estrdup(r->fields[SEED_EFFECT_TABLE]);
 	p->key_columns = idem_estrdup(r->fields[SEED_KEY_COLUMNS]);
@@ -429,7 +433,7 @@ idem_plan_steps(const struct idem_plan *p, const char ***names, const char ***jo
 void
 idem_plan_free(struct idem_plan *p)
 {
-	char *seed_texts[] = { p->queue, p->queue_kind, p->owner, p->effect_table, p->key_columns,
+	char *seed_texts[] = { p->queue, p->queue_kind, p->adapter, p->adapter_sha256, p->owner, p->effect_table, p->key_columns,
 	    p->worker_command, p->account, p->external_name, p->external_key_fields, p->database };
 	size_t i;
 

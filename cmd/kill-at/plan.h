@@ -62,6 +62,7 @@ struct idem_plan_fault {
 struct idem_plan {
 	/* the seed row */
 	char *queue, *queue_kind, *owner, *effect_table, *key_columns;
+	char *adapter, *adapter_sha256;	/* the seed row's adapter file, or NULL */
 	char *worker_command;		/* NULL when the seed names none */
 	char *account;			/* the sandbox account, or NULL */
 	char *database;			/* the seed's conninfo, or NULL */

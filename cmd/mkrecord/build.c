@@ -24,12 +24,24 @@ seed_text(const struct idem_run *run, const char *name)
 /* The queue: the queue row's, else the seed row's, whose version is not
  * known. */
 static json_t *
-queue(const struct idem_run *run)
+queue(const struct idem_run *run, const struct idem_git_revision *adapter)
 {
+	json_t *q;
+
 	if (run->queue != NULL)
-		return json_incref(run->queue);
-	return json_pack("{s:s,s:o,s:n}", "kind", idem_run_seed(run, "queue_kind") ?
-	    idem_run_seed(run, "queue_kind") : "idem", "name", seed_text(run, "queue"), "version");
+		q = json_deep_copy(run->queue);
+	else
+		q = json_pack("{s:s,s:o,s:n}", "kind", idem_run_seed(run, "queue_kind") ?
+		    idem_run_seed(run, "queue_kind") : "idem", "name", seed_text(run, "queue"),
+		    "version");
+	/* the adapter file, kept as the seed is: where, what bytes, at which
+	 * revision */
+	if (adapter != NULL)
+		json_object_set_new(q, "adapter", json_pack("{s:s,s:s,s:s,s:s,s:b}",
+		    "path", idem_run_seed(run, "adapter"), "repo_path", adapter->path,
+		    "sha256", idem_run_seed(run, "adapter_sha256"), "blob", adapter->blob,
+		    "dirty", adapter->dirty));
+	return q;
 }
 
 static json_t *
@@ -502,7 +514,7 @@ pending_findings(const struct idem_run *run)
  * the account, the effect and the external call. */
 static void
 rehearsed(json_t *r, const struct idem_run *run, const struct idem_git_revision *rev,
-	  const char *reproduce)
+	  const struct idem_git_revision *adapter, const char *reproduce)
 {
 	json_object_set_new(r, "seed", json_pack("{s:o,s:s,s:o,s:s,s:s,s:b}",
 	    "path", seed_text(run, "path"), "repo_path", rev->path,
@@ -510,7 +522,7 @@ rehearsed(json_t *r, const struct idem_run *run, const struct idem_git_revision 
 	    "dirty", rev->dirty));
 	json_object_set_new(r, "reproduce", json_string(reproduce));
 	json_object_set_new(r, "job_type", seed_text(run, "job_type"));
-	json_object_set_new(r, "queue", queue(run));
+	json_object_set_new(r, "queue", queue(run, adapter));
 	json_object_set_new(r, "database", idem_observed_database(run));
 	json_object_set_new(r, "worker", worker(run));
 	json_object_set_new(r, "retry", json_pack("{s:o,s:o}", "visibility_timeout_ms",
@@ -591,7 +603,7 @@ counts(json_t *r, const struct idem_run *run, json_t *totals)
 
 json_t *
 idem_build_record(const struct idem_run *run, const struct idem_git_revision *rev,
-		  const char *reproduce, const char *next_review, json_t *waiting)
+		  const struct idem_git_revision *adapter, const char *reproduce, const char *next_review, json_t *waiting)
 {
 	json_t *r = json_object(), *totals;
 	char now[32];
@@ -621,7 +633,7 @@ idem_build_record(const struct idem_run *run, const struct idem_git_revision *re
 	if (idem_run_seed(run, "best_effort"))
 		json_object_set_new(r, "best_effort", seed_text(run, "best_effort"));
 	json_object_set_new(r, "created_at", json_string(now));
-	rehearsed(r, run, rev, reproduce);
+	rehearsed(r, run, rev, adapter, reproduce);
 	happened(r, run);
 	counts(r, run, totals);
 	json_object_set_new(r, "measures", measures(run));

@@ -12,6 +12,7 @@
  * record leaves out: counts_differ, duplicate_keys, duplicate_calls and
  * counts.total_rows. waiting is the -w causes (taken). Caller decrefs. */
 json_t *idem_build_record(const struct idem_run *run, const struct idem_git_revision *rev,
+			  const struct idem_git_revision *adapter,
 			  const char *reproduce, const char *next_review, json_t *waiting);
 
 #endif

@@ -378,6 +378,28 @@ seed_revision(const struct idem_run *run, int allow_dirty, struct idem_git_revis
 		idem_die_error(&err);
 }
 
+/* The seed's adapter file, when the stream names one, as committed: the
+ * bytes seed-gen read, at a revision, as the seed is. */
+static int
+adapter_revision(const struct idem_run *run, int allow_dirty, struct idem_git_revision *rev)
+{
+	const char *path = idem_run_seed(run, "adapter"), *want = idem_run_seed(run, "adapter_sha256");
+	struct idem_error err;
+	char sha[65];
+
+	if (path == NULL)
+		return 0;
+	if (idem_sha256_file(path, sha) < 0)
+		idem_die(IDEM_EXIT_USAGE, "the queue adapter of the stream, %s, is not here: run "
+		    "mkrecord where seed-gen ran", path);
+	if (strcmp(sha, want) != 0)
+		idem_die(IDEM_EXIT_USAGE, "%s changed since the stream was made (SHA-256 %s, the "
+		    "stream says %s)", path, sha, want);
+	if (idem_git_seed_ready(path, allow_dirty, rev, &err) < 0)
+		idem_die_error(&err);
+	return 1;
+}
+
 /* The trace beside the record (idem-record(5), THE TRACE), its SHA-256
  * in the record, sent to IDEM_OTLP_ENDPOINT too when that is set: a
  * trace not sent is a warning, the record stands without it. */
@@ -407,14 +429,14 @@ trace(json_t *record, const struct idem_run *run)
  * signature that does not verify is never written. */
 static void
 render(struct made *m, const struct idem_run *run, const struct idem_git_revision *rev,
-     const struct options *o, const struct idem_key *key, const struct signer *who)
+     const struct idem_git_revision *adapter, const struct options *o, const struct idem_key *key, const struct signer *who)
 {
 	static const char *const suffixes[] = { ".yaml", ".yaml.sig", IDEM_INTOTO_SUFFIX, ".md",
 		".svg", IDEM_TRACE_SUFFIX, NULL };
 	struct idem_error err;
 	json_t *stored;
 
-	m->record = idem_build_record(run, rev, o->reproduce, o->next_review,
+	m->record = idem_build_record(run, rev, adapter, o->reproduce, o->next_review,
 	    parse_wait(o->waits, o->nwaits));
 	m->trace = trace(m->record, run);
 	stored = json_deep_copy(m->record);
@@ -541,12 +563,13 @@ main(int argc, char *argv[])
 	struct options o = { .dir = "records", .format = "yaml" };
 	struct signer who = { .principal = NULL };
 	const struct idem_run *run;
-	struct idem_git_revision rev;
+	struct idem_git_revision rev, adapter;
 	struct idem_key key;
 	struct idem_error err;
 	struct made m = { .nout = 0 };
 	const char *evidence, *name;
 	FILE *in;
+	int have_adapter;
 
 	argv0 = "mkrecord";
 	argv[0] = (char *)argv0;
@@ -564,11 +587,12 @@ main(int argc, char *argv[])
 	if (in != stdin)
 		fclose(in);
 	seed_revision(run, o.allow_dirty, &rev);
+	have_adapter = adapter_revision(run, o.allow_dirty, &adapter);
 	if (o.reproduce == NULL)
 		o.reproduce = default_reproduce(run);
 	if (o.next_review == NULL)
 		o.next_review = idem_date_from_now(91);
-	render(&m, run, &rev, &o, o.key_path ? &key : NULL, o.key_path ? &who : NULL);
+	render(&m, run, &rev, have_adapter ? &adapter : NULL, &o, o.key_path ? &key : NULL, o.key_path ? &who : NULL);
 
 	idem_sign_hold_interrupts();
 	if (mkdir(o.dir, 0755) < 0 && errno != EEXIST)

@@ -80,6 +80,8 @@ statement(const json_t *record, const char *yaml, const char *record_path)
 	const char *slash = strrchr(record_path, '/'), *seed = idem_json_str(record, "seed.repo_path");
 	const char *seed_sha = idem_json_str(record, "seed.sha256");
 	const char *revision = idem_json_str(record, "seed.revision");
+	const char *adapter = idem_json_str(record, "queue.adapter.repo_path");
+	const char *adapter_sha = idem_json_str(record, "queue.adapter.sha256");
 	const json_t *observed = json_object_get(json_object_get(record, "worker"), "observed");
 	static const char *const ran[][2] = { { "executable", "executable_sha256" },
 		{ "script", "script_sha256" } };
@@ -91,6 +93,8 @@ statement(const json_t *record, const char *yaml, const char *record_path)
 	idem_sha256_hex(yaml, strlen(yaml), sha);
 	json_array_append_new(subjects, descriptor(slash ? slash + 1 : record_path, sha));
 	json_array_append_new(subjects, descriptor(seed ? seed : "", seed_sha ? seed_sha : ""));
+	if (adapter != NULL && adapter_sha != NULL)
+		json_array_append_new(subjects, descriptor(adapter, adapter_sha));
 	for (i = 0; i < sizeof(ran) / sizeof(ran[0]); i++) {
 		const char *path = json_string_value(json_object_get(observed, ran[i][0]));
 		const char *digest = json_string_value(json_object_get(observed, ran[i][1]));

@@ -349,7 +349,8 @@ account_for_setup(const struct idem_seed *seed, struct setup_env *saved)
 
 	for (i = 0; i < 4; i++)
 		saved->values[i] = getenv(setup_vars[i]) ? idem_estrdup(getenv(setup_vars[i])) : NULL;
-	if (idem_queue_open(&q, seed->queue_kind, seed->queue, &err) < 0 ||
+	if (idem_queue_open_seed(&q, seed->queue_kind, seed->queue, seed->queue_adapter_path,
+	    seed->queue_adapter_sha256, &err) < 0 ||
 	    (conn = idem_pg_connect(NULL, &err)) == NULL)
 		idem_die_error(&err);
 	if (idem_role_open(&role, conn, seed->sandbox_account, &q, seed->effect_table, &err) < 0 ||

@@ -371,19 +371,22 @@ under(const char *path, const char *source)
 }
 
 /* The first file the pull request changed that a record depends on: its
- * seed, or a worker source the seed declares; NULL when none. */
+ * seed, its queue adapter, or a worker source the seed declares; NULL
+ * when none. */
 static const char *
 changed_dependency(const json_t *record, char **changed, size_t nchanged)
 {
 	const char *seed_path = idem_json_str(record, "seed.path");
 	const char *repo_path = idem_json_str(record, "seed.repo_path");
+	const char *adapter = idem_json_str(record, "queue.adapter.repo_path");
 	const char *found = NULL;
 	struct idem_seed seed;
 	struct idem_error err;
 	size_t i, j;
 
-	for (i = 0; repo_path && i < nchanged && !found; i++)
-		if (strcmp(changed[i], repo_path) == 0)
+	for (i = 0; i < nchanged && !found; i++)
+		if ((repo_path && strcmp(changed[i], repo_path) == 0) ||
+		    (adapter && strcmp(changed[i], adapter) == 0))
 			found = changed[i];
 	if (found || seed_path == NULL)
 		return found;
@@ -399,8 +402,8 @@ changed_dependency(const json_t *record, char **changed, size_t nchanged)
 
 /*
  * With a base: a pull request that changes what the newest record of a
- * rehearsal depends on (its seed, or the worker sources the seed
- * declares), and brings no new record of it, leaves the record speaking
+ * rehearsal depends on (its seed, its queue adapter, or the worker
+ * sources the seed declares), and brings no new record of it, leaves the record speaking
  * of another system. The record is stale, and the check fails on it.
  */
 static void

@@ -171,6 +171,40 @@ check_seed(struct checker *k, struct check *c)
 		reason(c, "seed: %s at %s has SHA-256 %s, the record says %s", path, revision, hex, want);
 }
 
+/* The seed's adapter file, when the record names one, at the seed's
+ * revision hashes to the recorded SHA-256, as the seed does. */
+static void
+check_adapter(struct check *c)
+{
+	const char *path = str(c->record, "queue.adapter.repo_path");
+	const char *want = str(c->record, "queue.adapter.sha256");
+	const char *revision = str(c->record, "seed.revision");
+	char dir[PATH_MAX], hex[65], *slash, *blob;
+	struct idem_error err;
+	size_t len;
+
+	if (json_object_get(json_object_get(c->record, "queue"), "adapter") == NULL)
+		return;
+	if (path == NULL || want == NULL || revision == NULL || *revision == '\0') {
+		reason(c, "queue adapter: no revision, path or SHA-256 recorded");
+		return;
+	}
+	snprintf(dir, sizeof(dir), "%s", c->path);
+	if ((slash = strrchr(dir, '/')) != NULL)
+		*slash = '\0';
+	else
+		strcpy(dir, ".");
+	if ((blob = idem_git_read_at(dir, revision, path, &len, &err)) == NULL) {
+		reason(c, "queue adapter: %s", err.text);
+		return;
+	}
+	idem_sha256_hex(blob, len, hex);
+	free(blob);
+	if (strcmp(hex, want) != 0)
+		reason(c, "queue adapter: %s at %s has SHA-256 %s, the record says %s", path, revision,
+		    hex, want);
+}
+
 static long long
 num(const json_t *o, const char *key)
 {
@@ -819,6 +853,7 @@ idem_check_record(struct checker *k, struct check *c)
 		return;
 	}
 	check_seed(k, c);
+	check_adapter(c);
 	check_arithmetic(c);
 	if (idem_statement_check(c->path, c->record, sha256, c->signer, &err) < 0)
 		reason(c, "%s", err.text);

@@ -600,7 +600,7 @@ check_out(const char *path, const char *dir, const char *tree, const json_t *rec
 {
 	const char *revision = idem_json_str(record, "seed.revision");
 	const char *seed = idem_json_str(record, "seed.repo_path");
-	const char *want = idem_json_str(record, "seed.sha256");
+	const char *want = idem_json_str(record, "seed.sha256"), *adapter;
 	char *commit, *file, hex[65];
 	int rc;
 
@@ -631,6 +631,23 @@ check_out(const char *path, const char *dir, const char *tree, const json_t *rec
 		rc = 1;
 	}
 	free(file);
+	/* the seed's adapter file, which the rerun's seed-gen reads there */
+	if (rc == 0 && (adapter = idem_json_str(record, "queue.adapter.repo_path")) != NULL) {
+		want = idem_json_str(record, "queue.adapter.sha256");
+		if (asprintf(&file, "%s/%s", tree, adapter) < 0)
+			idem_die(IDEM_EXIT_ENV, "asprintf:");
+		if (idem_sha256_file(file, hex) < 0) {
+			fprintf(report, "%s: queue adapter: %s at revision %.12s cannot be read in its "
+			    "worktree: %s: not rerun\n", path, adapter, revision, strerror(errno));
+			rc = 1;
+		} else if (want == NULL || strcmp(hex, want) != 0) {
+			fprintf(report, "%s: queue adapter: %s at revision %.12s has SHA-256 %s in its "
+			    "worktree, the record says %s: not rerun\n", path, adapter, revision, hex,
+			    want ? want : "none");
+			rc = 1;
+		}
+		free(file);
+	}
 	return rc;
 }
 

@@ -152,6 +152,25 @@ seed_staleness(const json_t *record, char *out, size_t size)
 	idem_seed_free(&seed);
 }
 
+/* The seed's adapter file as it is now against the SHA-256 the record
+ * rehearsed: a changed adapter speaks of another queue, as a changed seed
+ * of another rehearsal. */
+static void
+adapter_staleness(const json_t *record, char *out, size_t size)
+{
+	const char *path = idem_json_str(record, "queue.adapter.path");
+	const char *then = idem_json_str(record, "queue.adapter.sha256");
+	char now[65];
+
+	if (path == NULL || then == NULL)
+		return;
+	if (idem_sha256_file(path, now) < 0)
+		stale_reason(out, size, "the queue adapter %s is gone since the run", path);
+	else if (strcmp(now, then) != 0)
+		stale_reason(out, size, "the queue adapter %s has changed since the run (SHA-256 "
+		    "%.12s..., the record %.12s...)", path, now, then);
+}
+
 /* The version of a kind of queue in the database, read once: NULL where
  * that kind is not installed; *known is 0 for a kind this program does
  * not know. */
@@ -226,6 +245,7 @@ idem_staleness(struct idem_staleness *s, const json_t *record, const char *now, 
 	if (next && strcmp(next, now) < 0)
 		stale_reason(out, size, "next review date %s passed", next);
 	seed_staleness(record, out, size);
+	adapter_staleness(record, out, size);
 	worker_file_staleness(record, out, size);
 	if (s->db != NULL)
 		return queue_staleness(s, record, out, size, err);

@@ -30,13 +30,16 @@ subject_sha256(const json_t *statement, const char *name)
 	return NULL;
 }
 
-/* What the statement says of the record, its seed and its verdict. */
+/* What the statement says of the record, its seed, its queue adapter
+ * and its verdict. */
 static int
 check_claims(const json_t *s, const char *name, const json_t *record, const char sha256[65],
 	     struct idem_error *err)
 {
 	const char *seed = idem_json_str(record, "seed.repo_path");
 	const char *seed_sha = idem_json_str(record, "seed.sha256"), *got;
+	const char *adapter = idem_json_str(record, "queue.adapter.repo_path");
+	const char *adapter_sha = idem_json_str(record, "queue.adapter.sha256");
 	const char *result = idem_json_str(s, "predicate.result");
 	const char *want = idem_intoto_result(idem_json_str(record, "verdict"));
 
@@ -57,6 +60,10 @@ check_claims(const json_t *s, const char *name, const json_t *record, const char
 	    strcmp(got, seed_sha) != 0)
 		return idem_error_set(err, IDEM_EXIT_FINDING, "no subject names the record's seed, "
 		    "%s, with its SHA-256 %s", seed ? seed : "(none)", seed_sha ? seed_sha : "(none)");
+	if (adapter != NULL && (adapter_sha == NULL || (got = subject_sha256(s, adapter)) == NULL ||
+	    strcmp(got, adapter_sha) != 0))
+		return idem_error_set(err, IDEM_EXIT_FINDING, "no subject names the record's queue "
+		    "adapter, %s, with its SHA-256 %s", adapter, adapter_sha ? adapter_sha : "(none)");
 	if (result == NULL || strcmp(result, want) != 0)
 		return idem_error_set(err, IDEM_EXIT_FINDING, "its result is not %s, as the "
 		    "record's verdict gives", want);
