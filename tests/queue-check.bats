@@ -79,6 +79,33 @@ broken() {
 	done
 }
 
+@test "a team's adapters pass: the jobs table of examples/ and the one idem-sandbox(1) shows, as printed" {
+	leftover=$(ls -d /tmp/queue-check.* 2>/dev/null | wc -l)
+	qc -s 'psql -Xq -v ON_ERROR_STOP=1 -f examples/jobs-table/schema.sql' -q invoice-line \
+		examples/jobs-table/adapter.sql
+	assert_all_ok
+	for s in consume complete hold-lease expire deliveries unacked account denied; do
+		grep -qx "$s ok" "$out"
+	done
+	# the manual's two literal blocks of "Writing an adapter": the table
+	# (its CREATE TABLE) and the adapter file, as mandoc prints them
+	man=$BATS_TEST_TMPDIR/man
+	mkdir "$man"
+	awk -v dir="$man" '/^\.Ss Writing an adapter/ { on = 1 }
+		on && /^\.Sh / { on = 0 }
+		on && /^\.Bd -literal/ { n++; lit = 1; next }
+		on && /^\.Ed/ { lit = 0 }
+		on && lit { print > (dir "/block" n) }' man/idem-sandbox.1
+	sed -i "s/\\\\(aq/'/g" "$man/block1" "$man/block2"
+	{ echo 'CREATE SCHEMA app;'; sed -n '/^CREATE TABLE/,/;$/p' "$man/block1"; } >"$man/schema.sql"
+	grep -q '^-- kind: jobs-table$' "$man/block2"
+	qc -s "psql -Xq -v ON_ERROR_STOP=1 -f $man/schema.sql" -q invoice-line "$man/block2"
+	assert_all_ok
+	for s in consume complete hold-lease expire deliveries unacked account denied; do
+		grep -qx "$s ok" "$out"
+	done
+}
+
 @test "an adapter file without a required section is refused with status 2, naming it and the line" {
 	broken idem '/^-- @deliveries-of-key$/,/^$/d'
 	qc "$BATS_TEST_TMPDIR/idem.sql"

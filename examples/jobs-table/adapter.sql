@@ -161,9 +161,10 @@ WHERE id = (SELECT id FROM work.jobs
 RETURNING id::text, attempts
 
 -- @complete
--- the worker's completion of the message $1
+-- the worker's completion of the message $1: a row when it completed it
 UPDATE work.jobs SET done_at = now(), locked_until = NULL
 WHERE id = $1::text::bigint AND done_at IS NULL
+RETURNING id::text
 
 -- @setup-schemas
 -- the setup command makes the schema work again, as its owner
