@@ -319,7 +319,7 @@ as_format_2() {
 	open(sys.argv[2], "w").write(lines[0] + "\n" + body + "\n" + lines[-2] + "\n")
 	PY
 	chmod 600 "$BATS_TEST_TMPDIR/padded"
-	! ssh-keygen -y -f "$BATS_TEST_TMPDIR/padded" >/dev/null 2>&1
+	run ! ssh-keygen -y -f "$BATS_TEST_TMPDIR/padded"
 	run mkrecord -k "$BATS_TEST_TMPDIR/padded" -c -r "$REPRODUCE" <"$RUN"
 	[ "$status" -eq 2 ]
 	assert_equal "$output" "mkrecord: $BATS_TEST_TMPDIR/padded: a malformed openssh-key-v1 key"
@@ -657,7 +657,7 @@ worker:'
 	mv "$r.old" "$r"
 	grep -q '^record: 5$' "$r"
 	grep -q '^database: "the PG\* environment (idem-sandbox)"$' "$r"
-	! grep -q 'image_observed\|the database: ' "$r"
+	run ! grep -q 'image_observed\|the database: ' "$r"
 	resign "$r"
 	run -0 verify-record "$r"
 	# format 5 knew no such rule: a finding beside a pass is what it was
@@ -796,7 +796,7 @@ worker:'
 	mv "$r.old" "$r"
 	grep -q '^record: 1$' "$r"
 	grep -q '^queue: "rehearsal_invoice_line"$' "$r"
-	! grep -q '^  kind: ' "$r"
+	run ! grep -q '^  kind: ' "$r"
 	resign "$r"
 	git add records
 	signed_commit -m "records: format 1"
@@ -963,7 +963,7 @@ answers_fixture() {
 	grep -q '^verdict: "fail"$' "$r"
 	# the counts pass: one charge each
 	grep -q '^    external_duplicates:$' "$r"
-	! grep -q '^\*\*The counts differ' "${r%.yaml}.md"
+	run ! grep -q '^\*\*The counts differ' "${r%.yaml}.md"
 	assert_equal "$(sed -n '/^rekeyed:$/,/^pending_calls:/p' "$r")" 'rekeyed:
 - business_key: "[\"inv-1004\",1]"
   keys:
@@ -1012,7 +1012,7 @@ pending_calls:'
 	sed -n '/^rekeyed:$/,/^pending_calls:/p' "$r" | grep -qx '  - "job-0004-2"'
 	md="${r%.yaml}.md"
 	grep -q '^# Rehearsal answers: pass$' "$md"
-	! grep -q 'which fails the verdict' "$md"
+	run ! grep -q 'which fails the verdict' "$md"
 	paste -sd ' ' "$md" | tr -s ' ' | grep -qF -- '- `["inv-1004",1]`: calls 4, 6 sent the keys `job-0004-1`, `job-0004-2`; 1 took effect; not a finding by itself, since the vendor does not honour the key: a second charge fails as a duplicate'
 	run -0 verify-record "$r"
 	assert_equal "$output" "$r: verified, signed by eng@example.org; verdict pass"
@@ -1349,7 +1349,7 @@ with_seed() {
 		's|^  key_scope: business$|  key_scope: job|'; do
 		cp "$BATS_TEST_TMPDIR/seed.yaml" seed.yaml
 		sed -i "$change" seed.yaml
-		! cmp -s seed.yaml "$BATS_TEST_TMPDIR/seed.yaml"
+		run ! cmp -s seed.yaml "$BATS_TEST_TMPDIR/seed.yaml"
 		run -1 verify-record --history
 		stale=$(grep -o 'stale  .*' <<<"$output")
 		case $change in

@@ -128,7 +128,7 @@ postmaster_pid() {
 	done
 	# the next one is a copy: initdb does not run
 	IDEM_SANDBOX_CACHE="$cache" idem-sandbox -D "$IDEM_TEST_ROOT/c5" start >/dev/null
-	! grep -q 'creating subdirectories' "$IDEM_TEST_ROOT/c5/server.log"
+	run ! grep -q 'creating subdirectories' "$IDEM_TEST_ROOT/c5/server.log"
 	idem-sandbox -D "$IDEM_TEST_ROOT/c5" --purge stop
 	# without a cache, initdb makes the cluster itself, and nothing is kept
 	IDEM_SANDBOX_CACHE= idem-sandbox -D "$IDEM_TEST_ROOT/c4" start >/dev/null
