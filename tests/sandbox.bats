@@ -97,7 +97,10 @@ postmaster_pid() {
 	pid=$(head -n 1 "$dir/data/postmaster.pid")
 	kill -0 "$pid"
 	idem-sandbox -D "$dir" stop
-	! kill -0 "$pid" 2>/dev/null
+	# the server has exited: no process, or a zombie that no init reaps, as
+	# in a container whose first process reaps nothing
+	state=$(ps -o stat= -p "$pid" || true)
+	[[ -z "$state" || "$state" == Z* ]]
 	[ -d "$dir/data" ]
 	run idem-sandbox -D "$dir" status
 	[ "$status" -eq 1 ]
