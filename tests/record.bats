@@ -813,8 +813,8 @@ worker:'
 	as_format_2 "$r" >"$r.old"
 	mv "$r.old" "$r"
 	grep -q '^record: 2$' "$r"
-	! grep -q 'calls:' "$r"
-	! grep -q 'external' "$r"
+	run ! grep -q 'calls:' "$r"
+	run ! grep -q 'external' "$r"
 	resign "$r"
 	run -0 verify-record "$r"
 	# its verdict is still checked, on the four totals it has
