@@ -175,7 +175,7 @@ wait_for() {
 	grep -q "^guard	index	effects_key	CREATE UNIQUE INDEX effects_key ON fx.effects USING btree (line_no, order_id)	\\\\N$" "$out"
 	grep -q "^guard	index	effects_recent	CREATE UNIQUE INDEX effects_recent ON fx.effects USING btree (order_id) WHERE (note > 'x'::text)	partial$" "$out"
 	# a unique index on other columns is no guard of the business key
-	! grep -q "effects_other" <(grep '^guard' "$out")
+	run ! grep -q "effects_other" <(grep '^guard' "$out")
 	grep -q "^probe	enforced	23505	" "$out"
 }
 
@@ -713,8 +713,8 @@ count-effects: pending: business key ["o-4",1] has 1 rows of fx.pending not sett
 @test "external: call rows without an external row are passed on, not counted; an external row after the jobs is refused" {
 	{ cat "$BATS_TEST_TMPDIR/stream"; calls; } | count-effects >"$out" 2>"$err" || true
 	assert_equal "$(rows_of call "$out")" 9
-	! grep -q '^count	after	external' "$out"
-	! grep -q '^count	after	total	external' "$out"
+	run ! grep -q '^count	after	external' "$out"
+	run ! grep -q '^count	after	total	external' "$out"
 	{ cat "$BATS_TEST_TMPDIR/stream"; printf 'external\tcharge\t["order_id"]\tfalse\t\\N\t\\N\n'; } >"$BATS_TEST_TMPDIR/late"
 	assert_refused /dev/stdin count-effects "$BATS_TEST_TMPDIR/late" <<-EOF
 		count-effects: $BATS_TEST_TMPDIR/late:$(wc -l <"$BATS_TEST_TMPDIR/late"): an external row after job or call rows: count-effects reads each job's call from its payload as its row goes by; write it right after the seed row, as seed-gen does

@@ -56,7 +56,7 @@ audit_of() {
 	r=$(mkrecord -k "$key" -c <"$RUN")
 	grep -qx 'verdict: "best effort"' "$r"
 	grep -qx 'best_effort: "the ledger keeps no key of its own"' "$r"
-	! grep -q '^draft:' "$r"
+	run ! grep -q '^draft:' "$r"
 	# every duplicate is counted as ever: the counts are those of a pass
 	grep -q '^# Rehearsal invoice-line: best effort$' "${r%.yaml}.md"
 	grep -q 'the approval of billing-oncall' "${r%.yaml}.md"

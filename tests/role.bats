@@ -106,7 +106,7 @@ count-effects: sandbox account rehearsal-bot could CREATEROLE, which it may not'
 	grep -qx '\*\*Findings: it held more than its list; each fails the verdict.\*\*' "$h"
 	tr '\n' ' ' <"$h" | tr -s ' ' | grep -q '\*\*The sandbox account `rehearsal-bot` held more than its list, which fails the verdict: held attribute CREATEROLE, beyond its list.\*\*'
 	# the counts were as expected: the handoff does not say otherwise
-	! grep -q 'The counts differ' "$h"
+	run ! grep -q 'The counts differ' "$h"
 	# a forged pass beside the findings does not verify
 	sed -i 's/^verdict: "fail"$/verdict: "pass"/' "$r"
 	resign "$r"

@@ -97,7 +97,10 @@ postmaster_pid() {
 	pid=$(head -n 1 "$dir/data/postmaster.pid")
 	kill -0 "$pid"
 	idem-sandbox -D "$dir" stop
-	! kill -0 "$pid" 2>/dev/null
+	# the server has exited: no process, or a zombie that no init reaps, as
+	# in a container whose first process reaps nothing
+	state=$(ps -o stat= -p "$pid" || true)
+	[[ -z "$state" || "$state" == Z* ]]
 	[ -d "$dir/data" ]
 	run idem-sandbox -D "$dir" status
 	[ "$status" -eq 1 ]
@@ -128,7 +131,7 @@ postmaster_pid() {
 	done
 	# the next one is a copy: initdb does not run
 	IDEM_SANDBOX_CACHE="$cache" idem-sandbox -D "$IDEM_TEST_ROOT/c5" start >/dev/null
-	! grep -q 'creating subdirectories' "$IDEM_TEST_ROOT/c5/server.log"
+	run ! grep -q 'creating subdirectories' "$IDEM_TEST_ROOT/c5/server.log"
 	idem-sandbox -D "$IDEM_TEST_ROOT/c5" --purge stop
 	# without a cache, initdb makes the cluster itself, and nothing is kept
 	IDEM_SANDBOX_CACHE= idem-sandbox -D "$IDEM_TEST_ROOT/c4" start >/dev/null

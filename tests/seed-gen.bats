@@ -31,7 +31,7 @@ setup() {
 		tests/fixtures/seeds/minimal.yaml >"$BATS_TEST_TMPDIR/mapping.yaml"
 	seed-gen tests/fixtures/seeds/minimal.yaml | cut -f 2,3 --complement >"$out.text"
 	seed-gen "$BATS_TEST_TMPDIR/mapping.yaml" | cut -f 2,3 --complement >"$out.mapping"
-	! cmp -s tests/fixtures/seeds/minimal.yaml "$BATS_TEST_TMPDIR/mapping.yaml"
+	run ! cmp -s tests/fixtures/seeds/minimal.yaml "$BATS_TEST_TMPDIR/mapping.yaml"
 	cmp "$out.text" "$out.mapping"
 }
 
@@ -339,7 +339,7 @@ PY
 	# a seed without one says so, and its expected counts have no column for it
 	seed-gen --ticket tests/fixtures/seeds/minimal.yaml >"$out"
 	grep -q '^| external call | none declared |$' "$out"
-	! grep -q '^## External call$' "$out"
+	run ! grep -q '^## External call$' "$out"
 	grep -q '^| 1 | 0 | 0 | 0 |$' "$out"
 }
 

@@ -45,7 +45,7 @@ for line in open(sys.argv[1]): walk(json.loads(line))
 		fi
 	done
 	# nor the key
-	! grep -qF -- "$(od -An -tx1 "$key" | tr -d ' \n')" "$BATS_TEST_TMPDIR/jobs.yaml"
+	run ! grep -qF -- "$(od -An -tx1 "$key" | tr -d ' \n')" "$BATS_TEST_TMPDIR/jobs.yaml"
 	assert_equal "$(cat "$BATS_TEST_TMPDIR/report")" "$(printf '%s\n' \
 		"seed-sanitize: $BATS_TEST_TMPDIR/real.jsonl: 4 payloads" \
 		'seed-sanitize: amount_cents: 4 integers coarsened' \

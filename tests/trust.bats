@@ -79,11 +79,11 @@ approve() {
 	[[ "$output" == *"::error file=records::commit FAIL: key SHA256:"*" is not in allowed_signers: trust me"* ]]
 	[[ "$output" == *"::error file=$r::record FAIL: signature: key SHA256:"*" is not in allowed_signers (records/allowed_signers at origin/main)"* ]]
 	# the referees agree: the base's file trusts none of it
-	! base_git_trusts "$grant"
-	! ssh-keygen -Y verify -f "$BATS_TEST_TMPDIR/base_signers" -I mallory@example.org -n idem-record \
-		-s "$r.sig" <"$r" 2>/dev/null
-	! ssh-keygen -Y verify -f "$BATS_TEST_TMPDIR/base_signers" -I mallory@example.org -n idem-approval \
-		-s "$r.approval.sig" <"$r" 2>/dev/null
+	run ! base_git_trusts "$grant"
+	run ! ssh-keygen -Y verify -f "$BATS_TEST_TMPDIR/base_signers" -I mallory@example.org -n idem-record \
+		-s "$r.sig" <"$r"
+	run ! ssh-keygen -Y verify -f "$BATS_TEST_TMPDIR/base_signers" -I mallory@example.org -n idem-approval \
+		-s "$r.approval.sig" <"$r"
 	# while the work tree's file, which the pull request wrote, would trust all of it
 	ssh-keygen -Y verify -f records/allowed_signers -I mallory@example.org -n idem-record \
 		-s "$r.sig" <"$r" >/dev/null
@@ -148,7 +148,7 @@ approve() {
 	grep -qF "audit	commit	$before	FAIL	key SHA256:" <<<"$output"
 	grep -qF "audit	commit	$after	ok	signed by newcomer@example.org: records: after the grant" <<<"$output"
 	# git agrees once told of the grant, and not with the base's file
-	! base_git_trusts "$after"
+	run ! base_git_trusts "$after"
 	git -c gpg.format=ssh -c gpg.ssh.allowedSignersFile=records/allowed_signers verify-commit "$after" 2>/dev/null
 }
 
@@ -158,7 +158,7 @@ approve() {
 	commit_as "$mallory" -m "trust me"
 	cp records/allowed_signers "$BATS_TEST_TMPDIR/kept-elsewhere"
 	run -0 verify-record --history -c -t --since origin/main -f "$BATS_TEST_TMPDIR/kept-elsewhere"
-	! grep -q "	signers	" <<<"$output"
+	run ! grep -q "	signers	" <<<"$output"
 	# a base from before the file was committed
 	first=$(git rev-list --max-parents=0 HEAD)
 	run -1 verify-record --history -c -t --since "$first"
