@@ -37,7 +37,7 @@ refusals() {
 	publish-msg-id	stdin:14: publish row, field msg_id: empty
 	queue-twice	stdin:14: a second queue row
 	queue-kind-other	stdin:13: queue row, field kind: pg-boss, but the seed row names a queue of kind idem
-	seed-queue-kind	stdin:2: seed row, field queue_kind: expected one of idem, pg-boss, graphile-worker; got "sqs"
+	seed-queue-kind	stdin:2: seed row, field queue_kind: sqs has no adapter built in (idem pg-boss graphile-worker have), and the row names no adapter file
 	publish-published-at	stdin:14: publish row, field published_at: expected a UTC time such as 2026-11-29T13:48:32.247642Z, got "yesterday"
 	publish-status	stdin:14: publish row, field status: expected one of published, existing; got "sent"
 	publish-fields	stdin:14: publish row has 4 fields, expected 5
