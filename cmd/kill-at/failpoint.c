@@ -52,125 +52,39 @@ idem_failpoint_step_name(int step)
 	    step_names[step] : NULL;
 }
 
+EMBED(idem_sql_ledger, "lib/ledger.sql");
+extern const char idem_sql_ledger[];
 EMBED(idem_sql_failpoint, "cmd/kill-at/failpoint.sql");
 extern const char idem_sql_failpoint[];
 
-/* A section of failpoint.sql: its text, and for the body of a function,
- * what CREATE FUNCTION names ("NAME(ARGUMENTS) RETURNS TYPE"). */
-struct section {
-	const char *text, *function;
-	size_t len, function_len;
-};
-
-/* A placeholder of failpoint.sql, and what it stands for (NULL: nothing,
- * the placeholder stays as it is). */
-struct fill {
-	const char *name, *value;
-};
-
-/* Whether a section's head names it: "name", or "function name(...)". */
-static int
-names(const struct idem_sql_section *at, const char *name, size_t n)
-{
-	if (at->head_len > 9 + n && strncmp(at->head, "function ", 9) == 0)
-		return strncmp(at->head + 9, name, n) == 0 && at->head[9 + n] == '(';
-	return at->head_len == n && strncmp(at->head, name, n) == 0;
-}
-
-/* The section "-- @name" or "-- @function name(...)" of failpoint.sql. */
-static struct section
+/* The section name of failpoint.sql. */
+static struct idem_sql_section
 find_section(const char *name)
 {
-	struct idem_sql_section at, *prev = NULL;
-	struct section s = { NULL, NULL, 0, 0 };
-	size_t n = strlen(name);
+	struct idem_sql_section s;
 
-	for (; idem_sql_section_next(idem_sql_failpoint, prev, &at); prev = &at) {
-		if (!names(&at, name, n))
-			continue;
-		if (strncmp(at.head, "function ", 9) == 0) {
-			s.function = at.head + 9;
-			s.function_len = at.head_len - 9;
-		}
-		s.text = at.text;
-		s.len = at.len;
-		return s;
-	}
-	idem_die(IDEM_EXIT_ENV, "failpoint.sql has no section %s", name);
+	if (!idem_sql_section_find(idem_sql_failpoint, name, &s))
+		idem_die(IDEM_EXIT_ENV, "failpoint.sql has no section %s", name);
+	return s;
 }
 
-/* The fill of a placeholder, ":name" at p (a colon of a "::" cast is
- * none), or NULL; *name_end: where the name ends. */
-static const struct fill *
-placeholder(const char *p, const char *end, const struct fill *fills, size_t nfills,
-	    const char **name_end)
-{
-	const char *name = p + 1, *q = name;
-	size_t i;
-
-	if (p[-1] == ':' || *name == ':')
-		return NULL;
-	while (q < end && (*q == '_' || (*q >= 'a' && *q <= 'z')))
-		q++;
-	*name_end = q;
-	for (i = 0; i < nfills; i++)
-		if (fills[i].value != NULL && strncmp(fills[i].name, name, (size_t)(q - name)) == 0 &&
-		    fills[i].name[q - name] == '\0')
-			return &fills[i];
-	return NULL;
-}
-
-/*
- * A section of failpoint.sql with its placeholders filled, as a string
- * (caller frees). What is filled in is not read again. An empty fill
- * alone on its line leaves no line.
- */
+/* The section name of failpoint.sql, filled (caller frees). */
 static char *
-filled(const char *name, const struct fill *fills, size_t nfills)
+filled(const char *name, const struct idem_sql_fill *fills, size_t nfills)
 {
-	struct section s = find_section(name);
-	const char *p, *end = s.text + s.len, *name_end;
-	const struct fill *fill;
-	char *text = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&text, &len);
+	struct idem_sql_section s = find_section(name);
 
-	if (f == NULL)
-		idem_die(IDEM_EXIT_ENV, "open_memstream:");
-	for (p = s.text; p < end; p++) {
-		if (*p != ':' || (fill = placeholder(p, end, fills, nfills, &name_end)) == NULL) {
-			putc(*p, f);
-			continue;
-		}
-		fputs(fill->value, f);
-		if (*fill->value == '\0' && p[-1] == '\n' && *name_end == '\n')
-			name_end++;
-		p = name_end - 1;
-	}
-	if (fclose(f) != 0)
-		idem_die(IDEM_EXIT_ENV, "open_memstream:");
-	return text;
+	return idem_sql_filled(&s, fills, nfills);
 }
 
-/* Writes a section of failpoint.sql to f, filled; a function's body goes
- * to CREATE FUNCTION as a string literal quoted for conn, so that nothing
- * filled in can end it. */
+/* Writes the section name of failpoint.sql to f, filled (idem_sql_put). */
 static void
-put_section(FILE *f, PGconn *conn, const char *name, const struct fill *fills, size_t nfills)
+put_section(FILE *f, PGconn *conn, const char *name, const struct idem_sql_fill *fills,
+	    size_t nfills)
 {
-	struct section s = find_section(name);
-	char *text = filled(name, fills, nfills), *literal;
+	struct idem_sql_section s = find_section(name);
 
-	if (s.function == NULL) {
-		fprintf(f, "%s\n", text);
-	} else {
-		literal = idem_pg_quote_literal(conn, text);
-		fprintf(f, "CREATE FUNCTION idem_run.%.*s LANGUAGE plpgsql SECURITY DEFINER "
-		    "SET search_path = pg_catalog, pg_temp AS %s;\n", (int)s.function_len, s.function,
-		    literal);
-		free(literal);
-	}
-	free(text);
+	idem_sql_put(f, conn, "idem_run", &s, fills, nfills);
 }
 
 /* The numbers of failpoint.h that failpoint.sql names. */
@@ -191,21 +105,24 @@ static const struct {
 #define NNUMBERS (sizeof(numbers) / sizeof(numbers[0]))
 
 /*
- * The script that installs the run's schema: the sections of failpoint.sql
- * and the adapter's observe and hold-lease sections. The point of
- * after-commit only when the run may arm it, and the triggers of the
- * effect table (table and key quoted; table NULL when it does not exist)
- * only for the steps the run may arm: an unarmed point costs the writer
- * nothing.
+ * The script that installs the run's schema: every section of
+ * lib/ledger.sql (what the adapters call, as queue-check installs it too),
+ * the kill points of failpoint.sql, and the adapter's observe and
+ * hold-lease sections. The point of after-commit (the hook
+ * :after_commit_point of ledger.sql's acking) only when the run may arm
+ * it, and the triggers of the effect table (table and key quoted; table
+ * NULL when it does not exist) only for the steps the run may arm: an
+ * unarmed point costs the writer nothing.
  */
 static char *
 install_sql(PGconn *conn, const struct idem_queue *q, const char *table, const char *key,
 	    unsigned steps)
 {
-	static const char *const queue_part[] = { "schema", "hold", "acking", "acking_published",
-		"delivered", "touched", "ledger-deliveries" }, *const table_part[] = { "before_write",
-		"record_write", "before_commit", "ledger-trigger" };
-	struct fill fills[NNUMBERS + 4];
+	static const char *const kill_part[] = { "kill-points", "hold" },
+		*const table_part[] = { "before_write", "record_write", "before_commit",
+		"ledger-trigger" };
+	struct idem_sql_section s, *prev = NULL;
+	struct idem_sql_fill fills[NNUMBERS + 4];
 	char text[NNUMBERS][16], *sql = NULL, *observe, *hold_lease, *after_commit = NULL;
 	char *wrote = NULL;
 	size_t len = 0, i, n;
@@ -213,20 +130,22 @@ install_sql(PGconn *conn, const struct idem_queue *q, const char *table, const c
 
 	for (n = 0; n < NNUMBERS; n++) {
 		snprintf(text[n], sizeof(text[n]), "%d", numbers[n].value);
-		fills[n] = (struct fill){ numbers[n].name, text[n] };
+		fills[n] = (struct idem_sql_fill){ numbers[n].name, text[n] };
 	}
-	fills[n++] = (struct fill){ "table", table };
-	fills[n++] = (struct fill){ "key", key };
+	fills[n++] = (struct idem_sql_fill){ "table", table };
+	fills[n++] = (struct idem_sql_fill){ "key", key };
 	if (steps & 1u << IDEM_FAILPOINT_AFTER_COMMIT) {
 		after_commit = filled("after-commit-point", fills, n);
 		wrote = filled("wrote", fills, n);
 	}
-	fills[n++] = (struct fill){ "after_commit_point", after_commit ? after_commit : "" };
-	fills[n++] = (struct fill){ "wrote", wrote ? wrote : "" };
+	fills[n++] = (struct idem_sql_fill){ "after_commit_point", after_commit ? after_commit : "" };
+	fills[n++] = (struct idem_sql_fill){ "wrote", wrote ? wrote : "" };
 	if ((f = open_memstream(&sql, &len)) == NULL)
 		idem_die(IDEM_EXIT_ENV, "open_memstream:");
-	for (i = 0; i < sizeof(queue_part) / sizeof(queue_part[0]); i++)
-		put_section(f, conn, queue_part[i], fills, n);
+	for (; idem_sql_section_next(idem_sql_ledger, prev, &s); prev = &s)
+		idem_sql_put(f, conn, "idem_run", &s, fills, n);
+	for (i = 0; i < sizeof(kill_part) / sizeof(kill_part[0]); i++)
+		put_section(f, conn, kill_part[i], fills, n);
 	if ((observe = idem_queue_sql(q, conn, "observe")) != NULL)
 		fprintf(f, "%s\n", observe);
 	if ((hold_lease = idem_queue_sql(q, conn, "hold-lease")) != NULL)

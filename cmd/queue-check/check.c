@@ -8,9 +8,10 @@
 #include "embed.h"
 #include "pg.h"
 #include "role.h"
+#include "sql.h"
 
-EMBED(queue_check_ledger, "cmd/queue-check/ledger.sql");
-extern const char queue_check_ledger[];
+EMBED(idem_sql_ledger, "lib/ledger.sql");
+extern const char idem_sql_ledger[];
 
 /* The sections in the order they are reported. */
 static const char *const order[] = {
@@ -353,6 +354,29 @@ rescue(const char *lease_ms)
 	}
 }
 
+/* The part of the schema idem_run that the adapters call, as kill-at
+ * installs it (lib/ledger.sql): every section, with no kill point at its
+ * hook in acking. Caller frees. */
+static char *
+ledger_sql(void)
+{
+	static const struct idem_sql_fill fills[] = { { "after_commit_point", "" } };
+	struct idem_sql_section s, *prev = NULL;
+	char *sql = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&sql, &len);
+
+	if (f == NULL)
+		idem_die(IDEM_EXIT_ENV, "open_memstream:");
+	for (; idem_sql_section_next(idem_sql_ledger, prev, &s); prev = &s)
+		idem_sql_put(f, c.conn, "idem_run", &s, fills, sizeof(fills) / sizeof(fills[0]));
+	fputs("COMMENT ON SCHEMA idem_run IS "
+	    "'queue-check: the deliveries and acks of an adapter under check'", f);
+	if (fclose(f) != 0)
+		idem_die(IDEM_EXIT_ENV, "open_memstream:");
+	return sql;
+}
+
 /* The schema of the deliveries and acks, with the adapter's observe and
  * hold-lease sections, in one transaction. */
 static int
@@ -360,10 +384,11 @@ install_observe(struct idem_error *err)
 {
 	char *observe = idem_queue_sql(c.q, c.conn, "observe");
 	char *hold_lease = idem_queue_sql(c.q, c.conn, "hold-lease"), *sql;
+	char *ledger = ledger_sql();
 	PGresult *res;
 	int rc = -1;
 
-	if (asprintf(&sql, "BEGIN; %s;\n%s;\n%s;\nCOMMIT", queue_check_ledger, observe,
+	if (asprintf(&sql, "BEGIN; %s;\n%s;\n%s;\nCOMMIT", ledger, observe,
 	    hold_lease ? hold_lease : "") < 0)
 		idem_die(IDEM_EXIT_ENV, "asprintf:");
 	res = PQexec(c.conn, sql);
@@ -376,7 +401,7 @@ install_observe(struct idem_error *err)
 		PQclear(PQexec(c.conn, "ROLLBACK"));
 		/* the adapter's or ours: installed alone, ours says which */
 		PQclear(res);
-		res = PQexec(c.conn, queue_check_ledger);
+		res = PQexec(c.conn, ledger);
 		if (PQresultStatus(res) != PGRES_COMMAND_OK && PQresultStatus(res) != PGRES_TUPLES_OK)
 			idem_error_set(err, IDEM_EXIT_ENV, "installing the deliveries' schema: %s", msg);
 		else if (hold_lease != NULL && strstr(msg, "hold") != NULL)
@@ -386,6 +411,7 @@ install_observe(struct idem_error *err)
 	}
 	PQclear(res);
 	free(sql);
+	free(ledger);
 	free(observe);
 	free(hold_lease);
 	return rc;

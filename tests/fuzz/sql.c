@@ -1,7 +1,7 @@
 /* Fuzzes the reader of SQL files made of sections (lib/sql.h), which the
- * queue adapters and kill-at's failpoint.sql are: every section lies
- * within the text, after its head, each after the one before, and a
- * file's sections are read to their end. */
+ * queue adapters, lib/ledger.sql and kill-at's failpoint.sql are: every
+ * section lies within the text, after its head, each after the one
+ * before, and a file's sections are read to their end. */
 #include <stdlib.h>
 #include <string.h>
 
