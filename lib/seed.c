@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <libpq-fe.h>
 #include <yaml.h>
@@ -1229,6 +1230,32 @@ leaves(const char *p)
 	return 0;
 }
 
+/* Whether path, from its byte from on, names a symbolic link or goes
+ * through one: the adapter it names could then be out of the repository,
+ * where git keeps the link and not the file. */
+static int
+symlinked(const char *path, size_t from)
+{
+	char *p = idem_estrdup(path), *c = p + from;
+	struct stat st;
+	int found = 0;
+
+	for (;;) {
+		char *slash = strchr(c, '/');
+
+		if (slash)
+			*slash = '\0';
+		if (lstat(p, &st) == 0 && S_ISLNK(st.st_mode))
+			found = 1;
+		if (slash == NULL || found)
+			break;
+		*slash = '/';
+		c = slash + 1;
+	}
+	free(p);
+	return found;
+}
+
 /* queue.adapter: the adapter file, from the seed's directory, read and
  * checked as every program that opens it will (idem-sandbox(1), QUEUE
  * ADAPTERS), its kind the seed's. */
@@ -1252,6 +1279,10 @@ load_adapter(struct loader *l, const yaml_node_t *n, const char *kind)
 	s->queue_adapter_path = idem_emalloc(dir + strlen(s->queue_adapter) + 1);
 	memcpy(s->queue_adapter_path, l->path, dir);
 	strcpy(s->queue_adapter_path + dir, s->queue_adapter);
+	if (symlinked(s->queue_adapter_path, dir))
+		return fail_at(l, lookup(l, n, "adapter"), "queue.adapter", "%s: a symbolic link "
+		    "on the way; the adapter is a file beside the seed, as git keeps it",
+		    s->queue_adapter);
 	if ((rc = idem_queue_open_file(&q, s->queue_adapter_path, kind, s->queue, &adapter_err)) == 0) {
 		memcpy(s->queue_adapter_sha256, q.sha256, sizeof(s->queue_adapter_sha256));
 		s->own_queue_kind = idem_estrdup(q.kind);

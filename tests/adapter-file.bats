@@ -162,6 +162,22 @@ seed_with_queue() {
 		[[ "$stderr" =~ ^seed-gen:\ seeds/a.yaml:4:[0-9]+:\ queue\.adapter: ]]
 		[[ "$stderr" == *": $p: a path from the seed's directory, not absolute and without .." ]]
 	done
+	# nor out through a symbolic link, to a file or a directory, which git
+	# would keep as the link
+	mkdir "$BATS_TEST_TMPDIR/elsewhere"
+	cp seeds/queues/team.sql "$BATS_TEST_TMPDIR/elsewhere/team.sql"
+	ln -s "$BATS_TEST_TMPDIR/elsewhere/team.sql" seeds/queues/link.sql
+	ln -s "$BATS_TEST_TMPDIR/elsewhere" seeds/out
+	for p in queues/link.sql out/team.sql; do
+		seed_with_queue "{ kind: team-jobs, name: q, adapter: $p }" seeds/a.yaml
+		run --separate-stderr seed-gen seeds/a.yaml
+		[ "$status" -eq 2 ]
+		assert_equal "$output" ""
+		[[ "$stderr" == "seed-gen: seeds/a.yaml:4:"[0-9]*": queue.adapter: $p: a symbolic link on the way;"* ]]
+	done
+	# the file itself, beside the seed, is taken
+	seed_with_queue "{ kind: team-jobs, name: q, adapter: queues/team.sql }" seeds/a.yaml
+	run -0 seed-gen seeds/a.yaml
 }
 
 @test "an adapter changed after seed-gen read it is refused downstream, exit 2, one line" {
