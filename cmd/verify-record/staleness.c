@@ -154,15 +154,17 @@ seed_staleness(const json_t *record, char *out, size_t size)
 
 /* The seed's adapter file as it is now against the SHA-256 the record
  * rehearsed: a changed adapter speaks of another queue, as a changed seed
- * of another rehearsal. */
+ * of another rehearsal. Both paths are from where the run was; where its
+ * seed is not either, nothing is said. */
 static void
 adapter_staleness(const json_t *record, char *out, size_t size)
 {
 	const char *path = idem_json_str(record, "queue.adapter.path");
 	const char *then = idem_json_str(record, "queue.adapter.sha256");
+	const char *seed_path = idem_json_str(record, "seed.path");
 	char now[65];
 
-	if (path == NULL || then == NULL)
+	if (path == NULL || then == NULL || seed_path == NULL || access(seed_path, F_OK) != 0)
 		return;
 	if (idem_sha256_file(path, now) < 0)
 		stale_reason(out, size, "the queue adapter %s is gone since the run", path);
