@@ -12,8 +12,8 @@ const char *argv0 = "idem";
 /* An error is one line: what a library or an input put into it (a
  * server's trailing newline, a control character quoted from a hostile
  * line) is shown as a space. */
-static void
-one_line(char *buf)
+void
+idem_one_line(char *buf)
 {
 	char *p;
 	size_t len;
@@ -36,7 +36,7 @@ vformat(char *buf, size_t size, const char *fmt, va_list ap)
 	len = strlen(buf);
 	if (len > 0 && buf[len - 1] == ':' && saved != 0)
 		snprintf(buf + len, size - len, " %s", strerror(saved));
-	one_line(buf);
+	idem_one_line(buf);
 }
 
 int

@@ -29,6 +29,9 @@ void idem_die(int status, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3), noreturn));
 void idem_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* buf made one line: each control character a space, trailing spaces
+ * dropped. */
+void idem_one_line(char *buf);
 void *idem_emalloc(size_t size);
 void *idem_erealloc(void *p, size_t size);
 void *idem_ereallocarray(void *p, size_t n, size_t size);

@@ -147,6 +147,18 @@ broken() {
 	assert_equal "$(grep -c FAIL "$out")" 2
 }
 
+@test "idem: a publish that gives a position twice, a published-after short of a column: each fails its section, nothing crashes" {
+	broken idem 's/^SELECT b.ord, b.msg_id::text,/SELECT CASE b.ord WHEN 3 THEN 2 ELSE b.ord END, b.msg_id::text,/'
+	qc "$BATS_TEST_TMPDIR/idem.sql"
+	[ "$status" -eq 1 ]
+	grep -q '^publish FAIL: row 3: position 2, msg_id "[0-9]*"; each position from 1 to [0-9]* once, and a msg_id$' "$out"
+	broken idem 's/^SELECT job_id, copy, msg_id, enqueued_at$/SELECT job_id, copy/'
+	qc "$BATS_TEST_TMPDIR/idem.sql"
+	[ "$status" -eq 1 ]
+	grep -qx 'published-after FAIL: gave 2 columns; job id, copy and msg_id' "$out"
+	grep -qx 'publish ok' "$out"
+}
+
 @test "pg-boss: a denied that names what the account is granted fails denied" {
 	broken pg-boss "s/^\t\t('pgboss.queue', 'TRUNCATE'), ('pgboss.queue', 'DELETE'),$/\t\t('pgboss.queue', 'TRUNCATE'), ('pgboss.queue', 'DELETE'), ('pgboss.job', 'UPDATE'),/"
 	qc -s "$pgboss_setup" "$BATS_TEST_TMPDIR/pg-boss.sql"
