@@ -185,6 +185,37 @@ check_every_scenario() {
 		"$(sql "SELECT id FROM pgboss.job WHERE name = 'invoice-line' ORDER BY id::text" | md5sum)"
 }
 
+@test "pg-boss 12: the sandbox account, in the table every queue shares, reaches its own queue's jobs only" {
+	node tests/fixtures/workers/pgboss12-worker.js --setup unique invoice-line
+	# another rehearsal's queue, whose jobs pg-boss 12 keeps in the same
+	# table as this one's (job_common), with a job waiting
+	sql "SELECT pgboss.create_queue('other-rehearsal', '{\"policy\": \"standard\"}')" >/dev/null
+	sql "INSERT INTO pgboss.job (name, data) VALUES ('other-rehearsal', '{\"secret\": 1}')" >/dev/null
+	assert_equal "$(sql "SELECT string_agg(DISTINCT table_name, ',') FROM pgboss.queue WHERE name IN ('invoice-line', 'other-rehearsal')")" job_common
+	cat >"$BATS_TEST_TMPDIR/intruder.sh" <<-SH
+		#!/bin/sh
+		# tries what the account may not, once, then works as the team's worker
+		if [ ! -e "$BATS_TEST_TMPDIR/tried" ]; then
+			: >"$BATS_TEST_TMPDIR/tried"
+			psql -X -A -t -c "SELECT 'seen=' || count(*) FROM pgboss.job WHERE name = 'other-rehearsal'" 2>&1
+			psql -X -A -t -c "SELECT 'common=' || count(*) FROM pgboss.job_common WHERE name = 'other-rehearsal'" 2>&1
+			psql -X -c "UPDATE pgboss.job_common SET state = 'cancelled' WHERE name = 'other-rehearsal'" 2>&1
+			psql -X -c "INSERT INTO pgboss.job (name, data) VALUES ('other-rehearsal', '{}')" 2>&1
+			psql -X -c 'DELETE FROM pgboss.job' 2>&1
+		fi
+		exec node tests/fixtures/workers/pgboss12-worker.js unique
+	SH
+	chmod +x "$BATS_TEST_TMPDIR/intruder.sh"
+	run_pipeline tests/fixtures/seeds/pgboss12-invoice-line.yaml 120s "$BATS_TEST_TMPDIR/intruder.sh"
+	check_every_scenario
+	log=$(awk -F '\t' '$1 == "log" { print $5 }' "$out")
+	# none of the other queue's jobs, read, changed or added, and no delete
+	assert_contains "$log" "seen=0" "common=0" "UPDATE 0" \
+		"ERROR:  new row violates row-level security policy for table" \
+		"ERROR:  permission denied for table job"
+	assert_equal "$(sql "SELECT state FROM pgboss.job WHERE name = 'other-rehearsal'")" created
+}
+
 @test "pg-boss 12: a check-then-insert worker is caught by the race, the key named" {
 	pipeline pgboss12 check-then-insert
 	[ "$status" -eq 1 ]
