@@ -159,6 +159,30 @@ broken() {
 	grep -qx 'publish ok' "$out"
 }
 
+@test "idem: a publish that refuses a clash with another error than a unique violation fails publish" {
+	# publish through a function of the adapter's prepare that turns the
+	# unique violation into invalid_parameter_value
+	broken idem "$(cat <<-'SED'
+	s/^FROM idem.send_batch(:'queue', \$1, \$3, \$4, \$2) b$/FROM public.qc_send(:'queue', $1, $3, $4, $2) b/
+	$a\
+	\
+	-- @prepare\
+	CREATE OR REPLACE FUNCTION public.qc_send(q text, j text[], k text[], p jsonb[], c integer[])\
+	RETURNS TABLE (ord bigint, msg_id bigint, enqueued_at timestamptz, published boolean)\
+	LANGUAGE plpgsql AS $f$\
+	BEGIN\
+	RETURN QUERY SELECT * FROM idem.send_batch(q, j, k, p, c);\
+	EXCEPTION WHEN unique_violation THEN\
+	RAISE invalid_parameter_value USING MESSAGE = 'seen before';\
+	END $f$
+	SED
+	)"
+	qc "$BATS_TEST_TMPDIR/idem.sql"
+	[ "$status" -eq 1 ]
+	grep -qx 'publish FAIL: message qc-0001 copy 0 published again with another payload: SQLSTATE 22023, seen before; it must be a unique violation (SQLSTATE 23505)' "$out"
+	grep -qx 'prepare ok' "$out"
+}
+
 @test "pg-boss: a denied that names what the account is granted fails denied" {
 	broken pg-boss "s/^\t\t('pgboss.queue', 'TRUNCATE'), ('pgboss.queue', 'DELETE'),$/\t\t('pgboss.queue', 'TRUNCATE'), ('pgboss.queue', 'DELETE'), ('pgboss.job', 'UPDATE'),/"
 	qc -s "$pgboss_setup" "$BATS_TEST_TMPDIR/pg-boss.sql"

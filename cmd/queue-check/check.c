@@ -242,18 +242,20 @@ publish_clash(void)
 		IDEM_OID_JSONB_ARRAY, IDEM_OID_INT8, IDEM_OID_INT8 };
 	const char *params[6] = { "{qc-0001}", "{0}", "{k-1}", "{\"{\\\"n\\\": 99}\"}", LONG_LEASE,
 		MAX_ATTEMPTS };
-	struct idem_error err;
-	PGresult *res = idem_queue_exec(c.q, c.conn, "publish", "the query failed", 6, types, params,
-	    &err);
+	char *sql = idem_queue_sql(c.q, c.conn, "publish");
+	PGresult *res = PQexecParams(c.conn, sql, 6, types, params, NULL, NULL, 0);
+	const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+	const char *why = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
 
-	if (res != NULL) {
-		PQclear(res);
+	if (PQresultStatus(res) == PGRES_TUPLES_OK || PQresultStatus(res) == PGRES_COMMAND_OK)
 		fail("publish", "message qc-0001 copy 0 published again with another payload went "
 		    "through; it must be a unique violation (SQLSTATE 23505)");
-	} else if (err.status != IDEM_EXIT_USAGE) {
-		fail("publish", "message qc-0001 copy 0 published again with another payload: %s; "
-		    "it must be a unique violation (SQLSTATE 23505)", err.text);
-	}
+	else if (state == NULL || strcmp(state, "23505") != 0)
+		fail("publish", "message qc-0001 copy 0 published again with another payload: "
+		    "SQLSTATE %s, %s; it must be a unique violation (SQLSTATE 23505)",
+		    state ? state : "none", why ? why : PQerrorMessage(c.conn));
+	PQclear(res);
+	free(sql);
 }
 
 /* Takes a message through consume on conn with a lease of lease_ms: its
