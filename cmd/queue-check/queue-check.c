@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "env.h"
 #include "error.h"
 #include "file.h"
 #include "pg.h"
@@ -102,41 +103,6 @@ stop_if_interrupted(void)
 	exit(128 + sig);
 }
 
-/* The programs beside this one come first on PATH. */
-static void
-prefer_programs_beside(void)
-{
-	char self[PATH_MAX], *path;
-	ssize_t n;
-
-	if ((n = readlink("/proc/self/exe", self, sizeof(self) - 1)) <= 0)
-		return;
-	self[n] = '\0';
-	*strrchr(self, '/') = '\0';
-	if (asprintf(&path, "%s:%s", self, getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin") < 0)
-		idem_die(IDEM_EXIT_ENV, "asprintf:");
-	setenv("PATH", path, 1);
-	free(path);
-}
-
-/* The sandbox's settings, "NAME='value'; export NAME;" per line. */
-static void
-export_settings(const char *text)
-{
-	char *copy = idem_estrdup(text), *line, *save = NULL;
-
-	for (line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		char *eq = strchr(line, '='), *end;
-
-		if (eq == NULL || eq[1] != '\'' || (end = strstr(eq + 2, "';")) == NULL)
-			continue;
-		*eq = '\0';
-		*end = '\0';
-		setenv(line, eq + 2, 1);
-	}
-	free(copy);
-}
-
 /* A throwaway sandbox, as rehearse(1) starts one; its PG* settings in our
  * environment. */
 static void
@@ -168,7 +134,7 @@ start_sandbox(void)
 	unlink(path);
 	if (settings == NULL)
 		idem_die_error(&err);
-	export_settings(settings);
+	idem_env_export_settings(settings);
 	free(settings);
 	unsetenv("IDEM_DATABASE");
 	unsetenv("PGSERVICE");
@@ -273,7 +239,7 @@ main(int argc, char **argv)
 	open_adapters(&q, &other, argv[optind], queue);
 
 	catch_signals();
-	prefer_programs_beside();
+	idem_env_prefer_self();
 	start_sandbox();
 	if (idem_pg_setenv_url(NULL, &err) < 0)
 		idem_die_error(&err);

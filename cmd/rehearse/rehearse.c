@@ -26,6 +26,7 @@
 #include "role.h"
 #include "seed.h"
 #include "sig.h"
+#include "env.h"
 #include "error.h"
 #include "file.h"
 #include "text.h"
@@ -160,24 +161,6 @@ clean_up(void)
 	}
 }
 
-/* The sandbox's settings, "NAME='value'; export NAME;" per line. */
-static void
-export_settings(const char *text)
-{
-	char *copy = idem_estrdup(text), *line, *save = NULL;
-
-	for (line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		char *eq = strchr(line, '='), *end;
-
-		if (eq == NULL || eq[1] != '\'' || (end = strstr(eq + 2, "';")) == NULL)
-			continue;
-		*eq = '\0';
-		*end = '\0';
-		setenv(line, eq + 2, 1);
-	}
-	free(copy);
-}
-
 /* The setup of idem-worker's schema, for the guard and key scope its
  * command names; nothing for another worker. */
 static char *
@@ -253,7 +236,7 @@ start_sandbox(void)
 	stop_if_interrupted();
 	if ((settings = idem_read_file(settings_path, &len, &err)) == NULL)
 		idem_die_error(&err);
-	export_settings(settings);
+	idem_env_export_settings(settings);
 	free(settings);
 	if (asprintf(&conninfo, "host=%s port=%s dbname=%s user=%s", getenv("PGHOST"),
 	    getenv("PGPORT"), getenv("PGDATABASE"), getenv("PGUSER")) < 0)
@@ -511,23 +494,6 @@ load_inputs(struct options *opt, struct idem_seed *seed)
 		opt->worker = seed->worker_command ? seed->worker_command : "idem-worker --guard unique";
 }
 
-/* The programs beside this one come first on PATH. */
-static void
-prefer_programs_beside(void)
-{
-	char self[PATH_MAX], *path;
-	ssize_t n;
-
-	if ((n = readlink("/proc/self/exe", self, sizeof(self) - 1)) <= 0)
-		return;
-	self[n] = '\0';
-	*strrchr(self, '/') = '\0';
-	if (asprintf(&path, "%s:%s", self, getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin") < 0)
-		idem_die(IDEM_EXIT_ENV, "asprintf:");
-	setenv("PATH", path, 1);
-	free(path);
-}
-
 /* The scratch directory, and the cleanup that every exit passes through
  * from now on. */
 static void
@@ -778,7 +744,7 @@ main(int argc, char *argv[])
 	argv[0] = (char *)argv0;
 	parse_options(argc, argv, &opt);
 	load_inputs(&opt, &seed);
-	prefer_programs_beside();
+	idem_env_prefer_self();
 	child_catch_signals();
 	make_scratch();
 	choose_database(opt.conninfo);

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "env.h"
 #include "path.h"
 #include "pg.h"
 #include "rerun.h"
@@ -21,26 +22,6 @@
 #include "yamljson.h"
 #include "file.h"
 #include "text.h"
-
-/* The directory of this program, so a rerun finds the programs it was
- * installed or built with. */
-static void
-path_with_self(void)
-{
-	char self[PATH_MAX], *slash, *path;
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-
-	if (n <= 0)
-		return;
-	self[n] = '\0';
-	if ((slash = strrchr(self, '/')) == NULL)
-		return;
-	*slash = '\0';
-	if (asprintf(&path, "%s:%s", self, getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin") < 0)
-		idem_die(IDEM_EXIT_ENV, "asprintf:");
-	setenv("PATH", path, 1);
-	free(path);
-}
 
 /* The signals that stop a rerun. They are blocked while it runs and
  * caught only where it waits for its command, so that the worktree and
@@ -701,7 +682,7 @@ idem_rerun(const char *path, const json_t *record, const char *conninfo, FILE *r
 	/* a sandbox or nothing, and its URI as kill-at gives it to workers */
 	if (conninfo != NULL && idem_pg_setenv_url(conninfo, err) < 0)
 		return -1;
-	path_with_self();
+	idem_env_prefer_self();
 	catch_stop_signals(&guard);
 	if (idem_make_temp_dir(tmp, sizeof(tmp), "verify-record", 0711, err) < 0) {
 		release_stop_signals(&guard, report);
