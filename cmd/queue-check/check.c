@@ -632,6 +632,20 @@ stop(const char *section)
 		c.stopped = section;
 }
 
+/* Takes two messages with a long lease, into *a and *b (-1: none), and
+ * then looks for a third: its index, -1 for none, or -2 when consume
+ * failed at any of the three. */
+static int
+take_two(int *a, int *b)
+{
+	int third;
+
+	*a = consume(c.conn, LONG_LEASE);
+	*b = *a >= 0 ? consume(c.conn, LONG_LEASE) : *a;
+	third = *b >= 0 ? consume(c.conn, LONG_LEASE) : *b;
+	return *a < -1 || *b < -1 || third < -1 ? -2 : third;
+}
+
 /* The main path: publish, hold back, consume, complete, expire, take again. */
 static void
 check_path(void)
@@ -654,10 +668,7 @@ check_path(void)
 	if (change("hold-back", held, 2) < 0)
 		{ stop("hold-back"); return; }
 	checked("hold-back");
-	x1 = consume(c.conn, LONG_LEASE);
-	x2 = x1 >= 0 ? consume(c.conn, LONG_LEASE) : x1;
-	again = x2 >= 0 ? consume(c.conn, LONG_LEASE) : x2;
-	if (x1 < -1 || x2 < -1 || again < -1)
+	if ((again = take_two(&x1, &x2)) < -1)
 		{ stop("consume"); return; }
 	if (x1 < 0 || x2 < 0 || again >= 0 || x1 == x2) {
 		if (again == C || again == D || x1 == C || x1 == D || x2 == C || x2 == D)
@@ -683,10 +694,7 @@ check_path(void)
 	if (change("let-go", held, 2) < 0)
 		{ stop("let-go"); return; }
 	checked("let-go");
-	y1 = consume(c.conn, LONG_LEASE);
-	y2 = y1 >= 0 ? consume(c.conn, LONG_LEASE) : y1;
-	again = y2 >= 0 ? consume(c.conn, LONG_LEASE) : y2;
-	if (y1 < -1 || y2 < -1 || again < -1)
+	if ((again = take_two(&y1, &y2)) < -1)
 		{ stop("consume"); return; }
 	if (y1 < 0 || y2 < 0 || again >= 0 || y1 == y2) {
 		if (y1 < 0 || y2 < 0)
