@@ -20,10 +20,12 @@ setup() {
 }
 
 # Runs the pipeline with a worker that keeps its environment in $envfile,
-# then works the queue as idem-worker; extra arguments go to kill-at.
+# then works the queue as idem-worker; extra arguments go to kill-at. The
+# worker writes beside $envfile and renames, so that one stopped at the
+# run's end mid-write leaves the last whole copy.
 run_worker() {
 	seed-gen tests/fixtures/seeds/duplicate-publish.yaml | dup-publish |
-		kill-at -D 30s "$@" -- sh -c 'env > "$0"; exec idem-worker' "$envfile" \
+		kill-at -D 30s "$@" -- sh -c 'env >"$0.$$" && mv "$0.$$" "$0"; exec idem-worker' "$envfile" \
 		>"$BATS_TEST_TMPDIR/out" 2>"$BATS_TEST_TMPDIR/err" || {
 		cat "$BATS_TEST_TMPDIR/err" >&2
 		return 1

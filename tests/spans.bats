@@ -177,9 +177,11 @@ json.dump(d, sys.stdout)' >"$REFEREE.many"
 }
 
 # env_worker FILE: a worker that writes its OTEL_ variables to FILE, then
-# runs pg-worker.js.
+# runs pg-worker.js. It writes beside FILE and renames: a worker started
+# again after a kill and stopped at the run's end, between the shell's
+# truncating and sort's writing, would otherwise leave FILE empty.
 env_worker() {
-	worker=(sh -c 'env | grep "^OTEL_" | sort >"$0"; exec node tests/fixtures/workers/pg-worker.js unique' "$1")
+	worker=(sh -c 'env | grep "^OTEL_" | sort >"$0.$$" && mv "$0.$$" "$0"; exec node tests/fixtures/workers/pg-worker.js unique' "$1")
 }
 
 @test "kill-at gives each worker the OpenTelemetry variables, the endpoint its receiver's" {
