@@ -183,6 +183,21 @@ broken() {
 	grep -qx 'prepare ok' "$out"
 }
 
+@test "idem: observe and hold-lease are installed one after the other, and the one that fails is named" {
+	# a hold-lease on a table that is not there: its error names no section
+	broken idem 's/^CREATE TRIGGER idem_run_hold_lease BEFORE UPDATE OF read_ct ON idem.message FOR EACH ROW$/CREATE TRIGGER idem_run_hold_lease BEFORE UPDATE OF read_ct ON idem.no_such_table FOR EACH ROW/'
+	qc "$BATS_TEST_TMPDIR/idem.sql"
+	[ "$status" -eq 1 ]
+	grep -qx 'hold-lease FAIL: installing it after observe failed: ERROR:  relation "idem.no_such_table" does not exist' "$out"
+	assert_equal "$(grep FAIL "$out" | grep -cv 'FAIL: not checked: hold-lease failed first$')" 1
+	# an observe whose error speaks of a hold is observe's all the same
+	broken idem 's/^CREATE TRIGGER idem_run_ack BEFORE UPDATE OF acked_at ON idem.message FOR EACH ROW$/CREATE TRIGGER idem_run_ack BEFORE UPDATE OF holder ON idem.message FOR EACH ROW/'
+	qc "$BATS_TEST_TMPDIR/idem.sql"
+	[ "$status" -eq 1 ]
+	grep -qx 'observe FAIL: installing it failed: ERROR:  column "holder" of relation "message" does not exist' "$out"
+	assert_equal "$(grep FAIL "$out" | grep -cv 'FAIL: not checked: observe failed first$')" 1
+}
+
 @test "pg-boss: a denied that names what the account is granted fails denied" {
 	broken pg-boss "s/^\t\t('pgboss.queue', 'TRUNCATE'), ('pgboss.queue', 'DELETE'),$/\t\t('pgboss.queue', 'TRUNCATE'), ('pgboss.queue', 'DELETE'), ('pgboss.job', 'UPDATE'),/"
 	qc -s "$pgboss_setup" "$BATS_TEST_TMPDIR/pg-boss.sql"

@@ -384,40 +384,45 @@ ledger_sql(void)
 	return sql;
 }
 
+/* One part of install_observe's transaction: 0 when it went through; else
+ * rolled back, and its failure set in err (ours) or reported against the
+ * adapter's section (1). */
+static int
+install_part(const char *section, const char *sql, struct idem_error *err)
+{
+	PGresult *res = PQexec(c.conn, sql);
+	char msg[768];
+	int ok = PQresultStatus(res) == PGRES_COMMAND_OK || PQresultStatus(res) == PGRES_TUPLES_OK;
+
+	if (!ok)
+		idem_pg_message(c.conn, res, msg, sizeof(msg));
+	PQclear(res);
+	if (ok)
+		return 0;
+	PQclear(PQexec(c.conn, "ROLLBACK"));
+	if (section == NULL)
+		return idem_error_set(err, IDEM_EXIT_ENV, "installing the deliveries' schema: %s", msg);
+	fail(section, "installing it%s failed: %s", strcmp(section, "hold-lease") == 0 ?
+	    " after observe" : "", msg);
+	return 1;
+}
+
 /* The schema of the deliveries and acks, with the adapter's observe and
- * hold-lease sections, in one transaction. */
+ * hold-lease sections, in one transaction, each part run on its own so
+ * that a failure names the part that failed. */
 static int
 install_observe(struct idem_error *err)
 {
 	char *observe = idem_queue_sql(c.q, c.conn, "observe");
-	char *hold_lease = idem_queue_sql(c.q, c.conn, "hold-lease"), *sql;
+	char *hold_lease = idem_queue_sql(c.q, c.conn, "hold-lease");
 	char *ledger = ledger_sql();
-	PGresult *res;
-	int rc = -1;
+	int rc;
 
-	if (asprintf(&sql, "BEGIN; %s;\n%s;\n%s;\nCOMMIT", ledger, observe,
-	    hold_lease ? hold_lease : "") < 0)
-		idem_die(IDEM_EXIT_ENV, "asprintf:");
-	res = PQexec(c.conn, sql);
-	if (PQresultStatus(res) == PGRES_COMMAND_OK || PQresultStatus(res) == PGRES_TUPLES_OK) {
-		rc = 0;
-	} else {
-		char msg[768];
-
-		idem_pg_message(c.conn, res, msg, sizeof(msg));
-		PQclear(PQexec(c.conn, "ROLLBACK"));
-		/* the adapter's or ours: installed alone, ours says which */
-		PQclear(res);
-		res = PQexec(c.conn, ledger);
-		if (PQresultStatus(res) != PGRES_COMMAND_OK && PQresultStatus(res) != PGRES_TUPLES_OK)
-			idem_error_set(err, IDEM_EXIT_ENV, "installing the deliveries' schema: %s", msg);
-		else if (hold_lease != NULL && strstr(msg, "hold") != NULL)
-			fail("hold-lease", "installing it with observe failed: %s", msg), rc = 1;
-		else
-			fail("observe", "installing it failed: %s", msg), rc = 1;
-	}
-	PQclear(res);
-	free(sql);
+	if ((rc = install_part(NULL, "BEGIN", err)) == 0 &&
+	    (rc = install_part(NULL, ledger, err)) == 0 &&
+	    (rc = install_part("observe", observe, err)) == 0 &&
+	    (hold_lease == NULL || (rc = install_part("hold-lease", hold_lease, err)) == 0))
+		rc = install_part(NULL, "COMMIT", err);
 	free(ledger);
 	free(observe);
 	free(hold_lease);
