@@ -178,17 +178,25 @@ open_adapter(struct idem_queue *q, const char *arg, const char *queue)
 	}
 }
 
-/* The adapter for the queue, and the same for another queue. */
+/* The adapter for the queue, and the same for another queue: a file's
+ * read once, so that both are made of the same bytes. */
 static void
 open_adapters(struct idem_queue *q, struct idem_queue *other, const char *arg, const char *queue)
 {
+	struct idem_error err;
 	char *other_name;
+	int rc;
 
 	open_adapter(q, arg, queue);
 	if (asprintf(&other_name, "%s-other", queue) < 0)
 		idem_die(IDEM_EXIT_ENV, "asprintf:");
-	open_adapter(other, arg, other_name);
+	rc = q->path != NULL ? idem_queue_parse(other, q->path, idem_estrdup(q->text),
+	    strlen(q->text), NULL, other_name, &err) : idem_queue_open(other, arg, other_name, &err);
 	free(other_name);
+	if (rc < 0) {
+		idem_queue_close(other);
+		idem_die_error(&err);
+	}
 }
 
 /* An interrupt stops the checks at the next step, the sandbox removed. */
