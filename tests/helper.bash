@@ -71,12 +71,63 @@ git_ssh() {
 	git -c gpg.format=ssh -c gpg.ssh.allowedSignersFile=records/allowed_signers "$@"
 }
 
-# Signs the record $1, edited, again with $key, as ssh-keygen would; its
-# in-toto statement, made for the bytes before, goes.
+# Signs the record $1, edited, again with $key, as ssh-keygen would, and
+# its in-toto statement, if it has one, as a holder of the key would: the
+# record's subject given the new bytes' SHA-256, the result the verdict's.
 resign() {
-	rm -f "$1.sig" "${1%.yaml}.intoto.jsonl"
+	local s="${1%.yaml}.intoto.jsonl" sum result
+	rm -f "$1.sig"
 	ssh-keygen -q -Y sign -f "$key" -n idem-record "$1"
+	[ -e "$s" ] || return 0
+	sum=$(sha256sum "$1" | cut -d ' ' -f 1)
+	case $(sed -n 's/^verdict: "\(.*\)"$/\1/p' "$1") in
+	pass) result=PASSED ;;
+	"best effort") result=WARNED ;;
+	*) result=FAILED ;;
+	esac
+	jq -r .payload "$s" | base64 -d | jq -cS --arg n "$(basename "$1")" --arg d "$sum" \
+		--arg r "$result" '(.subject[] | select(.name == $n) | .digest.sha256) = $d |
+		.predicate.result = $r' >"$s.body"
+	dsse_sign "$s.body" >"$s"
+	rm "$s.body"
 }
+
+# An envelope of the statement in file $1 signed, outside idem, with the
+# OpenSSH private key $2 ($key when not given): its seed read from the
+# key file (PROTOCOL.key), PAE made from the DSSE spec, PyNaCl signing.
+dsse_sign() {
+	/usr/bin/python3 - "$1" "${2:-$key}" <<'PY'
+import base64, hashlib, json, sys
+import nacl.signing
+
+body = open(sys.argv[1], "rb").read()
+armor = [l for l in open(sys.argv[2]).read().splitlines() if not l.startswith("-----")]
+data = base64.b64decode("".join(armor))
+magic = b"openssh-key-v1\0"
+assert data.startswith(magic)
+
+def strings(buf, at, n):
+    out = []
+    for _ in range(n):
+        size = int.from_bytes(buf[at:at + 4], "big")
+        out.append(buf[at + 4:at + 4 + size])
+        at += 4 + size
+    return out, at
+
+(cipher, kdf, options), at = strings(data, len(magic), 3)
+assert cipher == b"none"
+(public, private), _ = strings(data, at + 4, 2)
+(kind, pk, sk), _ = strings(private, 8, 3)
+signer = nacl.signing.SigningKey(sk[:32])
+ptype = b"application/vnd.in-toto+json"
+pae = b"DSSEv1 %d %s %d %s" % (len(ptype), ptype, len(body), body)
+keyid = "SHA256:" + base64.b64encode(hashlib.sha256(public).digest()).decode().rstrip("=")
+print(json.dumps({"payload": base64.b64encode(body).decode(), "payloadType": ptype.decode(),
+    "signatures": [{"keyid": keyid, "sig": base64.b64encode(signer.sign(pae).signature).decode()}]},
+    separators=(",", ":"), sort_keys=True))
+PY
+}
+
 
 # Runs a program of tests/tools, as make test builds it into $BUILD/tests.
 test_tool() {

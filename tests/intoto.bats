@@ -55,42 +55,6 @@ t = open(sys.argv[1], "rb").read()
 print(t.index(b"\"" + sys.argv[2].encode() + b"\":\"") + len(sys.argv[2]) + 4 + int(sys.argv[3]))' "$1" "$2" "$3"
 }
 
-# An envelope of the statement in file $1 signed, outside idem, with the
-# OpenSSH private key $2 ($key when not given): its seed read from the
-# key file (PROTOCOL.key), PAE made from the DSSE spec, PyNaCl signing.
-dsse_sign() {
-	/usr/bin/python3 - "$1" "${2:-$key}" <<'PY'
-import base64, hashlib, json, sys
-import nacl.signing
-
-body = open(sys.argv[1], "rb").read()
-armor = [l for l in open(sys.argv[2]).read().splitlines() if not l.startswith("-----")]
-data = base64.b64decode("".join(armor))
-magic = b"openssh-key-v1\0"
-assert data.startswith(magic)
-
-def strings(buf, at, n):
-    out = []
-    for _ in range(n):
-        size = int.from_bytes(buf[at:at + 4], "big")
-        out.append(buf[at + 4:at + 4 + size])
-        at += 4 + size
-    return out, at
-
-(cipher, kdf, options), at = strings(data, len(magic), 3)
-assert cipher == b"none"
-(public, private), _ = strings(data, at + 4, 2)
-(kind, pk, sk), _ = strings(private, 8, 3)
-signer = nacl.signing.SigningKey(sk[:32])
-ptype = b"application/vnd.in-toto+json"
-pae = b"DSSEv1 %d %s %d %s" % (len(ptype), ptype, len(body), body)
-keyid = "SHA256:" + base64.b64encode(hashlib.sha256(public).digest()).decode().rstrip("=")
-print(json.dumps({"payload": base64.b64encode(body).decode(), "payloadType": ptype.decode(),
-    "signatures": [{"keyid": keyid, "sig": base64.b64encode(signer.sign(pae).signature).decode()}]},
-    separators=(",", ":"), sort_keys=True))
-PY
-}
-
 # securesystemslib, not idem, checks the envelope $1 against the OpenSSH
 # public key $2: the key from its raw 32 bytes, PAE made here from the
 # DSSE spec, the keyid as ssh-keygen -l names the key. Prints the
@@ -271,10 +235,21 @@ open(p, "wb").write(b)' "$s" "$(offset_of "$s" sig 5)"
 	assert_equal "$output" WARNED
 }
 
-@test "a record made before the statements, without one, verifies as it did" {
+@test "a record made before the statements, without one, verifies as it did; a newer one without its statement is refused" {
 	r=$(record)
-	git rm -q "$(statement_of "$r")"
-	signed_commit -q -m "records: as before issue 33"
+	s=$(statement_of "$r")
+	git rm -q "$s"
+	signed_commit -q -m "records: the statement taken away"
+	run -1 verify-record "$r"
+	assert_equal "${lines[1]}" "$r: $s: missing: a signed record of format 10 or later has its in-toto statement beside it"
+	run -1 verify-record --history
+	[[ "$output" == *"$s: missing: a signed record of format 10 or later"* ]]
+	# the same record as format 9, the last made before every signed
+	# record had one, signed again: nothing says a statement was made
+	sed -i 's/^record: 10$/record: 9/' "$r"
+	rm "$r.sig"
+	ssh-keygen -q -Y sign -f "$key" -n idem-record "$r"
+	git add records && signed_commit -q -m "records: as before issue 33"
 	run -0 verify-record "$r"
 	assert_equal "$output" "$r: verified, signed by eng@example.org; verdict pass"
 	run -0 verify-record --history

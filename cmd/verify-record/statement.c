@@ -87,9 +87,13 @@ idem_statement_check(const char *path, const json_t *record, const char sha256[6
 	if (snprintf(file, sizeof(file), "%.*s%s", (int)(len - 5), path, IDEM_INTOTO_SUFFIX) >=
 	    (int)sizeof(file))
 		return idem_error_set(err, IDEM_EXIT_USAGE, "%s: path too long", path);
-	/* a record made before the statements has none: nothing to check */
+	/* a record made before the statements has none: nothing to check;
+	 * every signed record since format 10 has one */
 	if (access(file, F_OK) < 0 && errno == ENOENT)
-		return 0;
+		return idem_json_num(record, "record") < IDEM_STATEMENT_SINCE_FORMAT ? 0 :
+		    idem_error_set(err, IDEM_EXIT_FINDING, "%s: missing: a signed record of format "
+		    "%d or later has its in-toto statement beside it", file,
+		    IDEM_STATEMENT_SINCE_FORMAT);
 	if ((text = idem_read_file_max(file, IDEM_DSSE_FILE_MAX, &text_len, err)) == NULL)
 		return -1;
 	if (text_len == 0 || text[text_len - 1] != '\n' || memchr(text, '\n', text_len - 1) != NULL)
