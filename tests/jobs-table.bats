@@ -17,8 +17,9 @@ setup() {
 	cp -R "$root/tests/fixtures/keys" tests/fixtures/
 	cp "$root/records/allowed_signers" records/
 	chmod 644 tests/fixtures/keys/*
-	git add . && git commit -q -m 'a clone, as far as the example reads it'
 	install -m 600 tests/fixtures/keys/idem-test-fixture-NOT-SECRET_ed25519 "$BATS_TEST_TMPDIR/fixture"
+	# signed, as the project's commits to records/ are: the audit reads it
+	git add . && key="$BATS_TEST_TMPDIR/fixture" signed_commit -m 'a clone, as far as the example reads it'
 }
 
 teardown() {
@@ -59,7 +60,7 @@ kill_points() {
 		tr -d '"' | sort | tr '\n' ,
 }
 
-@test "jobs-table: the unique guard passes, every kill reached in the database, one line per key, and a rerun reproduces it" {
+@test "jobs-table: the unique guard passes, every kill reached in the database, one line per key, a rerun reproduces it, and a change of the table makes it stale" {
 	rehearse_example unique
 	[ "$status" -eq 0 ]
 	r=$output
@@ -91,6 +92,21 @@ kill_points() {
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"$r: rerun reproduces the counts"* ]]
 	assert_equal "$(ours)" ""
+	# the audit against a database where the team's table is as it was,
+	# then changed: the version, read through the adapter file, moves
+	eval "$(idem-sandbox -D "$T/audit" start)"
+	db="host=$PGHOST port=$PGPORT dbname=$PGDATABASE user=$PGUSER"
+	psql -Xq -v ON_ERROR_STOP=1 -v guard=unique -f examples/jobs-table/schema.sql
+	run verify-record --history -t -d "$db"
+	echo "$output" >&2
+	[ "$status" -eq 0 ]
+	psql -Xq -c 'ALTER TABLE work.jobs ADD COLUMN priority integer'
+	rehearsed=$(sed -n 's/^  version: "\(work.jobs [0-9a-f]*\)"$/\1/p' "$r")
+	run verify-record --history -t -d "$db"
+	idem-sandbox -D "$T/audit" --purge stop
+	[ "$status" -eq 1 ]
+	grep -q "	record	$r	stale	the jobs-table queue's schema is version work.jobs [0-9a-f]\{12\} in the database, the record rehearsed version $rehearsed: not rehearsed since the queue's upgrade$" <<<"$output"
+	run ! grep -q "version $rehearsed in the database" <<<"$output"
 }
 
 @test "jobs-table: check-then-insert is caught by the race, the duplicated key named, the verdict fail" {

@@ -175,37 +175,45 @@ adapter_staleness(const json_t *record, char *out, size_t size)
 
 /* The version of a kind of queue in the database, read once: NULL where
  * that kind is not installed; *known is 0 for a kind this program does
- * not know. */
+ * not know. A team's kind is read through its adapter file, as it is now,
+ * once per file; one that no longer parses is not known (the adapter's
+ * own staleness says why). */
 static int
-version_in_use(struct idem_staleness *s, const char *kind, const char **version, int *known,
-	       struct idem_error *err)
+version_in_use(struct idem_staleness *s, const char *kind, const char *adapter,
+	       const char **version, int *known, struct idem_error *err)
 {
 	struct idem_queue q;
+	struct idem_error open_err;
 	json_t *seen;
-	char *read;
+	char *read, *cache_key;
+	int rc = 0;
 
 	*known = 1;
-	if ((seen = json_object_get(s->queues, kind)) != NULL) {
+	*version = NULL;
+	if (asprintf(&cache_key, "%s%s", adapter ? "file " : "", adapter ? adapter : kind) < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	if ((seen = json_object_get(s->queues, cache_key)) != NULL) {
 		*version = json_string_value(seen);
-		return 0;
+		goto out;
 	}
-	if (idem_queue_open(&q, kind, "", err) < 0) {
+	if ((adapter ? idem_queue_open_file(&q, adapter, kind, "", &open_err) :
+	    idem_queue_open(&q, kind, "", &open_err)) < 0) {
 		idem_queue_close(&q);
 		*known = 0;
-		*version = NULL;
-		return 0;
+		goto out;
 	}
-	if (idem_queue_version(&q, s->db, &read, err) < 0) {
-		idem_queue_close(&q);
-		return -1;
-	}
+	rc = idem_queue_version(&q, s->db, &read, err);
 	idem_queue_close(&q);
+	if (rc < 0)
+		goto out;
 	if (s->queues == NULL)
 		s->queues = json_object();
-	json_object_set_new(s->queues, kind, read ? json_string_nocheck(read) : json_null());
+	json_object_set_new(s->queues, cache_key, read ? json_string_nocheck(read) : json_null());
 	free(read);
-	*version = json_string_value(json_object_get(s->queues, kind));
-	return 0;
+	*version = json_string_value(json_object_get(s->queues, cache_key));
+out:
+	free(cache_key);
+	return rc;
 }
 
 /* The queue library's schema in the database is at another version than
@@ -219,12 +227,13 @@ queue_staleness(struct idem_staleness *s, const json_t *record, char *out, size_
 {
 	const json_t *queue = json_object_get(record, "queue");
 	const char *kind = idem_json_str(queue, "kind"), *rehearsed = idem_json_str(queue, "version");
+	const char *adapter = idem_json_str(queue, "adapter.path");
 	const char *in_use;
 	int known;
 
 	if (kind == NULL || rehearsed == NULL)
 		return 0;
-	if (version_in_use(s, kind, &in_use, &known, err) < 0)
+	if (version_in_use(s, kind, adapter, &in_use, &known, err) < 0)
 		return -1;
 	if (known && in_use != NULL && strcmp(in_use, rehearsed) != 0)
 		stale_reason(out, size, "the %s queue's schema is version %s in the database, the record "
