@@ -188,7 +188,7 @@ broken() {
 	broken idem 's/^CREATE TRIGGER idem_run_hold_lease BEFORE UPDATE OF read_ct ON idem.message FOR EACH ROW$/CREATE TRIGGER idem_run_hold_lease BEFORE UPDATE OF read_ct ON idem.no_such_table FOR EACH ROW/'
 	qc "$BATS_TEST_TMPDIR/idem.sql"
 	[ "$status" -eq 1 ]
-	grep -qx 'hold-lease FAIL: installing it after observe failed: ERROR:  relation "idem.no_such_table" does not exist' "$out"
+	grep -qx 'hold-lease FAIL: installing it failed: ERROR:  relation "idem.no_such_table" does not exist' "$out"
 	assert_equal "$(grep FAIL "$out" | grep -cv 'FAIL: not checked: hold-lease failed first$')" 1
 	# an observe whose error speaks of a hold is observe's all the same
 	broken idem 's/^CREATE TRIGGER idem_run_ack BEFORE UPDATE OF acked_at ON idem.message FOR EACH ROW$/CREATE TRIGGER idem_run_ack BEFORE UPDATE OF holder ON idem.message FOR EACH ROW/'

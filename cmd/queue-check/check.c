@@ -402,8 +402,7 @@ install_part(const char *section, const char *sql, struct idem_error *err)
 	PQclear(PQexec(c.conn, "ROLLBACK"));
 	if (section == NULL)
 		return idem_error_set(err, IDEM_EXIT_ENV, "installing the deliveries' schema: %s", msg);
-	fail(section, "installing it%s failed: %s", strcmp(section, "hold-lease") == 0 ?
-	    " after observe" : "", msg);
+	fail(section, "installing it failed: %s", msg);
 	return 1;
 }
 
