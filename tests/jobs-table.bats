@@ -23,6 +23,8 @@ setup() {
 }
 
 teardown() {
+	# the audit's sandbox of test 1, stopped whether or not the test got there
+	[ ! -d "$T/audit" ] || idem-sandbox -D "$T/audit" --purge stop >/dev/null 2>&1 || true
 	rm -rf "$T"
 }
 
@@ -103,7 +105,6 @@ kill_points() {
 	psql -Xq -c 'ALTER TABLE work.jobs ADD COLUMN priority integer'
 	rehearsed=$(sed -n 's/^  version: "\(work.jobs [0-9a-f]*\)"$/\1/p' "$r")
 	run verify-record --history -t -d "$db"
-	idem-sandbox -D "$T/audit" --purge stop
 	[ "$status" -eq 1 ]
 	grep -q "	record	$r	stale	the jobs-table queue's schema is version work.jobs [0-9a-f]\{12\} in the database, the record rehearsed version $rehearsed: not rehearsed since the queue's upgrade$" <<<"$output"
 	run ! grep -q "version $rehearsed in the database" <<<"$output"
