@@ -737,6 +737,27 @@ check_path(void)
 	}
 }
 
+/* The most messages take_past_rescued takes that are not the one it
+ * looks for: more than the check publishes. */
+#define RESCUED_MAX 20
+
+/* Consumes with a lease of 1 ms past the messages the library's own rescue
+ * of stale leases freed, each taken once more at most, until it takes the
+ * message target: target, -1 when consume took nothing first, -2 when it
+ * failed, -3 when it took RESCUED_MAX others (reported). */
+static int
+take_past_rescued(int target)
+{
+	int i, n;
+
+	for (n = 0; n < RESCUED_MAX; n++)
+		if ((i = consume(c.conn, "1")) < 0 || i == target)
+			return i;
+	fail("consume", "took a message other than %s %d times in a row, each with a lease of 1 "
+	    "ms; it takes what is leased", m[target].msg_id, RESCUED_MAX);
+	return -3;
+}
+
 /* A held lease: the message in idem_run.leased, taken with a lease of a
  * millisecond, is not taken again until expire ends it. */
 static void
@@ -746,7 +767,7 @@ check_lease(struct idem_error *err)
 	const char *params[1];
 	const char *section = idem_queue_has(c.q, "hold-lease") ? "hold-lease" : "expire";
 	PGresult *res;
-	int i, n;
+	int i;
 
 	if (publish(f, 1, "1", 1) < 0)
 		return;
@@ -765,16 +786,7 @@ check_lease(struct idem_error *err)
 	}
 	sleep_ms(50);
 	rescue("1");
-	/* the library's own rescue of others' stale leases, each taken once
-	 * more at most: 20 messages are more than the check publishes */
-	for (n = 0; n < 20 && (i = consume(c.conn, "1")) >= 0 && i != F; n++)
-		;
-	if (n == 20) {
-		fail("consume", "took a message other than %s 20 times in a row, each with a "
-		    "lease of 1 ms; it takes what is leased", m[F].msg_id);
-		return;
-	}
-	if (i == F) {
+	if ((i = take_past_rescued(F)) == F) {
 		fail(section, "%s, held, taken with a lease of 1 ms, was taken again 50 ms later "
 		    "before expire ended its lease%s", m[F].msg_id,
 		    idem_queue_has(c.q, "hold-lease") ? "" : " (the adapter has no hold-lease)");
@@ -786,11 +798,12 @@ check_lease(struct idem_error *err)
 		fail("expire", "ending the held lease of %s gave no row", m[F].msg_id);
 		return;
 	}
+	/* the rescue frees again what was taken above with a lease of 1 ms */
 	rescue("1");
-	if ((i = consume(c.conn, "1")) != F) {
-		if (i >= -1)
-			fail("expire", "ended the held lease of %s, and consume then took %s",
-			    m[F].msg_id, i < 0 ? "nothing" : m[i].msg_id);
+	if ((i = take_past_rescued(F)) != F) {
+		if (i == -1)
+			fail("expire", "ended the held lease of %s, and consume then took nothing but "
+			    "what the rescue freed", m[F].msg_id);
 		return;
 	}
 	complete(c.conn, F);
