@@ -168,12 +168,20 @@ int
 idem_role_for_setup(struct idem_role *r, PGconn *conn, struct idem_error *err)
 {
 	const char *params[1] = { r->name };
+	char *version;
+	int installed;
 
 	if (exec_formatted(conn, "giving the setup command its rights",
 	    "SELECT format('GRANT CONNECT, CREATE ON DATABASE %I TO %I; " SANDBOX_GRANT "', "
 	    "current_database(), $1, $1, $1)", 1, params, err) < 0 || own_schemas(r, conn, err) < 0)
 		return -1;
-	return exec_section(r, conn, "account", "granting the sandbox account its queue", err);
+	/* the queue's rights, where the queue is there already: a queue the
+	 * setup makes gets them after it (idem_role_confine) */
+	if ((installed = idem_queue_version(r->q, conn, &version, err)) < 0)
+		return -1;
+	free(version);
+	return installed ? exec_section(r, conn, "account", "granting the sandbox account its queue",
+	    err) : 0;
 }
 
 static const char *

@@ -34,7 +34,9 @@ int idem_role_open(struct idem_role *r, PGconn *conn, const char *name, const st
 void idem_role_close(struct idem_role *r);
 
 /* The rights of the setup command: CREATE on the database, the effect
- * table's schema and the queue library's schemas owned, the queue's. */
+ * table's schema and the queue library's schemas owned, and the queue's
+ * (the adapter's account section) when its installed section says the
+ * queue is there already. */
 int idem_role_for_setup(struct idem_role *r, PGconn *conn, struct idem_error *err);
 
 /* Records what the role holds (phase "setup"), then confines it to the

@@ -185,7 +185,7 @@ SELECT s FROM (VALUES
 		   'DROP POLICY IF EXISTS %1$I ON work.jobs; '
 		   'CREATE POLICY %1$I ON work.jobs TO %2$I USING (queue = %3$L) WITH CHECK (queue = %3$L)',
 		   'idem_account_' || $1::text, $1::text, :'queue'))
-) v(n, s) WHERE to_regclass('work.jobs') IS NOT NULL ORDER BY n
+) v(n, s) ORDER BY n
 
 -- @denied
 -- what the account may not do: purge the queue, delete a job (its history),
