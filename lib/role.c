@@ -81,22 +81,31 @@ exec_formatted(PGconn *conn, const char *what, const char *format_sql, int n,
 	return rc;
 }
 
-/* Runs every statement a section returns, given the role as $1. */
+/* Runs every statement a section returns, given the role as $1; a
+ * failure names the section and the adapter. */
 static int
 exec_section(const struct idem_role *r, PGconn *conn, const char *section, const char *what,
 	     struct idem_error *err)
 {
 	const char *params[1] = { r->name };
 	PGresult *res;
+	char *named;
 	int i, rc = 0;
 
 	if (!idem_queue_has(r->q, section))
 		return 0;
-	if ((res = idem_queue_exec(r->q, conn, section, what, 1, NULL, params, err)) == NULL)
-		return -1;
-	for (i = 0; rc == 0 && i < PQntuples(res); i++)
-		rc = exec(conn, what, PQgetvalue(res, i, 0), err);
-	PQclear(res);
+	if ((r->q->path ? asprintf(&named, "%s (section %s of %s)", what, section, r->q->path) :
+	    asprintf(&named, "%s (section %s of the built-in %s adapter)", what, section,
+	    r->q->kind)) < 0)
+		idem_die(IDEM_EXIT_ENV, "asprintf:");
+	if ((res = idem_queue_exec(r->q, conn, section, named, 1, NULL, params, err)) != NULL) {
+		for (i = 0; rc == 0 && i < PQntuples(res); i++)
+			rc = exec(conn, named, PQgetvalue(res, i, 0), err);
+		PQclear(res);
+	} else {
+		rc = -1;
+	}
+	free(named);
 	return rc;
 }
 

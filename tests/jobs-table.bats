@@ -135,3 +135,13 @@ kill_points() {
 	[ "$status" -eq 2 ]
 	[[ "$stderr" == *"adapter.sql:"*"section @hold-back: missing"* ]]
 }
+
+@test "jobs-table: an account section that fails stops the run, naming the section and the adapter file" {
+	sed -i 's/GRANT USAGE, SELECT ON SEQUENCE work.jobs_id_seq TO/GRANT USAGE, SELECT ON SEQUENCE work.no_such_seq TO/' \
+		examples/jobs-table/adapter.sql
+	git commit -q -am 'the account section names a sequence that is not there'
+	rehearse_example unique
+	[ "$status" -eq 3 ]
+	[[ "$stderr" == *"granting the sandbox account its queue (section account of examples/jobs-table/adapter.sql): ERROR:  relation \"work.no_such_seq\" does not exist"* ]]
+	assert_equal "$(ls records)" allowed_signers
+}
