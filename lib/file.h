@@ -50,6 +50,10 @@ int idem_make_temp_dir(char *out, size_t size, const char *prefix, mode_t mode,
  * when ferror(from), else writing. */
 int idem_copy_stream(FILE *from, FILE *to);
 
+/* The directory that holds path, into dir (size bytes): "." for a name
+ * without a slash, "/" for one directly under the root. */
+void idem_dir_of(const char *path, char *dir, size_t size);
+
 /* The SHA-256 of a file's bytes, read in chunks, as 64 lowercase hex
  * digits in out; 0, or -1 when it cannot be read. */
 int idem_sha256_file(const char *path, char out[65]);

@@ -150,20 +150,13 @@ dir_of(const char *file, char *out, size_t size)
 static int
 relative(git_repository *repo, const char *file, char *out, size_t size, struct idem_error *err)
 {
-	char dir[PATH_MAX], abs[PATH_MAX + 1], *slash;
-	const char *workdir = git_repository_workdir(repo), *base;
+	char dir[PATH_MAX], abs[PATH_MAX + 1];
+	const char *workdir = git_repository_workdir(repo), *slash = strrchr(file, '/');
+	const char *base = slash ? slash + 1 : file;
 	size_t wlen = strlen(workdir);
 	int n;
 
-	snprintf(dir, sizeof(dir), "%s", file);
-	slash = strrchr(dir, '/');
-	base = slash ? file + (slash - dir) + 1 : file;
-	if (slash == dir)
-		strcpy(dir, "/");
-	else if (slash)
-		*slash = '\0';
-	else
-		strcpy(dir, ".");
+	idem_dir_of(file, dir, sizeof(dir));
 	if (realpath(dir, abs) == NULL)
 		return idem_error_set(err, IDEM_EXIT_USAGE, "%s:", file);
 	strcat(abs, "/");

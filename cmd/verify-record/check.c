@@ -133,18 +133,14 @@ check_seed(struct checker *k, struct check *c)
 {
 	const char *revision = str(c->record, "seed.revision"), *path = str(c->record, "seed.repo_path");
 	const char *want = str(c->record, "seed.sha256");
-	char dir[PATH_MAX], hex[65], *slash, *blob;
+	char dir[PATH_MAX], hex[65], *blob;
 	size_t len, i;
 
 	if (revision == NULL || path == NULL || want == NULL || *revision == '\0') {
 		reason(c, "seed: no revision, path or SHA-256 recorded");
 		return;
 	}
-	snprintf(dir, sizeof(dir), "%s", c->path);
-	if ((slash = strrchr(dir, '/')) != NULL)
-		*slash = '\0';
-	else
-		strcpy(dir, ".");
+	idem_dir_of(c->path, dir, sizeof(dir));
 	/* records of one history share a few seeds: hash each once */
 	for (i = 0; i < k->nseeds; i++)
 		if (strcmp(k->seeds[i].revision, revision) == 0 && strcmp(k->seeds[i].path, path) == 0 &&
@@ -179,7 +175,7 @@ check_adapter(struct check *c)
 	const char *path = str(c->record, "queue.adapter.repo_path");
 	const char *want = str(c->record, "queue.adapter.sha256");
 	const char *revision = str(c->record, "seed.revision");
-	char dir[PATH_MAX], hex[65], *slash, *blob;
+	char dir[PATH_MAX], hex[65], *blob;
 	struct idem_error err;
 	size_t len;
 
@@ -189,11 +185,7 @@ check_adapter(struct check *c)
 		reason(c, "queue adapter: no revision, path or SHA-256 recorded");
 		return;
 	}
-	snprintf(dir, sizeof(dir), "%s", c->path);
-	if ((slash = strrchr(dir, '/')) != NULL)
-		*slash = '\0';
-	else
-		strcpy(dir, ".");
+	idem_dir_of(c->path, dir, sizeof(dir));
 	if ((blob = idem_git_read_at(dir, revision, path, &len, &err)) == NULL) {
 		reason(c, "queue adapter: %s", err.text);
 		return;
@@ -296,23 +288,22 @@ read_evidence_file(struct check *c, const json_t *file, struct count_sums *sums,
 		   struct attempt_sums *attempts)
 {
 	const char *name = str(file, "path"), *want = str(file, "sha256");
-	char path[PATH_MAX], dir[PATH_MAX], hex[65], *slash;
+	char path[PATH_MAX], dir[PATH_MAX], hex[65];
 	struct idem_tsv_reader r;
 	struct idem_error err;
 	long long rows = 0;
 	FILE *in;
 	int rc;
 
-	snprintf(dir, sizeof(dir), "%s", c->path);
-	if ((slash = strrchr(dir, '/')) != NULL)
-		*slash = '\0';
-	else
-		strcpy(dir, ".");
+	idem_dir_of(c->path, dir, sizeof(dir));
 	if (name == NULL || want == NULL || strstr(name, "..") != NULL || *name == '/') {
 		reason(c, "evidence: the record names no evidence file it can be checked against");
 		return -1;
 	}
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path)) {
+		reason(c, "evidence: %s/%s: path too long", dir, name);
+		return -1;
+	}
 	if (idem_sha256_file(path, hex) < 0) {
 		reason(c, "evidence: %s: %s", path, strerror(errno));
 		return -1;

@@ -660,7 +660,7 @@ idem_rerun(const char *path, const json_t *record, const char *conninfo, FILE *r
 	   struct idem_error *err)
 {
 	const char *command = idem_json_str(record, "reproduce");
-	char dir[PATH_MAX], abs[PATH_MAX], tmp[96], tree[128], *slash, *script = NULL;
+	char dir[PATH_MAX], abs[PATH_MAX], tmp[96], tree[128], *script = NULL;
 	char *stream = NULL;
 	struct stop_guard guard;
 	int status, rc;
@@ -672,11 +672,7 @@ idem_rerun(const char *path, const json_t *record, const char *conninfo, FILE *r
 	    idem_json_str(record, "seed.repo_path") == NULL || idem_json_str(record, "seed.sha256") == NULL)
 		return idem_error_set(err, IDEM_EXIT_USAGE, "%s: no seed revision, path or SHA-256 "
 		    "recorded", path);
-	snprintf(dir, sizeof(dir), "%s", path);
-	if ((slash = strrchr(dir, '/')) != NULL)
-		*slash = '\0';
-	else
-		strcpy(dir, ".");
+	idem_dir_of(path, dir, sizeof(dir));
 	if (realpath(dir, abs) == NULL)
 		return idem_error_set(err, IDEM_EXIT_ENV, "%s:", dir);
 	/* a sandbox or nothing, and its URI as kill-at gives it to workers */

@@ -9,14 +9,27 @@
 int
 main(void)
 {
+	char path[] = "/tmp/idem-file-test.XXXXXX", line[16], *mem = NULL, got[64], dir[8];
+	size_t memlen = 0;
+	FILE *from = tmpfile(), *to = NULL, *app = NULL, *m = open_memstream(&mem, &memlen);
+	int fd;
+
+	/* the directory of a path */
+	idem_dir_of("records/r.yaml", path, sizeof(path));
+	CHECK_STR(path, "records", "dir_of: a relative path");
+	idem_dir_of("r.yaml", path, sizeof(path));
+	CHECK_STR(path, ".", "dir_of: a bare name");
+	idem_dir_of("/r.yaml", path, sizeof(path));
+	CHECK_STR(path, "/", "dir_of: a name under the root");
+	idem_dir_of("/a/b/c.yaml", path, sizeof(path));
+	CHECK_STR(path, "/a/b", "dir_of: an absolute path");
+	idem_dir_of("abcdefghij/k", dir, sizeof(dir));
+	CHECK_STR(dir, "abcdefg", "dir_of: cut to its size, terminated");
 	/* what a held file holds after its first line, behind what
 	 * stdio holds for each side: to a file (the kernel copies),
 	 * to a file opened to append and to memory (a buffer does) */
-	char path[] = "/tmp/idem-file-test.XXXXXX", line[16], *mem = NULL, got[64];
-	size_t memlen = 0;
-	FILE *from = tmpfile(), *to = NULL, *app = NULL, *m = open_memstream(&mem, &memlen);
-	int fd = mkstemp(path);
-
+	strcpy(path, "/tmp/idem-file-test.XXXXXX");
+	fd = mkstemp(path);
 	CHECK(from != NULL && m != NULL && fd >= 0, "copy: files");
 	if (from != NULL && m != NULL && fd >= 0) {
 		fputs("first\nsecond\nthird\n", from);
