@@ -24,8 +24,8 @@
 #include "yamljson.h"
 #include "tracefile.h"
 
-/* The SHA-256 of a seed at a revision, as the records of a directory
- * name it, or why it could not be read. */
+/* The SHA-256 of a seed or adapter file at a revision, as the records of
+ * a directory name it, or why it could not be read. */
 struct seed_hash {
 	char *revision, *path, *dir;
 	char sha256[65];
@@ -127,74 +127,69 @@ check_signature(const struct checker *k, struct check *c, const char *text, size
 	free(armor);
 }
 
-/* The seed at the recorded revision hashes to the recorded SHA-256. */
-static void
-check_seed(struct checker *k, struct check *c)
+/* The SHA-256 of the file at path at a revision, in the repository that
+ * holds dir: read once for the records of one run, which share a few
+ * seeds and adapters. NULL, with the error in *why, when it cannot be
+ * read. */
+static const char *
+file_sha256_at(struct checker *k, const char *dir, const char *revision, const char *path,
+	       const char **why)
 {
-	const char *revision = str(c->record, "seed.revision"), *path = str(c->record, "seed.repo_path");
-	const char *want = str(c->record, "seed.sha256");
-	char dir[PATH_MAX], hex[65], *blob;
+	struct seed_hash *h;
+	char *blob;
 	size_t len, i;
 
-	if (revision == NULL || path == NULL || want == NULL || *revision == '\0') {
-		reason(c, "seed: no revision, path or SHA-256 recorded");
-		return;
-	}
-	idem_dir_of(c->path, dir, sizeof(dir));
-	/* records of one history share a few seeds: hash each once */
 	for (i = 0; i < k->nseeds; i++)
 		if (strcmp(k->seeds[i].revision, revision) == 0 && strcmp(k->seeds[i].path, path) == 0 &&
 		    strcmp(k->seeds[i].dir, dir) == 0)
 			break;
 	if (i == k->nseeds) {
 		k->seeds = idem_ereallocarray(k->seeds, k->nseeds + 1, sizeof(*k->seeds));
-		k->seeds[i].revision = idem_estrdup(revision);
-		k->seeds[i].path = idem_estrdup(path);
-		k->seeds[i].dir = idem_estrdup(dir);
-		blob = idem_git_read_at(dir, revision, path, &len, &k->seeds[i].err);
-		k->seeds[i].unread = blob == NULL;
+		h = &k->seeds[k->nseeds++];
+		h->revision = idem_estrdup(revision);
+		h->path = idem_estrdup(path);
+		h->dir = idem_estrdup(dir);
+		blob = idem_git_read_at(dir, revision, path, &len, &h->err);
+		h->unread = blob == NULL;
 		if (blob != NULL)
-			idem_sha256_hex(blob, len, k->seeds[i].sha256);
+			idem_sha256_hex(blob, len, h->sha256);
 		free(blob);
-		k->nseeds++;
 	}
-	if (k->seeds[i].unread) {
-		reason(c, "seed: %s", k->seeds[i].err.text);
-		return;
-	}
-	strcpy(hex, k->seeds[i].sha256);
-	if (strcmp(hex, want) != 0)
-		reason(c, "seed: %s at %s has SHA-256 %s, the record says %s", path, revision, hex, want);
+	h = &k->seeds[i];
+	*why = h->err.text;
+	return h->unread ? NULL : h->sha256;
 }
 
-/* The seed's adapter file, when the record names one, at the seed's
- * revision hashes to the recorded SHA-256, as the seed does. */
+/* The file a record names at the seed's revision hashes to the SHA-256
+ * it recorded: the seed, and (what) its adapter file when it has one. */
 static void
-check_adapter(struct check *c)
+check_file_at(struct checker *k, struct check *c, const char *what, const char *path,
+	      const char *want)
 {
-	const char *path = str(c->record, "queue.adapter.repo_path");
-	const char *want = str(c->record, "queue.adapter.sha256");
-	const char *revision = str(c->record, "seed.revision");
-	char dir[PATH_MAX], hex[65], *blob;
-	struct idem_error err;
-	size_t len;
+	const char *revision = str(c->record, "seed.revision"), *got, *why;
+	char dir[PATH_MAX];
 
-	if (json_object_get(json_object_get(c->record, "queue"), "adapter") == NULL)
-		return;
-	if (path == NULL || want == NULL || revision == NULL || *revision == '\0') {
-		reason(c, "queue adapter: no revision, path or SHA-256 recorded");
+	if (revision == NULL || path == NULL || want == NULL || *revision == '\0') {
+		reason(c, "%s: no revision, path or SHA-256 recorded", what);
 		return;
 	}
 	idem_dir_of(c->path, dir, sizeof(dir));
-	if ((blob = idem_git_read_at(dir, revision, path, &len, &err)) == NULL) {
-		reason(c, "queue adapter: %s", err.text);
-		return;
-	}
-	idem_sha256_hex(blob, len, hex);
-	free(blob);
-	if (strcmp(hex, want) != 0)
-		reason(c, "queue adapter: %s at %s has SHA-256 %s, the record says %s", path, revision,
-		    hex, want);
+	if ((got = file_sha256_at(k, dir, revision, path, &why)) == NULL)
+		reason(c, "%s: %s", what, why);
+	else if (strcmp(got, want) != 0)
+		reason(c, "%s: %s at %s has SHA-256 %s, the record says %s", what, path, revision, got,
+		    want);
+}
+
+/* The seed at the recorded revision hashes to the recorded SHA-256, and
+ * so does its adapter file, when the record names one. */
+static void
+check_seed(struct checker *k, struct check *c)
+{
+	check_file_at(k, c, "seed", str(c->record, "seed.repo_path"), str(c->record, "seed.sha256"));
+	if (json_object_get(json_object_get(c->record, "queue"), "adapter") != NULL)
+		check_file_at(k, c, "queue adapter", str(c->record, "queue.adapter.repo_path"),
+		    str(c->record, "queue.adapter.sha256"));
 }
 
 static long long
@@ -844,7 +839,6 @@ idem_check_record(struct checker *k, struct check *c)
 		return;
 	}
 	check_seed(k, c);
-	check_adapter(c);
 	check_arithmetic(c);
 	if (idem_statement_check(c->path, c->record, sha256, c->signer, &err) < 0)
 		reason(c, "%s", err.text);
